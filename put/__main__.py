@@ -1,0 +1,5 @@
+import sys
+
+from put.cli import main
+
+sys.exit(main())

@@ -1,0 +1,133 @@
+"""Self-describing, pickle-free, atomically written checkpoints.
+
+One file per trained model: format tag, kind (`pvqvae` | `transformer`), the model config, the
+weights with their digest, optional training state (optimizer, scheduler, RNG, step) for resuming,
+and for a transformer the path and SHA-256 of the P-VQVAE checkpoint it was trained on. Files are
+written to a temporary name and renamed, and read with `torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "put-checkpoint/1"
+KINDS = ("pvqvae", "transformer")
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """Digest of names, dtypes, shapes and values: catches a file whose weights were altered."""
+    digest = hashlib.blake2b(digest_size=32)
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+@dataclass
+class Checkpoint:
+    kind: str
+    config: dict[str, Any]
+    model: dict[str, torch.Tensor]
+    training: dict[str, Any] = field(default_factory=dict)
+    pvqvae_path: str | None = None      # transformer only, relative to the transformer file's folder
+    pvqvae_sha256: str | None = None
+    path: Path | None = None
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> None:
+    if ckpt.kind not in KINDS:
+        raise ValueError(f"checkpoint kind must be one of {KINDS}, got {ckpt.kind!r}")
+    path = Path(path)
+    pvqvae = None
+    if ckpt.kind == "transformer":
+        if not ckpt.pvqvae_path or not ckpt.pvqvae_sha256:
+            raise ValueError("a transformer checkpoint must record its P-VQVAE checkpoint's path and sha256")
+        pvqvae = {"path": ckpt.pvqvae_path, "sha256": ckpt.pvqvae_sha256}
+    model = {k: v.detach().cpu() for k, v in ckpt.model.items()}
+    atomic_torch_save({
+        "format": FORMAT, "kind": ckpt.kind, "config": json.dumps(ckpt.config, sort_keys=True),
+        "model": model, "weights_digest": weights_digest(model), "training": ckpt.training, "pvqvae": pvqvae,
+    }, path)
+
+
+def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> Checkpoint:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # zip/unpickling errors of a truncated or foreign file
+        raise CheckpointError(f"{path}: not a readable PUT checkpoint (truncated or corrupt?): {err}") from err
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a PUT checkpoint (expected format {FORMAT!r})")
+    if kind is not None and payload["kind"] != kind:
+        raise CheckpointError(f"{path}: is a {payload['kind']} checkpoint, expected a {kind} checkpoint")
+    if weights_digest(payload["model"]) != payload["weights_digest"]:
+        raise CheckpointError(f"{path}: weights do not match their recorded digest (file altered or damaged)")
+    pvqvae = payload.get("pvqvae") or {}
+    return Checkpoint(payload["kind"], json.loads(payload["config"]), payload["model"], payload.get("training") or {},
+                      pvqvae.get("path"), pvqvae.get("sha256"), path)
+
+
+def relative_reference(target: str | os.PathLike, from_file: str | os.PathLike) -> str:
+    """Path of `target` as stored inside `from_file`: relative to its folder, so a run folder can move."""
+    return os.path.relpath(Path(target).resolve(), Path(from_file).resolve().parent)
+
+
+def resolve_pvqvae(transformer: Checkpoint, override: str | os.PathLike | None = None) -> Path:
+    """The P-VQVAE file a transformer checkpoint was trained on, verified by content hash."""
+    if override is not None:
+        candidate = Path(override)
+    else:
+        candidate = Path(transformer.pvqvae_path)
+        if not candidate.is_absolute() and transformer.path is not None:
+            candidate = transformer.path.resolve().parent / candidate
+    if not candidate.is_file():
+        raise CheckpointError(
+            f"{transformer.path}: was trained on the P-VQVAE checkpoint {candidate}, which does not exist; "
+            f"pass the right file with --pvqvae (its sha256 must be {transformer.pvqvae_sha256})")
+    actual = file_sha256(candidate)
+    if actual != transformer.pvqvae_sha256:
+        raise CheckpointError(
+            f"{candidate}: sha256 {actual} differs from {transformer.pvqvae_sha256}, the P-VQVAE that "
+            f"{transformer.path} was trained on; refusing to combine mismatched models")
+    return candidate

@@ -1,0 +1,140 @@
+"""`put` command line: one subcommand per pipeline stage plus inpaint, info and bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from put.checkpoint import CheckpointError
+from put.config import PRESETS, VARIANTS, model_config
+
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cmd_info(args: argparse.Namespace) -> dict:
+    from put.models.discriminator import PatchDiscriminator
+    from put.models.put_model import PUTModel
+    from put.models.transformer import count_parameters
+
+    config = model_config(args.preset, args.variant)
+    with torch.device("meta"):  # parameter counts without allocating memory
+        model = PUTModel(config)
+        discriminator = PatchDiscriminator()
+    info = {
+        "preset": args.preset, "variant": args.variant, "image_size": config.image_size,
+        "token_grid": list(config.token_grid),
+        "parameters": {"transformer": count_parameters(model.transformer),
+                       "pvqvae_generator": count_parameters(model.pvqvae),
+                       "discriminator": count_parameters(discriminator)},
+        "config": config.model_dump(),
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        p = info["parameters"]
+        print(f"preset {args.preset}, variant {args.variant}: {config.image_size}px, token grid "
+              f"{config.token_grid[0]}x{config.token_grid[1]}\n"
+              f"  UQ-Transformer   {p['transformer'] / 1e6:8.2f}M\n"
+              f"  P-VQVAE (G)      {p['pvqvae_generator'] / 1e6:8.2f}M\n"
+              f"  discriminator    {p['discriminator'] / 1e6:8.2f}M")
+    return info
+
+
+def cmd_inpaint(args: argparse.Namespace) -> None:
+    from put.inpaint import InpaintRequest, inpaint
+    from put.sampling import SamplingOptions
+
+    request = InpaintRequest(
+        checkpoint=Path(args.checkpoint), image=Path(args.image), mask=Path(args.mask), out=Path(args.out),
+        samples=args.samples, seed=args.seed, deterministic=args.deterministic, composite=args.composite,
+        options=SamplingOptions(top_k=args.top_k, temperature=args.temperature,
+                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule),
+        mask_polarity=args.mask_polarity, pad=args.pad, pvqvae=Path(args.pvqvae) if args.pvqvae else None,
+        batch_size=args.batch_size, device=args.device)
+    for path in inpaint(request):
+        print(path)
+
+
+def cmd_bench(args: argparse.Namespace) -> dict:
+    from put import bench
+
+    if args.what == "sampling":
+        result = bench.bench_sampling(args.preset, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
+                                      device=args.device, bf16=args.bf16)
+        print(f"{args.preset} sampling on {result['device_name']} ({result['dtype']}, batch {args.batch}, "
+              f"{args.tokens_per_step} token/step): {result['seconds_per_step']:.3f} s/step, "
+              f"{result['tokens_per_second']:.2f} tokens/s, {result['achieved_gflops']:.1f} GFLOP/s = "
+              f"{result['fraction_of_matmul']:.0%} of the measured matmul rate {result['matmul_gflops']:.1f} GFLOP/s")
+    else:
+        result = bench.bench_pvqvae(args.preset, batch=args.batch, device=args.device, bf16=args.bf16)
+        print(f"{args.preset} P-VQVAE on {result['device_name']} ({result['dtype']}): "
+              f"{result['images_per_second']:.2f} images/s at {result['image_size']}px")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="put", description="PUT pluralistic image inpainting (CVPR 2022)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="parameter counts and token grid of a preset x variant")
+    info.add_argument("--preset", choices=list(PRESETS), default="ffhq")
+    info.add_argument("--variant", choices=VARIANTS, default="put")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=cmd_info)
+
+    inp = sub.add_parser("inpaint", help="inpaint one image: N diverse results as PNG files")
+    inp.add_argument("--checkpoint", required=True, help="transformer checkpoint (.pt)")
+    inp.add_argument("--pvqvae", help="P-VQVAE checkpoint, if not where the transformer checkpoint recorded it")
+    inp.add_argument("--image", required=True, help="RGB, RGBA or grayscale image")
+    inp.add_argument("--mask", required=True, help="binary mask image of the same size")
+    inp.add_argument("--mask-polarity", choices=["hole-white", "keep-white"], default="hole-white",
+                     help="which pixels of the mask file are white: the holes (default, as PConv masks) or the kept")
+    inp.add_argument("--samples", type=int, default=1, help="number of diverse results")
+    inp.add_argument("--top-k", type=int, default=50)
+    inp.add_argument("--temperature", type=float, default=1.0, help="multiplies the logits (released code)")
+    inp.add_argument("--tokens-per-step", type=int, default=1, help="tokens sampled per forward pass")
+    inp.add_argument("--position-rule", choices=["logit", "prob"], default="logit",
+                     help="next position: largest max-logit (released code) or max probability (paper text)")
+    inp.add_argument("--deterministic", action="store_true", help="all tokens at once by argmax (PUT_all)")
+    inp.add_argument("--no-composite", dest="composite", action="store_false",
+                     help="keep the decoder's output everywhere, as the paper's evaluation does")
+    inp.add_argument("--pad", action="store_true", help="pad to a multiple of the patch size (result cropped back)")
+    inp.add_argument("--seed", type=int, default=0)
+    inp.add_argument("--batch-size", type=int, help="samples per forward batch (default: all at once)")
+    inp.add_argument("--device", default=default_device())
+    inp.add_argument("--out", required=True, help="output folder")
+    inp.set_defaults(func=cmd_inpaint)
+
+    bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
+    bench.add_argument("what", choices=["sampling", "pvqvae"])
+    bench.add_argument("--preset", choices=list(PRESETS), default="ffhq")
+    bench.add_argument("--steps", type=int, default=5, help="sampling steps to time")
+    bench.add_argument("--batch", type=int, default=1)
+    bench.add_argument("--tokens-per-step", type=int, default=1)
+    bench.add_argument("--device", default=default_device())
+    bench.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
+    bench.add_argument("--out", help="write the figures as JSON here")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except USER_ERRORS as err:
+        print(f"put {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0

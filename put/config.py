@@ -1,0 +1,138 @@
+"""Model configuration: the variant list, the presets and their validation (defined once, here).
+
+A *preset* fixes the working resolution and the sizes of both models (paper: FFHQ, Places2,
+ImageNet; plus a tiny `demo` that trains on two CPU cores in minutes). A *variant* is one of the
+paper's ablations (Table 3) applied on top of a preset.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0"]
+VARIANTS: tuple[str, ...] = get_args(Variant)
+# `tok` and `qua0` change only the transformer: they reuse the full model's P-VQVAE.
+PVQVAE_OF_VARIANT: dict[str, str] = {
+    "put": "put", "conv": "conv", "one": "one", "no_ref": "no_ref", "tok": "put", "qua0": "put",
+}
+PVQVAE_VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(PVQVAE_OF_VARIANT.values()))
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors (a typo in a config must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PVQVAEConfig(StrictModel):
+    patch_size: int = Field(8, ge=2, description="r: side of the non-overlapping patches (a power of 2)")
+    embed_dim: int = Field(256, ge=1, description="C: feature / codebook vector size")
+    width: int = Field(256, ge=4, description="channels of the encoder and of the decoder at token resolution")
+    num_res_blocks: int = Field(8, ge=0)
+    codebook_size: int = Field(512, ge=2, description="K = K': vectors per book")
+    encoder: Literal["patch", "conv"] = "patch"
+    dual_codebook: bool = True
+    reference_branch: bool = True
+    ema_decay: float = Field(0.99, gt=0, lt=1)
+    ema_eps: float = Field(1e-5, gt=0)
+
+    @model_validator(mode="after")
+    def _patch_is_power_of_two(self) -> "PVQVAEConfig":
+        if self.patch_size & (self.patch_size - 1):
+            raise ValueError(f"patch_size must be a power of 2, got {self.patch_size}")
+        if self.width % (self.patch_size // 2) or self.width // (self.patch_size // 2) < 2:
+            raise ValueError(f"width {self.width} must be divisible by patch_size/2 = {self.patch_size // 2}")
+        return self
+
+    @property
+    def num_upsamplings(self) -> int:
+        return int(math.log2(self.patch_size))
+
+
+class TransformerConfig(StrictModel):
+    n_layer: int = Field(30, ge=1)
+    n_head: int = Field(8, ge=1)
+    n_embd: int = Field(512, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    input: Literal["unquantized", "quantized"] = Field(
+        "unquantized", description="UQ-Transformer input (PUT) or quantized vectors (ablation `tok`)")
+    random_quant_prob: float = Field(
+        0.3, ge=0, le=1, description="training: p of replacing a known patch's feature by its code (`qua0`: 0)")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "TransformerConfig":
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
+        return self
+
+
+class ModelConfig(StrictModel):
+    """Everything needed to build both models of one preset x variant."""
+
+    image_size: int = Field(256, ge=8, description="training / evaluation resolution (square)")
+    pvqvae: PVQVAEConfig = PVQVAEConfig()
+    transformer: TransformerConfig = TransformerConfig()
+
+    @model_validator(mode="after")
+    def _size_is_multiple_of_patch(self) -> "ModelConfig":
+        if self.image_size % self.pvqvae.patch_size:
+            raise ValueError(f"image_size {self.image_size} is not a multiple of patch_size {self.pvqvae.patch_size}")
+        return self
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        side = self.image_size // self.pvqvae.patch_size
+        return side, side
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # Sized to train both stages on 2 CPU cores in about two minutes.
+    "demo": ModelConfig(
+        image_size=64,
+        pvqvae=PVQVAEConfig(embed_dim=64, width=64, num_res_blocks=2, codebook_size=128),
+        transformer=TransformerConfig(n_layer=4, n_head=4, n_embd=128),
+    ),
+    # Paper sizes (supplementary tables): P-VQVAE shared, UQ-Transformer per dataset.
+    "ffhq": ModelConfig(transformer=TransformerConfig(n_layer=30, n_head=8, n_embd=512)),
+    "places2": ModelConfig(transformer=TransformerConfig(n_layer=35, n_head=8, n_embd=512)),
+    "imagenet": ModelConfig(transformer=TransformerConfig(n_layer=35, n_head=8, n_embd=1024)),
+}
+
+
+def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
+    """The ablation switches of the paper's Table 3 on top of a preset."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    pvqvae_changes = {"conv": {"encoder": "conv"}, "one": {"dual_codebook": False},
+                      "no_ref": {"reference_branch": False}}.get(variant, {})
+    transformer_changes = {"tok": {"input": "quantized"}, "qua0": {"random_quant_prob": 0.0}}.get(variant, {})
+    return config.model_copy(update={
+        "pvqvae": config.pvqvae.model_copy(update=pvqvae_changes),
+        "transformer": config.transformer.model_copy(update=transformer_changes),
+    })
+
+
+def model_config(preset: str, variant: str = "put") -> ModelConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    return apply_variant(PRESETS[preset], variant)
+
+
+class LossConfig(StrictModel):
+    """P-VQVAE generator loss weights (supplementary Sec. B) and the start of the delayed terms."""
+
+    pixel: float = Field(1.0, ge=0)
+    gradient: float = Field(5.0, ge=0)
+    adversarial: float = Field(0.1, ge=0)
+    perceptual: float = Field(0.1, ge=0)
+    style: float = Field(250.0, ge=0)
+    commitment: float = Field(1.0, ge=0)
+    delayed_start: int = Field(5000, ge=0, description="iteration at which gradient, adversarial, "
+                               "perceptual and style terms (and the discriminator) switch on")
+
+    @property
+    def needs_vgg(self) -> bool:
+        return self.perceptual > 0 or self.style > 0

@@ -1,0 +1,62 @@
+"""Reading and writing images as tensors in [-1, 1] (the models' scale)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+
+class ImageReadError(ValueError):
+    pass
+
+
+def open_image(path: str | os.PathLike) -> Image.Image:
+    """Fully decoded PIL image; a missing, truncated or non-image file raises ImageReadError naming it."""
+    try:
+        with Image.open(path) as img:
+            img.load()
+            return img.copy()
+    except FileNotFoundError:
+        raise ImageReadError(f"{path}: no such image file") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise ImageReadError(f"{path}: not a readable image ({err})") from err
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """RGB from RGB, RGBA (alpha dropped), palette, grayscale or 16-bit grayscale images."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.asarray(img, dtype=np.float64)
+        img = Image.fromarray(np.clip(arr / (65535.0 if arr.max() > 255 else 255.0) * 255, 0, 255).astype(np.uint8))
+    return img.convert("RGB")
+
+
+def read_image(path: str | os.PathLike) -> torch.Tensor:
+    """(3, H, W) float tensor in [-1, 1]."""
+    arr = np.asarray(to_rgb(open_image(path)), dtype=np.float32)
+    return torch.from_numpy(arr).permute(2, 0, 1) / 127.5 - 1
+
+
+def to_uint8(image: torch.Tensor) -> np.ndarray:
+    """(3, H, W) in [-1, 1] -> (H, W, 3) uint8."""
+    arr = ((image.detach().float().clamp(-1, 1) + 1) * 127.5).round().byte()
+    return arr.permute(1, 2, 0).cpu().numpy()
+
+
+def write_png(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Atomic PNG write (temp file + rename): a crash never leaves a half-written image."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        Image.fromarray(array).save(tmp, format="PNG")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_image(path: str | os.PathLike, image: torch.Tensor) -> None:
+    write_png(path, to_uint8(image))

@@ -1,0 +1,96 @@
+"""P-VQVAE losses (supplementary Sec. B): pixel, gradient, adversarial, perceptual, style, commitment.
+
+All image terms are computed on [0, 1] images. Gradient, adversarial, perceptual and style terms (and
+the discriminator's own loss) switch on at `LossConfig.delayed_start`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from put.config import LossConfig
+from put.models.pvqvae import Reconstruction
+from put.models.vgg import PERCEPTUAL_LAYERS, STYLE_LAYERS, VGG19Features
+
+
+def to_unit(images: torch.Tensor) -> torch.Tensor:
+    """[-1, 1] -> [0, 1], clamped as an image would be."""
+    return ((images + 1) / 2).clamp(0, 1)
+
+
+def image_gradients(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward differences along x and y, zero in the last column / row."""
+    dx = F.pad(images[..., :, 1:] - images[..., :, :-1], (0, 1, 0, 0))
+    dy = F.pad(images[..., 1:, :] - images[..., :-1, :], (0, 0, 0, 1))
+    return dx, dy
+
+
+def gram(features: torch.Tensor) -> torch.Tensor:
+    b, c, h, w = features.shape
+    f = features.reshape(b, c, h * w)
+    return f @ f.transpose(1, 2) / (c * h * w)
+
+
+def pixel_loss(fake: torch.Tensor, real: torch.Tensor, ref_keep: torch.Tensor) -> torch.Tensor:
+    """L1 over the whole image divided by the batch's hole fraction of the reference mask (released code);
+    a batch without holes is not divided (the released code divides by zero there)."""
+    hole_fraction = (1 - ref_keep).mean()
+    return F.l1_loss(fake, real) / torch.where(hole_fraction > 0, hole_fraction, torch.ones_like(hole_fraction))
+
+
+def gradient_loss(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    (fdx, fdy), (rdx, rdy) = image_gradients(fake), image_gradients(real)
+    return (F.l1_loss(fdx, rdx) + F.l1_loss(fdy, rdy)) / 2
+
+
+def perceptual_loss(fake_feats: dict, real_feats: dict) -> torch.Tensor:
+    return sum(F.l1_loss(fake_feats[name], real_feats[name]) for name in PERCEPTUAL_LAYERS)
+
+
+def style_loss(fake_feats: dict, real_feats: dict) -> torch.Tensor:
+    return sum(F.l1_loss(gram(fake_feats[name]), gram(real_feats[name])) for name in STYLE_LAYERS)
+
+
+def adversarial_target(logits: torch.Tensor, real: bool) -> torch.Tensor:
+    """Non-saturating BCE on the discriminator's logits."""
+    target = torch.ones_like(logits) if real else torch.zeros_like(logits)
+    return F.binary_cross_entropy_with_logits(logits.float(), target.float())
+
+
+class GeneratorLoss(nn.Module):
+    """The full P-VQVAE objective. `vgg` may be None only when the perceptual and style weights are 0."""
+
+    def __init__(self, config: LossConfig, vgg: VGG19Features | None):
+        super().__init__()
+        if config.needs_vgg and vgg is None:
+            raise ValueError("perceptual/style loss weights are > 0 but no VGG19 was given")
+        self.config = config
+        self.vgg = vgg
+
+    def forward(self, rec: Reconstruction, discriminator: nn.Module, step: int) -> dict[str, torch.Tensor]:
+        cfg = self.config
+        fake, real = to_unit(rec.images), to_unit(rec.target)
+        terms = {"pixel": pixel_loss(fake, real, rec.ref_keep), "commitment": rec.quantized.commitment}
+        if step >= cfg.delayed_start:
+            terms["gradient"] = gradient_loss(fake, real)
+            if cfg.adversarial > 0:
+                terms["adversarial"] = adversarial_target(discriminator(fake), real=True)
+            if cfg.needs_vgg:
+                hole = 1 - rec.ref_keep
+                feats = self.vgg(torch.cat([fake, real, fake * hole, real * hole]))
+                fake_f, real_f, fake_h, real_h = zip(*(v.chunk(4) for v in feats.values()))
+                names = list(feats)
+                terms["perceptual"] = perceptual_loss(dict(zip(names, fake_f)), dict(zip(names, real_f)))
+                # Style only on the holes, where the decoder had to invent the content.
+                terms["style"] = style_loss(dict(zip(names, fake_h)), dict(zip(names, real_h)))
+        terms["total"] = sum(getattr(cfg, name) * value for name, value in terms.items())
+        return terms
+
+
+def discriminator_loss(discriminator: nn.Module, rec: Reconstruction) -> torch.Tensor:
+    """(BCE(D(real), 1) + BCE(D(fake), 0)) / 2, both in [0, 1] as in the generator step."""
+    real_logits = discriminator(to_unit(rec.target))
+    fake_logits = discriminator(to_unit(rec.images.detach()))
+    return (adversarial_target(real_logits, True) + adversarial_target(fake_logits, False)) / 2

@@ -1,0 +1,57 @@
+"""PUT = P-VQVAE + UQ-Transformer: what the transformer sees, what it must predict, and decoding."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from put.config import ModelConfig
+from put.models.pvqvae import PVQVAE
+from put.models.transformer import UQTransformer
+
+
+class PUTModel(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.pvqvae = PVQVAE(config.pvqvae)
+        self.transformer = UQTransformer(config.transformer, config.pvqvae.embed_dim,
+                                         config.pvqvae.codebook_size, config.token_grid)
+
+    def transformer_inputs(self, images: torch.Tensor, keep_mask: torch.Tensor, random_quant_prob: float = 0.0,
+                           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode the masked image. Returns (features (B, C, h, w), known (B, h, w) bool, tokens (B, h, w)).
+
+        `features` are un-quantized (PUT), or quantized everywhere (ablation `tok`); with
+        random_quant_prob > 0 each fully known patch is replaced by its code with that probability.
+        `tokens` are valid indices into book `e` wherever `known` is True.
+        """
+        features = self.pvqvae.encode(images, keep_mask)
+        quantized = self.pvqvae.quantize(features, keep_mask)
+        known = self.pvqvae.patch_known(keep_mask)
+        if self.config.transformer.input == "quantized":
+            features = quantized.vectors
+        elif random_quant_prob > 0:
+            draw = torch.rand(known.shape, generator=generator, device=generator.device if generator else None)
+            swap = (known & (draw.to(known.device) < random_quant_prob)).unsqueeze(1)
+            features = torch.where(swap, quantized.vectors, features)
+        return features, known, quantized.indices
+
+    def transformer_loss(self, images: torch.Tensor, keep_mask: torch.Tensor,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+        """Cross-entropy against the full image's tokens in book `e`, averaged over masked patches."""
+        with torch.no_grad():
+            target = self.pvqvae.target_tokens(images)
+            features, known, _ = self.transformer_inputs(
+                images, keep_mask, self.config.transformer.random_quant_prob, generator)
+        logits = self.transformer(features)
+        ce = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="none")
+        masked = (~known).flatten().float()
+        return (ce * masked).sum() / masked.sum().clamp_min(1)
+
+    def decode(self, tokens: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor,
+               composite: bool = False) -> torch.Tensor:
+        """Tokens of book `e` -> image in [-1, 1]; `composite` pastes the known pixels back."""
+        out = self.pvqvae.decode_tokens(tokens, keep_mask, images).clamp(-1, 1)
+        return torch.where(keep_mask.bool(), images, out) if composite else out

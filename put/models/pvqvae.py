@@ -1,0 +1,83 @@
+"""P-VQVAE: patch encoder -> dual codebook -> multi-scale guided decoder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from put.config import PVQVAEConfig
+from put.models.decoder import MultiScaleGuidedDecoder
+from put.models.encoder import build_encoder
+from put.models.quantizer import DualCodebook, Quantized
+
+HOLE_VALUE = -1.0  # hole pixels of an image in [-1, 1] before encoding
+
+
+def mask_image(images: torch.Tensor, keep_mask: torch.Tensor) -> torch.Tensor:
+    return torch.where(keep_mask.bool(), images, torch.full_like(images, HOLE_VALUE))
+
+
+def patch_is_known(keep_mask: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """(B, 1, H, W) keep-mask -> (B, h, w) bool: True only where all r*r pixels of the patch are known."""
+    return -F.max_pool2d(-keep_mask.float(), patch_size).squeeze(1) > 0.5
+
+
+@dataclass
+class Reconstruction:
+    images: torch.Tensor       # decoder output x^R, [-1, 1] scale
+    target: torch.Tensor       # x^ = x (x) m, the image the encoder saw
+    quantized: Quantized
+    ref_keep: torch.Tensor     # m (x) m', what the decoder's reference branch could see
+
+
+class PVQVAE(nn.Module):
+    def __init__(self, config: PVQVAEConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = build_encoder(config)
+        self.quant_conv = nn.Conv2d(config.embed_dim, config.embed_dim, 1)
+        self.codebook = DualCodebook(config)
+        self.post_quant_conv = nn.Conv2d(config.embed_dim, config.embed_dim, 1)
+        self.decoder = MultiScaleGuidedDecoder(config)
+
+    def check_size(self, images: torch.Tensor) -> None:
+        r = self.config.patch_size
+        if images.shape[-1] % r or images.shape[-2] % r:
+            raise ValueError(f"image size {tuple(images.shape[-2:])} is not a multiple of the patch size {r}")
+
+    def encode(self, images: torch.Tensor, keep_mask: torch.Tensor) -> torch.Tensor:
+        """Un-quantized features f^ = E(x (x) m), (B, C, H/r, W/r)."""
+        self.check_size(images)
+        return self.quant_conv(self.encoder(mask_image(images, keep_mask)))
+
+    def patch_known(self, keep_mask: torch.Tensor) -> torch.Tensor:
+        return patch_is_known(keep_mask, self.config.patch_size)
+
+    def quantize(self, features: torch.Tensor, keep_mask: torch.Tensor) -> Quantized:
+        return self.codebook(features, self.patch_known(keep_mask))
+
+    def decode(self, vectors: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.post_quant_conv(vectors), keep_mask, mask_image(images, keep_mask))
+
+    def decode_tokens(self, tokens: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        """Tokens index book `e` (the transformer's vocabulary), (B, h, w)."""
+        return self.decode(self.codebook.lookup(tokens), keep_mask, images)
+
+    def target_tokens(self, images: torch.Tensor) -> torch.Tensor:
+        """Tokens of the full image in book `e`: every patch treated as unmasked (the transformer's target)."""
+        keep = torch.ones_like(images[:, :1])
+        features = self.encode(images, keep)
+        b, c, h, w = features.shape
+        flat = features.permute(0, 2, 3, 1).reshape(-1, c)
+        book = torch.zeros(len(flat), dtype=torch.long, device=flat.device)
+        return self.codebook.nearest(flat, book).view(b, h, w)
+
+    def forward(self, images: torch.Tensor, erase_keep: torch.Tensor, ref_keep: torch.Tensor) -> Reconstruction:
+        """Training pass: x^ = x (x) m is encoded; the decoder sees only x^ (x) m' (paper Sec. 3.1)."""
+        target = mask_image(images, erase_keep)
+        quantized = self.quantize(self.encode(images, erase_keep), erase_keep)
+        keep = erase_keep * ref_keep
+        return Reconstruction(self.decode(quantized.vectors, keep, images), target, quantized, keep)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from put.config import ModelConfig, PVQVAEConfig, TransformerConfig
+
+TINY = ModelConfig(
+    image_size=32,
+    pvqvae=PVQVAEConfig(embed_dim=16, width=16, num_res_blocks=1, codebook_size=16),
+    transformer=TransformerConfig(n_layer=2, n_head=2, n_embd=32),
+)
+
+
+@pytest.fixture
+def tiny_config() -> ModelConfig:
+    return TINY
+
+
+def random_batch(batch: int = 2, size: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images in [-1, 1] and a keep-mask with a rectangular hole crossing patch borders."""
+    g = torch.Generator().manual_seed(seed)
+    images = torch.rand(batch, 3, size, size, generator=g) * 2 - 1
+    keep = torch.ones(batch, 1, size, size)
+    keep[:, :, size // 4: size // 2 + 3, size // 8: size // 2 + 1] = 0
+    return images, keep
+
+
+@pytest.fixture
+def tiny_checkpoints(tmp_path):
+    """A random-weight PUT model saved as a P-VQVAE and a transformer checkpoint."""
+    from put.model_io import save_pvqvae, save_transformer
+    from put.models.put_model import PUTModel
+
+    torch.manual_seed(0)
+    model = PUTModel(TINY).eval()
+    run = tmp_path / "run"
+    pvqvae_path, transformer_path = run / "pvqvae.pt", run / "transformer.pt"
+    save_pvqvae(pvqvae_path, model.pvqvae, TINY, preset="tiny", variant="put")
+    save_transformer(transformer_path, model, pvqvae_path, preset="tiny", variant="put")
+    return model, pvqvae_path, transformer_path

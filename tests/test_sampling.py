@@ -1,0 +1,130 @@
+"""Sampling: top-K membership, seeding, all-at-once = argmax, N tokens per step, pluralistic batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from put.models.put_model import PUTModel
+from put.sampling import SamplingOptions, draw_top_k, inpaint_batch, sample_all_at_once, sample_iterative
+from tests.conftest import TINY, random_batch
+
+
+@pytest.fixture(scope="module")
+def model() -> PUTModel:
+    torch.manual_seed(0)
+    m = PUTModel(TINY).eval()
+    with torch.no_grad():  # a non-trivial head so that logits differ between positions
+        m.transformer.head.weight.normal_(0, 1.0)
+    return m
+
+
+def inputs(model, batch=3):
+    images, keep = random_batch(1)
+    return model.transformer_inputs(images.expand(batch, -1, -1, -1), keep.expand(batch, -1, -1, -1))
+
+
+def test_draw_top_k_only_draws_from_the_top_k():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 100, generator=g)
+    top = logits.topk(5, dim=-1).indices
+    for _ in range(20):
+        drawn = draw_top_k(logits, 5, 1.0, g)
+        assert (drawn.unsqueeze(-1) == top).any(-1).all()
+
+
+def test_iterative_tokens_are_in_the_top_k_of_their_step(model, monkeypatch):
+    """Record each step's logits and check every drawn token against the top-K of its position."""
+    seen = []
+    original = model.transformer.forward_embedded
+
+    def spy(x):
+        logits = original(x)
+        seen.append(logits.clone())
+        return logits
+
+    monkeypatch.setattr(model.transformer, "forward_embedded", spy)
+    features, known, tokens = inputs(model)
+    out = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=3),
+                           torch.Generator().manual_seed(1))
+    masked = (~known).flatten(1)
+    n_masked = int(masked[0].sum())
+    assert len(seen) == n_masked  # one forward per masked patch
+    # Replay: position chosen at each step = largest max-logit among still-masked positions.
+    remaining = masked.clone()
+    for logits in seen:
+        score = logits.amax(-1).masked_fill(~remaining, float("-inf"))
+        pos = score.argmax(1)
+        top3 = logits[torch.arange(3), pos].topk(3, -1).indices
+        assert (out.flatten(1)[torch.arange(3), pos].unsqueeze(-1) == top3).any(-1).all()
+        remaining[torch.arange(3), pos] = False
+    assert not remaining.any()
+    assert torch.equal(out[known], tokens[known])  # known tokens untouched
+
+
+def test_same_seed_same_tokens_and_pluralistic_rows_differ(model):
+    features, known, tokens = inputs(model, batch=4)
+    opts = SamplingOptions(top_k=10)
+    a = sample_iterative(model, features, known, tokens, opts, torch.Generator().manual_seed(7))
+    b = sample_iterative(model, features, known, tokens, opts, torch.Generator().manual_seed(7))
+    c = sample_iterative(model, features, known, tokens, opts, torch.Generator().manual_seed(8))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert len({tuple(row.flatten().tolist()) for row in a}) > 1  # B samples of one input differ
+
+
+def test_all_at_once_equals_argmax(model):
+    features, known, tokens = inputs(model)
+    out = sample_all_at_once(model, features, known, tokens)
+    with torch.no_grad():
+        argmax = model.transformer(features).argmax(-1).view_as(tokens)
+    assert torch.equal(out[~known], argmax[~known])
+    assert torch.equal(out[known], tokens[known])
+
+
+def test_top_1_iterative_is_deterministic_without_seed(model):
+    features, known, tokens = inputs(model, batch=2)
+    a = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=1))
+    b = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=1))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("n", [2, 3, 100])
+def test_n_tokens_per_step_fills_every_position_in_fewer_forwards(model, monkeypatch, n):
+    calls = []
+    original = model.transformer.forward_embedded
+    monkeypatch.setattr(model.transformer, "forward_embedded", lambda x: calls.append(1) or original(x))
+    features, known, tokens = inputs(model, batch=2)
+    out = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=5, tokens_per_step=n),
+                           torch.Generator().manual_seed(0))
+    n_masked = int((~known[0]).sum())
+    assert len(calls) == -(-n_masked // n)
+    assert out.max() < TINY.pvqvae.codebook_size and out.min() >= 0
+
+
+def test_rows_with_different_masks_in_one_batch(model):
+    images, keep = random_batch(2)
+    keep[1] = 1
+    keep[1, :, :8, :8] = 0  # row 1 has a single masked patch
+    features, known, tokens = model.transformer_inputs(images, keep)
+    out = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=5), torch.Generator().manual_seed(0))
+    assert torch.equal(out[1][known[1]], tokens[1][known[1]])
+    assert out.max() < TINY.pvqvae.codebook_size
+
+
+@pytest.mark.parametrize("mode", ["iterative", "all"])
+def test_inpaint_batch_composites_known_pixels(model, mode):
+    images, keep = random_batch(2)
+    out = inpaint_batch(model, images, keep, mode, SamplingOptions(top_k=5), torch.Generator().manual_seed(0),
+                        composite=True)
+    assert out.shape == images.shape
+    assert torch.equal(out[keep.bool().expand_as(out)], images[keep.bool().expand_as(images)])
+    raw = inpaint_batch(model, images, keep, mode, SamplingOptions(top_k=5), torch.Generator().manual_seed(0))
+    assert raw.min() >= -1 and raw.max() <= 1
+
+
+def test_bad_options_are_errors():
+    with pytest.raises(ValueError, match="top_k"):
+        SamplingOptions(top_k=0)
+    with pytest.raises(ValueError, match="tokens_per_step"):
+        SamplingOptions(tokens_per_step=0)
