@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from put.checkpoint import CheckpointError
-from put.config import PRESETS, VARIANTS, model_config
+from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config
 
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
 
@@ -83,6 +83,47 @@ def cmd_bench(args: argparse.Namespace) -> dict:
     return result
 
 
+def load_cli_params(args: argparse.Namespace):
+    from put.config.params import load_params
+
+    path = args.params if args.params is not None else ("params.yaml" if Path("params.yaml").is_file() else None)
+    return load_params(path, preset=args.preset)
+
+
+def cmd_split(args: argparse.Namespace) -> None:
+    from put.stages.split import run_split
+
+    report = run_split(load_cli_params(args), Path(args.out))
+    counts = ", ".join(f"{k}: {v['usable']} usable of {v['listed']}" for k, v in report["splits"].items())
+    print(f"{report['dataset']} split written to {args.out} ({counts}; {len(report['excluded'])} excluded)")
+
+
+def cmd_masks(args: argparse.Namespace) -> None:
+    from put.stages.masks import run_masks
+
+    print(f"evaluation masks: {run_masks(load_cli_params(args), Path(args.split), Path(args.out))}")
+
+
+def cmd_train_pvqvae(args: argparse.Namespace) -> None:
+    from put.stages.train import train_pvqvae
+
+    result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device)
+    print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")
+
+
+def cmd_train_transformer(args: argparse.Namespace) -> None:
+    from put.stages.train import train_transformer
+
+    result = train_transformer(load_cli_params(args), args.variant, Path(args.pvqvae), Path(args.split),
+                               Path(args.out), args.device)
+    print(f"UQ-Transformer ({args.variant}) at {result.out}, {result.step} iterations")
+
+
+def add_params_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", help="parameter file (default: ./params.yaml if present, else the defaults)")
+    parser.add_argument("--preset", choices=list(PRESETS), help="use this preset instead of the file's")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="put", description="PUT pluralistic image inpainting (CVPR 2022)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +156,30 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--device", default=default_device())
     inp.add_argument("--out", required=True, help="output folder")
     inp.set_defaults(func=cmd_inpaint)
+
+    split = sub.add_parser("split", help="list the dataset's train/test images with checksums (builds the demo set)")
+    add_params_arguments(split)
+    split.add_argument("--out", default="data/splits", help="folder for train.csv, test.csv, split_report.json")
+    split.set_defaults(func=cmd_split)
+
+    masks = sub.add_parser("masks", help="write the frozen evaluation masks and their manifest")
+    add_params_arguments(masks)
+    masks.add_argument("--split", default="data/splits", help="folder written by `put split`")
+    masks.add_argument("--out", default="data/masks", help="output folder")
+    masks.set_defaults(func=cmd_masks)
+
+    for name, func, variants, what in [
+            ("train-pvqvae", cmd_train_pvqvae, PVQVAE_VARIANTS, "train a P-VQVAE (resumes if interrupted)"),
+            ("train-transformer", cmd_train_transformer, VARIANTS, "train a UQ-Transformer on a frozen P-VQVAE")]:
+        train = sub.add_parser(name, help=what)
+        add_params_arguments(train)
+        train.add_argument("--variant", choices=variants, default="put")
+        train.add_argument("--split", default="data/splits", help="folder written by `put split`")
+        if name == "train-transformer":
+            train.add_argument("--pvqvae", required=True, help="the P-VQVAE checkpoint to freeze and train on")
+        train.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
+        train.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+        train.set_defaults(func=func)
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])

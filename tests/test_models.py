@@ -38,7 +38,7 @@ def test_every_variant_transformer_forward_backward(variant):
     model = PUTModel(apply_variant(TINY, variant))
     model.pvqvae.eval()
     images, keep = random_batch()
-    loss = model.transformer_loss(images, keep, torch.Generator().manual_seed(0))
+    loss = model.transformer_loss(images, keep)
     assert torch.isfinite(loss) and loss > 0
     loss.backward()
     assert all(p.grad is not None for p in model.transformer.parameters())
@@ -145,7 +145,7 @@ def test_fused_mlp_equals_reference_gelu2():
     ("ffhq", 95.0, 95.49), ("places2", 110.7, 111.25), ("imagenet", 441.7, 442.71)])
 def test_paper_transformer_parameter_counts(preset, paper_millions, code_millions):
     with torch.device("meta"):
-        model = PUTModel(PRESETS[preset])
+        model = PUTModel(PRESETS[preset].model)
     n = count_parameters(model.transformer) / 1e6
     assert abs(n - paper_millions) / paper_millions < 0.01
     assert round(n, 2) == code_millions
@@ -153,7 +153,7 @@ def test_paper_transformer_parameter_counts(preset, paper_millions, code_million
 
 def test_generator_and_discriminator_parameter_counts():
     with torch.device("meta"):
-        model = PUTModel(PRESETS["ffhq"])
+        model = PUTModel(PRESETS["ffhq"].model)
         disc = PatchDiscriminator()
     assert abs(count_parameters(model.pvqvae) / 1e6 - 7.40) / 7.40 < 0.01
     assert count_parameters(disc) == 2_763_776

@@ -7,10 +7,12 @@ PNGs with 255 = hole (as NVIDIA's PConv set); foreign mask sets are read with an
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
+from PIL import Image
 
 from put.data.images import ImageReadError, open_image, write_png
 
@@ -45,18 +47,27 @@ def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | No
         raise MaskError(f"{source}: mask is all hole (no known pixel); check --mask-polarity")
 
 
-def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple[int, int] | None = None) -> torch.Tensor:
-    """(1, H, W) keep-mask from a mask file. Color masks must be gray (R = G = B)."""
+def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = None) -> np.ndarray:
+    """(H, W) uint8 gray values of a mask file, resized to `size` (H, W) by nearest neighbour if given (the
+    only resampling that keeps a mask binary). Color masks must be gray (R = G = B)."""
     try:
         img = open_image(path)
     except ImageReadError as err:
         raise MaskError(str(err)) from None
-    values = np.asarray(img.convert("RGB") if img.mode not in ("L", "1") else img.convert("L"))
+    img = img.convert("RGB") if img.mode not in ("L", "1") else img.convert("L")
+    if size is not None and img.size != (size[1], size[0]):
+        img = img.resize((size[1], size[0]), Image.Resampling.NEAREST)
+    values = np.asarray(img)
     if values.ndim == 3:
         if not ((values[..., 0] == values[..., 1]) & (values[..., 1] == values[..., 2])).all():
             raise MaskError(f"{path}: mask has colored pixels; expected a black/white mask")
         values = values[..., 0]
-    keep = keep_mask_from_array(values, polarity, str(path))
+    return values
+
+
+def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple[int, int] | None = None) -> torch.Tensor:
+    """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to."""
+    keep = keep_mask_from_array(read_mask_values(path), polarity, str(path))
     validate_keep_mask(keep, str(path), size)
     return torch.from_numpy(keep).unsqueeze(0)
 
@@ -65,3 +76,45 @@ def write_mask(path: str | os.PathLike, keep: torch.Tensor | np.ndarray) -> None
     """Write a keep-mask as our on-disk convention: one channel, 255 = hole."""
     keep = keep.squeeze().cpu().numpy() if isinstance(keep, torch.Tensor) else np.squeeze(keep)
     write_png(path, np.where(keep > 0.5, 0, 255).astype(np.uint8))
+
+
+class MaskFolder:
+    """The PNG masks under a folder (recursively, in sorted order), read as keep-masks of one size.
+
+    NVIDIA's PConv irregular mask set (white = hole) is read with polarity "hole-white". Masks of another
+    size are resized by nearest neighbour; each loaded mask is validated (binary, has a hole, has a known
+    pixel) with errors naming the file.
+    """
+
+    def __init__(self, root: str | os.PathLike, polarity: str, size: tuple[int, int]) -> None:
+        self.root = Path(root)
+        if polarity not in POLARITIES:
+            raise MaskError(f"{self.root}: mask polarity must be one of {', '.join(POLARITIES)}, got {polarity!r}")
+        if not self.root.is_dir():
+            raise MaskError(f"{self.root}: mask folder does not exist or is not a directory")
+        self.polarity = polarity
+        self.size = (int(size[0]), int(size[1]))
+        # Sorted by relative path so the index of a mask does not depend on the file system's order; hidden
+        # files (temp files of an atomic write, macOS "._" forks) are not masks.
+        self.paths: list[Path] = sorted(
+            (p for p in self.root.rglob("*.[pP][nN][gG]") if p.is_file() and not p.name.startswith(".")),
+            key=lambda p: p.relative_to(self.root).as_posix())
+        if not self.paths:
+            raise MaskError(f"{self.root}: no mask files (*.png) in this folder or below it")
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __repr__(self) -> str:
+        return f"MaskFolder({str(self.root)!r}, {self.polarity!r}, {self.size}, {len(self)} masks)"
+
+    def load(self, index: int) -> np.ndarray:
+        """Keep-mask (H, W) float32 of mask `index`, at this folder's size."""
+        path = self.paths[index]
+        values = read_mask_values(path, self.size)
+        keep = keep_mask_from_array(values, self.polarity, str(path))
+        try:
+            validate_keep_mask(keep, str(path))
+        except MaskError as err:
+            raise MaskError(f"{err} (read as {self.polarity}, at {self.size[1]}x{self.size[0]} WxH)") from None
+        return keep

@@ -20,11 +20,12 @@ class PUTModel(nn.Module):
                                          config.pvqvae.codebook_size, config.token_grid)
 
     def transformer_inputs(self, images: torch.Tensor, keep_mask: torch.Tensor, random_quant_prob: float = 0.0,
-                           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                           draws: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Encode the masked image. Returns (features (B, C, h, w), known (B, h, w) bool, tokens (B, h, w)).
 
         `features` are un-quantized (PUT), or quantized everywhere (ablation `tok`); with
-        random_quant_prob > 0 each fully known patch is replaced by its code with that probability.
+        random_quant_prob > 0 each fully known patch is replaced by its code with that probability
+        (`draws`: uniform [0, 1) numbers of shape (B, h, w) deciding which; fresh ones when None).
         `tokens` are valid indices into book `e` wherever `known` is True.
         """
         features = self.pvqvae.encode(images, keep_mask)
@@ -33,25 +34,37 @@ class PUTModel(nn.Module):
         if self.config.transformer.input == "quantized":
             features = quantized.vectors
         elif random_quant_prob > 0:
-            draw = torch.rand(known.shape, generator=generator, device=generator.device if generator else None)
-            swap = (known & (draw.to(known.device) < random_quant_prob)).unsqueeze(1)
+            draws = torch.rand(known.shape, device=known.device) if draws is None else draws
+            swap = (known & (draws < random_quant_prob)).unsqueeze(1)
             features = torch.where(swap, quantized.vectors, features)
         return features, known, quantized.indices
 
+    @torch.no_grad()
+    def transformer_batch(self, images: torch.Tensor, keep_mask: torch.Tensor,
+                          draws: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Training inputs of the frozen P-VQVAE: (features, known, target tokens of the full image in `e`)."""
+        target = self.pvqvae.target_tokens(images)
+        features, known, _ = self.transformer_inputs(images, keep_mask, self.config.transformer.random_quant_prob,
+                                                     draws)
+        return features, known, target
+
     def transformer_loss(self, images: torch.Tensor, keep_mask: torch.Tensor,
-                         generator: torch.Generator | None = None) -> torch.Tensor:
-        """Cross-entropy against the full image's tokens in book `e`, averaged over masked patches."""
-        with torch.no_grad():
-            target = self.pvqvae.target_tokens(images)
-            features, known, _ = self.transformer_inputs(
-                images, keep_mask, self.config.transformer.random_quant_prob, generator)
-        logits = self.transformer(features)
-        ce = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="none")
-        masked = (~known).flatten().float()
-        return (ce * masked).sum() / masked.sum().clamp_min(1)
+                         draws: torch.Tensor | None = None) -> torch.Tensor:
+        features, known, target = self.transformer_batch(images, keep_mask, draws)
+        return masked_token_loss(self.transformer(features), target, known)
 
     def decode(self, tokens: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor,
                composite: bool = False) -> torch.Tensor:
         """Tokens of book `e` -> image in [-1, 1]; `composite` pastes the known pixels back."""
         out = self.pvqvae.decode_tokens(tokens, keep_mask, images).clamp(-1, 1)
         return torch.where(keep_mask.bool(), images, out) if composite else out
+
+
+def masked_token_loss(logits: torch.Tensor, target: torch.Tensor, known: torch.Tensor,
+                      num_masked: torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy against the full image's tokens, averaged over masked patches (paper Eq. 5).
+    `num_masked` overrides the count (DDP passes the global count per process)."""
+    ce = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="none")
+    masked = (~known).flatten().float()
+    count = masked.sum() if num_masked is None else num_masked
+    return (ce * masked).sum() / count.clamp_min(1)

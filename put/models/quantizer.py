@@ -34,6 +34,8 @@ class DualCodebook(nn.Module):
         self.register_buffer("embed", embed)
         self.register_buffer("cluster_size", torch.zeros(len(embed)))
         self.register_buffer("embed_avg", embed.clone())
+        # Books still waiting for their data-dependent init (none with the released code's randn init).
+        self.register_buffer("initialized", torch.full((self.num_books,), config.codebook_init == "randn"))
 
     @property
     def unmasked_book(self) -> torch.Tensor:
@@ -60,6 +62,9 @@ class DualCodebook(nn.Module):
         flat = features.permute(0, 2, 3, 1).reshape(-1, c)
         indices = self.nearest(flat.detach(), self.book_of(patch_known).reshape(-1))
         if self.training and torch.is_grad_enabled():
+            if not self.initialized.all():
+                self._init_from_data(flat.detach().float(), self.book_of(patch_known).reshape(-1))
+                indices = self.nearest(flat.detach(), self.book_of(patch_known).reshape(-1))
             self._ema_update(flat.detach().float(), indices)
         codes = self.embed[indices].view(b, h, w, c).permute(0, 3, 1, 2).to(features.dtype)
         commitment = F.mse_loss(features, codes.detach())
@@ -69,6 +74,31 @@ class DualCodebook(nn.Module):
     def lookup(self, indices: torch.Tensor) -> torch.Tensor:
         """(B, h, w) table indices -> (B, C, h, w) code vectors."""
         return self.embed[indices].permute(0, 3, 1, 2)
+
+    @torch.no_grad()
+    def _init_from_data(self, flat: torch.Tensor, book: torch.Tensor) -> None:
+        """Start each book from random features assigned to it (as k-means++-free VQ inits do). A book is
+        initialised in the first step in which every process has a feature for it; rank 0's pick is used."""
+        k = self.codebook_size
+        distributed = dist.is_available() and dist.is_initialized()
+        for b in range(self.num_books):  # at most two books
+            if self.initialized[b]:
+                continue
+            rows = flat[book == b]
+            present = torch.tensor([float(len(rows) > 0)], device=flat.device)
+            if distributed:
+                dist.all_reduce(present, op=dist.ReduceOp.MIN)
+            if present.item() == 0:
+                continue
+            pick = rows[torch.randint(len(rows), (k,), device=flat.device)]
+            # Jitter separates duplicates drawn from a batch with fewer features than codes.
+            pick = pick + 1e-3 * pick.std().clamp_min(1e-6) * torch.randn_like(pick)
+            if distributed:
+                dist.broadcast(pick, src=0)
+            self.embed[b * k:(b + 1) * k] = pick
+            self.embed_avg[b * k:(b + 1) * k] = pick
+            self.cluster_size[b * k:(b + 1) * k] = 1.0
+            self.initialized[b] = True
 
     @torch.no_grad()
     def _ema_update(self, flat: torch.Tensor, indices: torch.Tensor) -> None:

@@ -1,9 +1,5 @@
-"""Model configuration: the variant list, the presets and their validation (defined once, here).
-
-A *preset* fixes the working resolution and the sizes of both models (paper: FFHQ, Places2,
-ImageNet; plus a tiny `demo` that trains on two CPU cores in minutes). A *variant* is one of the
-paper's ablations (Table 3) applied on top of a preset.
-"""
+"""Model configuration: the variant list, both models' sizes, the loss weights, and the ablation
+switches. A *variant* is one of the paper's ablations (Table 3) applied on top of a preset."""
 
 from __future__ import annotations
 
@@ -36,6 +32,9 @@ class PVQVAEConfig(StrictModel):
     encoder: Literal["patch", "conv"] = "patch"
     dual_codebook: bool = True
     reference_branch: bool = True
+    codebook_init: Literal["data", "randn"] = Field(
+        "data", description="data: each book starts from encoder features of the first batch that reaches it; "
+        "randn: the released code's N(0, 1) init, whose codes unused in the first step are never used again")
     ema_decay: float = Field(0.99, gt=0, lt=1)
     ema_eps: float = Field(1e-5, gt=0)
 
@@ -88,20 +87,6 @@ class ModelConfig(StrictModel):
         return side, side
 
 
-PRESETS: dict[str, ModelConfig] = {
-    # Sized to train both stages on 2 CPU cores in about two minutes.
-    "demo": ModelConfig(
-        image_size=64,
-        pvqvae=PVQVAEConfig(embed_dim=64, width=64, num_res_blocks=2, codebook_size=128),
-        transformer=TransformerConfig(n_layer=4, n_head=4, n_embd=128),
-    ),
-    # Paper sizes (supplementary tables): P-VQVAE shared, UQ-Transformer per dataset.
-    "ffhq": ModelConfig(transformer=TransformerConfig(n_layer=30, n_head=8, n_embd=512)),
-    "places2": ModelConfig(transformer=TransformerConfig(n_layer=35, n_head=8, n_embd=512)),
-    "imagenet": ModelConfig(transformer=TransformerConfig(n_layer=35, n_head=8, n_embd=1024)),
-}
-
-
 def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
     """The ablation switches of the paper's Table 3 on top of a preset."""
     if variant not in VARIANTS:
@@ -113,12 +98,6 @@ def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
         "pvqvae": config.pvqvae.model_copy(update=pvqvae_changes),
         "transformer": config.transformer.model_copy(update=transformer_changes),
     })
-
-
-def model_config(preset: str, variant: str = "put") -> ModelConfig:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    return apply_variant(PRESETS[preset], variant)
 
 
 class LossConfig(StrictModel):

@@ -1,0 +1,109 @@
+"""`params.yaml`: the pipeline's single source of knobs, validated on load.
+
+    preset: demo                 # demo | ffhq | places2 | imagenet
+    overrides: {}                # any preset field, e.g. {pvqvae_train: {iterations: 2000}}
+    variants:                    # per-variant model overrides on top of the ablation switch
+      qua0: {transformer: {random_quant_prob: 0.1}}
+
+The ablation switches themselves are defined once, in put.config.model.apply_variant; a per-variant
+entry here changes that variant only (and so re-runs only its stages).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from put.config.model import VARIANTS, ModelConfig, StrictModel, apply_variant
+from put.config.presets import PRESETS, Preset
+
+
+class ParamsError(ValueError):
+    pass
+
+
+def deep_merge(base: dict, changes: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def describe(err: ValidationError, prefix: str, source: str) -> str:
+    lines = [f"{source}: invalid parameters:"]
+    for e in err.errors():
+        where = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        lines.append(f"  {where}: {e['msg']} (got {e.get('input')!r})" if e["type"] != "missing"
+                     else f"  {where}: {e['msg']}")
+    return "\n".join(lines)
+
+
+class Params(StrictModel):
+    preset: str = "demo"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    source: str = Field("built-in defaults", exclude=True)
+
+    def resolved(self) -> Preset:
+        if self.preset not in PRESETS:
+            raise ParamsError(f"{self.source}: preset: unknown preset {self.preset!r}; "
+                              f"expected one of {', '.join(PRESETS)}")
+        try:
+            return Preset.model_validate(deep_merge(PRESETS[self.preset].model_dump(), self.overrides))
+        except ValidationError as err:
+            raise ParamsError(describe(err, "overrides", self.source)) from None
+
+    def variant_config(self, variant: str) -> ModelConfig:
+        if variant not in VARIANTS:
+            raise ParamsError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        base = apply_variant(self.resolved().model, variant)
+        try:
+            return ModelConfig.model_validate(deep_merge(base.model_dump(), self.variants.get(variant, {})))
+        except ValidationError as err:
+            raise ParamsError(describe(err, f"variants.{variant}", self.source)) from None
+
+    def check(self) -> "Params":
+        """Validate everything now, so a typo fails before any work starts."""
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown:
+            raise ParamsError(f"{self.source}: variants: unknown variant(s) {sorted(unknown)}; "
+                              f"expected some of {', '.join(VARIANTS)}")
+        self.resolved()
+        for variant in VARIANTS:
+            self.variant_config(variant)
+        return self
+
+
+def load_params(path: str | os.PathLike | None = None, preset: str | None = None) -> Params:
+    """Params from a YAML file (or the defaults when path is None), optionally with another preset."""
+    data: dict[str, Any] = {}
+    source = "built-in defaults"
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ParamsError(f"{path}: parameter file not found")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ParamsError(f"{path}: not valid YAML: {err}") from None
+        if not isinstance(data, dict):
+            raise ParamsError(f"{path}: expected a mapping of parameters at the top level")
+        source = str(path)
+    if preset is not None:
+        data["preset"] = preset
+    for key in ("overrides", "variants"):
+        if data.get(key) is None:
+            data.pop(key, None)
+    try:
+        params = Params.model_validate({**data, "source": source})
+    except ValidationError as err:
+        raise ParamsError(describe(err, "", source)) from None
+    return params.check()

@@ -1,0 +1,52 @@
+"""Training configuration of both stages (paper Sec. 4.1 and DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from put.config.model import LossConfig, StrictModel
+
+
+class TrainConfig(StrictModel):
+    """What both stages share: length, global batch, warm-up + cosine schedule, bookkeeping."""
+
+    iterations: int = Field(ge=1)
+    batch_size: int = Field(ge=1, description="global batch: split evenly over the processes of a DDP run")
+    warmup: int = Field(ge=0, description="linear warm-up iterations from 0 to the peak learning rate")
+    min_lr: float = Field(ge=0, description="cosine decay ends here at the last iteration")
+    betas: tuple[float, float]
+    checkpoint_every: int = Field(1000, ge=1)
+    log_every: int = Field(50, ge=1)
+    eval_every: int = Field(1000, ge=1, description="held-out evaluation (PSNR / masked-token loss)")
+    eval_images: int = Field(64, ge=1)
+    num_workers: int = Field(4, ge=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _warmup_fits(self) -> "TrainConfig":
+        if self.warmup >= self.iterations:
+            raise ValueError(f"warmup ({self.warmup}) must be shorter than iterations ({self.iterations})")
+        return self
+
+
+class PVQVAETrainConfig(TrainConfig):
+    lr_generator: float = Field(2e-4, gt=0)
+    lr_discriminator: float = Field(2e-5, gt=0)
+    warmup: int = 5000
+    min_lr: float = 1e-6
+    betas: tuple[float, float] = (0.0, 0.9)
+    loss: LossConfig = LossConfig()
+    discriminator_width: int = Field(64, ge=1, description="channels of the PatchGAN's first conv (EdgeConnect: 64)")
+    erase_prob: float = Field(0.2, ge=0, le=1, description="p of erasing part of the training image itself (m)")
+    ref_all_hole_prob: float = Field(0.3, ge=0, le=1, description="p of a reference mask m' that hides everything")
+    irregular_prob: float = Field(0.7, ge=0, le=1, description="p of an irregular (PConv) mask, else strokes")
+
+
+class TransformerTrainConfig(TrainConfig):
+    lr: float = Field(3e-4, gt=0)
+    warmup: int = 2000
+    min_lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = Field(0.01, ge=0, description="on Linear weights only")
+    irregular_prob: float = Field(0.8, ge=0, le=1, description="p of an irregular (PConv) mask, else strokes")
+    blocky_prob: float = Field(0.1, ge=0, le=1, description="p of making the mask blocky at token resolution")

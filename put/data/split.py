@@ -1,0 +1,119 @@
+"""The `put split` stage: verify every image, checksum it, and write the split CSVs and a report.
+
+A file that does not fully decode is listed in split_report.json with the reason and left out of
+the CSVs, so a damaged download shows up once, here, instead of as a crash hours into training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from put.data.images import ImageReadError, open_image
+
+COLUMNS = ["path", "sha256", "width", "height"]
+
+
+class SplitError(ValueError):
+    pass
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text via a temp file + rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_image(path: Path) -> dict:
+    """Row of the split CSV, or {'reason': ...} when the file is not a usable image."""
+    try:
+        if path.is_file() and path.stat().st_size == 0:
+            return {"reason": "empty file (0 bytes)"}
+        image = open_image(path)
+        return {"sha256": file_sha256(path), "width": image.width, "height": image.height}
+    except ImageReadError as err:
+        return {"reason": str(err)}
+    except OSError as err:
+        return {"reason": f"{path}: cannot read ({err})"}
+
+
+def _stored_path(path: Path, base: Path | None) -> str:
+    if base is None:
+        return path.as_posix()
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        raise SplitError(f"{path}: not inside the base folder {base}") from None
+
+
+def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None = None,
+                workers: int | None = None) -> dict:
+    """Write out_dir/<split>.csv (path, sha256, width, height) and out_dir/split_report.json.
+
+    Returns the report. Raises SplitError when some split has no usable image left.
+    """
+    out_dir = Path(out_dir)
+    base = Path(base) if base is not None else None
+    workers = workers or min(8, os.cpu_count() or 1)
+    report: dict = {"base": str(base) if base is not None else None, "splits": {}, "excluded": []}
+    tables = {}
+    for split, paths in files.items():
+        paths = [Path(p) for p in paths]
+        stored = [_stored_path(p, base) for p in paths]
+        # Decoding is mostly C code that releases the GIL, so threads give real parallelism.
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(tqdm(pool.map(check_image, paths), total=len(paths), desc=f"verify {split}",
+                                unit="img", leave=False))
+        rows = [{"path": s, **r} for s, r in zip(stored, results) if "reason" not in r]
+        report["excluded"] += [{"split": split, "path": s, "reason": r["reason"]}
+                               for s, r in zip(stored, results) if "reason" in r]
+        report["splits"][split] = {"listed": len(paths), "usable": len(rows), "excluded": len(paths) - len(rows)}
+        tables[split] = pd.DataFrame(rows, columns=COLUMNS)
+
+    # The same picture in train and test would inflate the scores; report it, by checksum.
+    if "train" in tables and "test" in tables:
+        shared = set(tables["train"]["sha256"]) & set(tables["test"]["sha256"])
+        report["train_test_duplicates"] = sorted(tables["test"].loc[tables["test"]["sha256"].isin(shared), "path"])
+
+    for split, table in tables.items():
+        write_atomic(out_dir / f"{split}.csv", table.to_csv(index=False))
+    report_path = out_dir / "split_report.json"
+    write_atomic(report_path, json.dumps(report, indent=2) + "\n")
+
+    empty = [split for split, table in tables.items() if table.empty]
+    if empty:
+        raise SplitError(f"split {', '.join(empty)} has no usable image left; see {report_path} "
+                         "for the files excluded and why")
+    return report
+
+
+def read_split(csv: Path, base: Path | None = None) -> list[Path]:
+    """Image paths of a split CSV, joined to base when the CSV stores relative paths."""
+    csv = Path(csv)
+    if not csv.is_file():
+        raise FileNotFoundError(f"{csv}: split file not found; run `put split` first")
+    table = pd.read_csv(csv, dtype={"path": str, "sha256": str}, keep_default_na=False)
+    if "path" not in table.columns:
+        raise ValueError(f"{csv}: expected a 'path' column (columns: {', '.join(COLUMNS)}), "
+                         f"got {', '.join(table.columns)}")
+    base = Path(base) if base is not None else None
+    return [base / p if base is not None else Path(p) for p in table["path"]]

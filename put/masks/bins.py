@@ -1,0 +1,48 @@
+"""Hole-ratio bins of the evaluation protocol (DESIGN.md section 3).
+
+Every bin is a half-open interval [lo, hi) of the hole ratio at the working resolution. Names are derived
+from integer percentages in one place (`_bin`), so a name and its bounds can never disagree; integer
+percentages divided by 100 are the correctly rounded floats 0.1, 0.2, ... that the names promise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+Bounds = tuple[float, float]
+
+
+def _bin(lo_pct: int, hi_pct: int) -> tuple[str, Bounds]:
+    return f"{lo_pct}-{hi_pct}", (lo_pct / 100, hi_pct / 100)
+
+
+# Fine bins for the curves, table groups for the paper's Table 1.
+FINE_BINS: dict[str, Bounds] = dict(_bin(lo, lo + 10) for lo in range(10, 60, 10))
+TABLE_GROUPS: dict[str, Bounds] = dict(_bin(lo, hi) for lo, hi in ((20, 40), (40, 60), (10, 60)))
+EVAL_GROUPS: dict[str, Bounds] = {**TABLE_GROUPS, **FINE_BINS}
+
+
+def hole_ratio(keep: np.ndarray | torch.Tensor) -> float:
+    """Fraction of hole pixels (keep < 0.5) of a keep-mask of any shape, e.g. (H, W) or (1, H, W)."""
+    if isinstance(keep, torch.Tensor):
+        keep = keep.detach().cpu().numpy()
+    keep = np.asarray(keep)
+    if keep.size == 0:
+        raise ValueError("hole_ratio: empty mask")
+    # An exact count over the size: the same value for the same mask however it is stored.
+    return int(np.count_nonzero(keep < 0.5)) / keep.size
+
+
+def in_group(ratio: float, name: str) -> bool:
+    """Whether a hole ratio lies in the [lo, hi) interval of an evaluation group or fine bin."""
+    try:
+        lo, hi = EVAL_GROUPS[name]
+    except KeyError:
+        raise KeyError(f"unknown mask group {name!r}; expected one of {', '.join(EVAL_GROUPS)}") from None
+    return lo <= ratio < hi
+
+
+def fine_bin_of(ratio: float) -> str | None:
+    """The fine bin holding a hole ratio, or None outside [0.1, 0.6)."""
+    return next((name for name, (lo, hi) in FINE_BINS.items() if lo <= ratio < hi), None)

@@ -1,0 +1,129 @@
+"""The `put masks` stage: one seeded evaluation mask per test image and hole-ratio group, written once.
+
+Layout: `out_dir/<group>/<image stem>.png` (one channel, 255 = hole) for every group of EVAL_GROUPS, and
+`out_dir/manifest.csv` (image, mask, ratio, group, source) written last, so a manifest always points at
+complete files. Masks come from a PConv mask folder when one is given (drawn among the masks whose ratio at
+the working size falls in the group), else from `mask_with_ratio`. The released code drew them unseeded and
+mixed in stroke masks; here the same inputs and seed give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from put.masks.bins import EVAL_GROUPS, hole_ratio
+from put.masks.generate import mask_with_ratio
+from put.masks.io import MaskError, MaskFolder, write_mask
+
+MANIFEST = "manifest.csv"
+COLUMNS = ("image", "mask", "ratio", "group", "source")
+
+
+def _rng(seed: int, *keys: str) -> np.random.Generator:
+    """A generator keyed by the seed and names, so one mask does not depend on the order or number of others."""
+    words = [int.from_bytes(hashlib.sha256(k.encode()).digest()[:8], "little") for k in keys]
+    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
+
+
+def _stems(test_images: list[str]) -> list[str]:
+    if not test_images:
+        raise ValueError("write_eval_masks: the list of test images is empty")
+    stems = [Path(name).stem for name in test_images]
+    seen: dict[str, str] = {}
+    for name, stem in zip(test_images, stems):
+        if stem in seen:
+            raise ValueError(f"write_eval_masks: test images {seen[stem]!r} and {name!r} share the stem {stem!r} "
+                             "and would get the same mask file; give test images distinct file names")
+        seen[stem] = name
+    return stems
+
+
+def pconv_ratios(pconv: MaskFolder, progress: bool = True) -> np.ndarray:
+    """Hole ratio of every mask of a folder at the folder's size (each mask read once)."""
+    return np.array([hole_ratio(pconv.load(i))
+                     for i in tqdm(range(len(pconv)), desc="PConv mask ratios", disable=not progress)])
+
+
+def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.ndarray]:
+    """Per group, the indices of the folder's masks whose ratio lies in it, in a seeded order. Checked for
+    every group before any file is written, so a folder that cannot fill a group fails at once."""
+    ratios = pconv_ratios(pconv, progress)
+    orders = {group: np.flatnonzero((ratios >= lo) & (ratios < hi)) for group, (lo, hi) in EVAL_GROUPS.items()}
+    empty = [group for group, candidates in orders.items() if not len(candidates)]
+    if empty:
+        raise MaskError(f"{pconv.root}: no mask has a hole ratio (at {pconv.size[1]}x{pconv.size[0]}) in group(s) "
+                        f"{', '.join(empty)}; its {len(ratios)} masks range from {ratios.min():.3f} to "
+                        f"{ratios.max():.3f}")
+    return {group: _rng(seed, "pconv", group).permutation(candidates) for group, candidates in orders.items()}
+
+
+def _write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        frame.to_csv(tmp, index=False, lineterminator="\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int], seed: int,
+                     pconv: MaskFolder | None = None, *, progress: bool = True) -> Path:
+    """Write one mask per test image and per group of EVAL_GROUPS; returns the manifest's path.
+
+    With `pconv`, each group's candidates (PConv masks whose ratio at `size` lies in the group) are put in a
+    seeded order and dealt to the images in turn, so images get distinct masks while there are enough.
+    Without it, each mask is generated from a generator keyed by (seed, group, image stem).
+    """
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"write_eval_masks: seed must be a non-negative integer, got {seed!r}")
+    size = (int(size[0]), int(size[1]))
+    if pconv is not None and tuple(pconv.size) != size:
+        raise ValueError(f"write_eval_masks: PConv masks from {pconv.root} are read at {pconv.size}, expected {size}")
+    stems = _stems(test_images)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = out_dir / MANIFEST
+    manifest.unlink(missing_ok=True)  # an old manifest must not vouch for files being rewritten below
+
+    orders = _pconv_orders(pconv, seed, progress) if pconv is not None else None
+    rows = []
+    bar = tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress)
+    for group, (lo, hi) in EVAL_GROUPS.items():
+        for i, (image, stem) in enumerate(zip(test_images, stems)):
+            if orders is not None:
+                index = int(orders[group][i % len(orders[group])])
+                keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
+            else:
+                keep, source = mask_with_ratio(size, lo, hi, _rng(seed, group, stem)), "generated"
+            ratio = hole_ratio(keep)
+            if not lo <= ratio < hi:  # a broken generator or folder must not leak into the protocol
+                raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
+            relative = f"{group}/{stem}.png"
+            write_mask(out_dir / relative, keep)
+            rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
+            bar.update()
+    bar.close()
+    _write_csv_atomic(pd.DataFrame(rows, columns=list(COLUMNS)), manifest)
+    return manifest
+
+
+def read_manifest(out_dir: Path) -> pd.DataFrame:
+    """The manifest of an evaluation-mask folder; an error names a missing manifest, column or mask file."""
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        raise MaskError(f"{path}: no evaluation-mask manifest (run the `put masks` stage first)")
+    frame = pd.read_csv(path, dtype={"image": str, "mask": str, "group": str, "source": str}, keep_default_na=False)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise MaskError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+    frame["ratio"] = frame["ratio"].astype(float)
+    absent = [m for m in frame["mask"] if not (path.parent / m).is_file()]
+    if absent:
+        raise MaskError(f"{path}: {len(absent)} listed mask file(s) missing, e.g. {path.parent / absent[0]}")
+    return frame

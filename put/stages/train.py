@@ -1,0 +1,63 @@
+"""Stages `train-pvqvae` and `train-transformer`: split CSVs (+ a P-VQVAE) in, one checkpoint out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
+from put.config.params import Params
+from put.data.dataset import ImageListDataset
+from put.masks.io import MaskFolder
+from put.masks.training import TrainingMasks
+from put.train.distributed import setup_distributed, teardown_distributed
+from put.train.loop import LoopResult, NullTracker, Tracker, run_training
+from put.train.pvqvae import PVQVAETask
+from put.train.transformer import TransformerTask
+
+
+def training_masks(preset: Preset, config: ModelConfig) -> TrainingMasks:
+    size = (config.image_size, config.image_size)
+    pconv = None
+    if preset.masks.pconv_root is not None:
+        pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
+    p, t = preset.pvqvae_train, preset.transformer_train
+    return TrainingMasks(size, config.pvqvae.patch_size, pconv, erase_prob=p.erase_prob,
+                         ref_all_hole_prob=p.ref_all_hole_prob, pvqvae_irregular_prob=p.irregular_prob,
+                         transformer_irregular_prob=t.irregular_prob, blocky_prob=t.blocky_prob)
+
+
+def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, ImageListDataset]:
+    split_dir = Path(split_dir)
+    return (ImageListDataset(split_dir / "train.csv", image_size, train=True),
+            ImageListDataset(split_dir / "test.csv", image_size, train=False))
+
+
+def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
+                 tracker: Tracker = NullTracker()) -> LoopResult:
+    if variant not in PVQVAE_VARIANTS:
+        raise ValueError(f"variant {variant!r} has no P-VQVAE of its own (it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
+                         f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
+    preset, config = params.resolved(), params.variant_config(variant)
+    dist = setup_distributed(device)
+    try:
+        train_images, test_images = split_datasets(split_dir, config.image_size)
+        labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
+        task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images, training_masks(preset, config),
+                          dist, labels)
+        return run_training(task, preset.pvqvae_train, Path(out), dist, tracker, labels)
+    finally:
+        teardown_distributed()
+
+
+def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
+                      device: str | None = None, tracker: Tracker = NullTracker()) -> LoopResult:
+    preset, config = params.resolved(), params.variant_config(variant)
+    dist = setup_distributed(device)
+    try:
+        train_images, test_images = split_datasets(split_dir, config.image_size)
+        labels = {"preset": params.preset, "variant": variant, "stage": "transformer"}
+        task = TransformerTask(config, preset.transformer_train, Path(pvqvae), Path(out), train_images, test_images,
+                               training_masks(preset, config), dist, labels)
+        return run_training(task, preset.transformer_train, Path(out), dist, tracker, labels)
+    finally:
+        teardown_distributed()

@@ -1,0 +1,328 @@
+"""Mask generators, bins, mask folders, training-mask sampling and the evaluation-mask stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
+from put.masks.evaluation import read_manifest, write_eval_masks
+from put.masks.generate import blocky, irregular_mask, mask_with_ratio, stroke_mask
+from put.masks.io import MaskError, MaskFolder, read_mask
+from put.masks.training import TrainingMasks, batch_of
+
+SIZES = [(32, 32), (64, 48), (128, 128)]
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def keep_with_ratio(size: tuple[int, int], holes: int) -> np.ndarray:
+    keep = np.ones(size[0] * size[1], dtype=np.float32)
+    keep[:holes] = 0
+    return keep.reshape(size)
+
+
+# ------------------------------------------------------------------------------------------- bins
+
+def test_bin_tables():
+    assert list(FINE_BINS) == ["10-20", "20-30", "30-40", "40-50", "50-60"]
+    assert TABLE_GROUPS == {"20-40": (0.2, 0.4), "40-60": (0.4, 0.6), "10-60": (0.1, 0.6)}
+    assert list(EVAL_GROUPS) == [*TABLE_GROUPS, *FINE_BINS]
+    assert FINE_BINS["30-40"] == (0.3, 0.4)
+
+
+def test_hole_ratio_numpy_and_torch():
+    keep = keep_with_ratio((10, 10), 37)
+    assert hole_ratio(keep) == 0.37
+    assert hole_ratio(torch.from_numpy(keep).unsqueeze(0)) == 0.37
+
+
+def test_bin_edges():
+    ratio = hole_ratio(keep_with_ratio((10, 10), 20))
+    assert ratio == 0.2
+    assert fine_bin_of(ratio) == "20-30" and in_group(ratio, "20-30") and in_group(ratio, "20-40")
+    assert not in_group(ratio, "10-20")
+    assert fine_bin_of(0.6) is None and not any(in_group(0.6, g) for g in EVAL_GROUPS)
+    assert fine_bin_of(0.0999) is None and fine_bin_of(0.1) == "10-20" and fine_bin_of(0.5999) == "50-60"
+    assert in_group(0.1, "10-60") and not in_group(0.4, "20-40") and in_group(0.4, "40-60")
+    with pytest.raises(KeyError, match="unknown mask group"):
+        in_group(0.3, "30-50")
+
+
+# ------------------------------------------------------------------------------------------- generators
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("make", [stroke_mask, irregular_mask])
+def test_generators_deterministic_binary(make, size):
+    a, b = make(size, rng(3)), make(size, rng(3))
+    assert a.shape == size and a.dtype == np.float32
+    assert np.array_equal(a, b)
+    assert set(np.unique(a)) == {0.0, 1.0}
+    assert not np.array_equal(a, make(size, rng(4)))
+
+
+@pytest.mark.parametrize("size", [(32, 32), (64, 96), (128, 128)])
+@pytest.mark.parametrize("kind", ["irregular", "stroke"])
+def test_mask_with_ratio_hits_every_group(size, kind):
+    g = rng(7)
+    for name, (lo, hi) in EVAL_GROUPS.items():
+        keep = mask_with_ratio(size, lo, hi, g, kind=kind)
+        assert keep.shape == size and keep.dtype == np.float32
+        assert lo <= hole_ratio(keep) < hi and in_group(hole_ratio(keep), name)
+    assert np.array_equal(mask_with_ratio(size, 0.3, 0.4, rng(1), kind=kind),
+                          mask_with_ratio(size, 0.3, 0.4, rng(1), kind=kind))
+
+
+def test_mask_with_ratio_narrow_and_impossible():
+    keep = mask_with_ratio((32, 32), 0.25, 0.26, rng(0))
+    assert 0.25 <= hole_ratio(keep) < 0.26
+    assert hole_ratio(mask_with_ratio((4, 4), 0.5, 0.51, rng(0))) == 0.5  # 8/16 is the one ratio that fits
+    with pytest.raises(MaskError, match="no mask"):
+        mask_with_ratio((4, 4), 0.51, 0.55, rng(0))
+    with pytest.raises(MaskError, match="no mask"):
+        mask_with_ratio((32, 32), 0.99999, 1.0, rng(0))
+    with pytest.raises(MaskError, match="no mask"):
+        mask_with_ratio((32, 32), 0.4, 0.3, rng(0))
+
+
+def test_blocky_whole_patches_and_idempotent():
+    keep = np.ones((32, 48), dtype=np.float32)
+    keep[3, 5] = 0  # one hole pixel in patch (0, 0)
+    keep[17:19, 40] = 0  # patch (2, 5)
+    out = blocky(keep, 8)
+    assert out.shape == keep.shape and out.dtype == np.float32
+    assert (out[:8, :8] == 0).all() and (out[16:24, 40:48] == 0).all()
+    assert out.sum() == keep.size - 2 * 64
+    assert np.array_equal(blocky(out, 8), out)
+    irregular = irregular_mask((64, 64), rng(2))
+    b = blocky(irregular, 8)
+    assert (b <= irregular).all()  # holes only grow
+    patches = b.reshape(8, 8, 8, 8)
+    assert ((patches.min(axis=(1, 3)) == patches.max(axis=(1, 3)))).all()  # each patch uniform
+    with pytest.raises(ValueError, match="not divisible"):
+        blocky(np.ones((30, 32)), 8)
+
+
+# ------------------------------------------------------------------------------------------- MaskFolder
+
+def write_gray(path: Path, values: np.ndarray) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(values.astype(np.uint8)).save(path)
+    return path
+
+
+def hole_white(size: tuple[int, int], holes: int) -> np.ndarray:
+    return np.where(keep_with_ratio(size, holes) == 0, 255, 0)
+
+
+def test_mask_folder_both_polarities_and_resize(tmp_path):
+    root = tmp_path / "pconv"
+    write_gray(root / "b" / "m2.png", hole_white((64, 64), 64 * 16))  # a quarter of the image is hole
+    write_gray(root / "a.png", hole_white((32, 32), 32 * 8))
+    (root / "notes.txt").write_text("not a mask")
+    folder = MaskFolder(root, "hole-white", (32, 32))
+    assert len(folder) == 2 and [p.name for p in folder.paths] == ["a.png", "m2.png"]
+    for i in range(2):
+        keep = folder.load(i)
+        assert keep.shape == (32, 32) and keep.dtype == np.float32 and hole_ratio(keep) == 0.25
+    inverted = MaskFolder(root, "keep-white", (16, 24))
+    keep = inverted.load(0)
+    assert keep.shape == (16, 24) and hole_ratio(keep) == 0.75
+
+
+def test_mask_folder_errors_name_the_file(tmp_path):
+    with pytest.raises(MaskError, match="missing.*does not exist"):
+        MaskFolder(tmp_path / "missing", "hole-white", (32, 32))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MaskError, match=r"empty.*no mask files"):
+        MaskFolder(tmp_path / "empty", "hole-white", (32, 32))
+    with pytest.raises(MaskError, match="polarity"):
+        MaskFolder(tmp_path, "white", (32, 32))
+    cases = {
+        "grey.png": (np.full((32, 32), 128), "not binary"),
+        "white.png": (np.full((32, 32), 255), "all hole"),
+        "black.png": (np.zeros((32, 32)), "no hole"),
+    }
+    for name, (values, message) in cases.items():
+        root = tmp_path / name.removesuffix(".png")
+        write_gray(root / name, values)
+        with pytest.raises(MaskError, match=rf"{name}.*{message}"):
+            MaskFolder(root, "hole-white", (32, 32)).load(0)
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "fake.png").write_bytes(b"this is not a png")
+    with pytest.raises(MaskError, match="fake.png"):
+        MaskFolder(junk, "hole-white", (32, 32)).load(0)
+
+
+def test_read_mask_unchanged(tmp_path):
+    path = write_gray(tmp_path / "m.png", hole_white((32, 32), 100))
+    mask = read_mask(path, "hole-white", (32, 32))
+    assert mask.shape == (1, 32, 32) and hole_ratio(mask) == 100 / 1024
+    with pytest.raises(MaskError, match="expected 16x16"):
+        read_mask(path, "hole-white", (16, 16))
+
+
+# ------------------------------------------------------------------------------------------- training masks
+
+def fake_pconv(root: Path, size: tuple[int, int], ratios: list[float], upscale: int = 1) -> Path:
+    """Hole-white masks of `size` with the given hole ratios, stored `upscale` times larger (blocks of
+    upscale x upscale pixels, so nearest resizing back to `size` keeps the ratio exactly)."""
+    n = size[0] * size[1]
+    for i, r in enumerate(ratios):
+        # shuffle the holes so masks differ in shape, not only in count
+        keep = keep_with_ratio(size, int(round(r * n))).ravel()
+        rng(i).shuffle(keep)
+        values = np.kron(np.where(keep.reshape(size) == 0, 255, 0), np.ones((upscale, upscale)))
+        write_gray(root / f"{i:05d}.png", values)
+    return root
+
+
+def test_pvqvae_pair_frequencies():
+    masks = TrainingMasks((32, 32), 8)
+    g = rng(0)
+    pairs = [masks.pvqvae_pair(g) for _ in range(400)]
+    erased = np.mean([e.min() == 0 for e, _ in pairs])
+    all_hole = np.mean([r.max() == 0 for _, r in pairs])
+    assert 0.12 < erased < 0.28 and 0.22 < all_hole < 0.38
+    assert all((e.max() == 1) for e, _ in pairs)  # an erase mask never hides the whole image
+    assert all(r.min() == 0 for _, r in pairs)  # the reference mask always hides something
+    for e, r in pairs:
+        assert e.shape == r.shape == (32, 32) and e.dtype == r.dtype == np.float32
+    g = rng(0)
+    again = [TrainingMasks((32, 32), 8).pvqvae_pair(g) for _ in range(5)]
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(pairs, again))
+
+
+def test_irregular_vs_stroke_choice(monkeypatch):
+    masks = TrainingMasks((32, 32), 8, pvqvae_irregular_prob=0.7, transformer_irregular_prob=0.8)
+    calls: list[str] = []
+    monkeypatch.setattr(masks, "stroke", lambda g: calls.append("stroke") or stroke_mask((32, 32), g))
+    irregular = masks.irregular
+    monkeypatch.setattr(masks, "irregular", lambda g: calls.append("irregular") or irregular(g))
+    g = rng(1)
+    for _ in range(400):
+        masks.transformer_mask(g)
+    assert 0.72 < calls.count("irregular") / len(calls) < 0.88
+    calls.clear()
+    for _ in range(400):
+        masks.pvqvae_pair(g)
+    assert 0.6 < calls.count("irregular") / len(calls) < 0.8
+
+
+def test_transformer_masks_blocky_and_masked_patch():
+    masks = TrainingMasks((32, 32), 8, blocky_prob=0.5)
+    g = rng(2)
+    draws = [masks.transformer_mask(g) for _ in range(200)]
+    assert all(k.min() == 0 for k in draws)
+    is_blocky = [np.array_equal(blocky(k, 8), k) for k in draws]
+    assert 0.35 < np.mean(is_blocky) < 0.75  # blocky ones plus the rare irregular mask that happens to be
+    default = TrainingMasks((32, 32), 8)
+    assert 0.03 < np.mean([np.array_equal(blocky(k, 8), k) for k in
+                            (default.transformer_mask(g) for _ in range(400))]) < 0.2
+
+
+def test_training_masks_from_pconv_folder(tmp_path):
+    root = fake_pconv(tmp_path / "pconv", (32, 32), [0.1, 0.3, 0.5])
+    masks = TrainingMasks((32, 32), 8, MaskFolder(root, "hole-white", (32, 32)), transformer_irregular_prob=1.0,
+                          blocky_prob=0.0)
+    g = rng(0)
+    ratios = {round(hole_ratio(masks.transformer_mask(g)), 2) for _ in range(50)}
+    assert ratios == {0.1, 0.3, 0.5}
+    nonsquare = TrainingMasks((32, 48), 8, MaskFolder(root, "hole-white", (32, 48)))
+    assert all(nonsquare.irregular(g).shape == (32, 48) for _ in range(20))
+    with pytest.raises(ValueError, match="training size"):
+        TrainingMasks((64, 64), 8, MaskFolder(root, "hole-white", (32, 32)))
+
+
+def test_batch_of():
+    masks = TrainingMasks((32, 32), 8)
+    batch = batch_of(masks.transformer_mask, rng(0), 4)
+    assert batch.shape == (4, 1, 32, 32) and batch.dtype == torch.float32
+    erase, ref = batch_of(masks.pvqvae_pair, rng(0), 3)
+    assert erase.shape == ref.shape == (3, 1, 32, 32)
+    assert torch.equal(batch, batch_of(masks.transformer_mask, rng(0), 4))
+
+
+# ------------------------------------------------------------------------------------------- evaluation masks
+
+IMAGES = ["test/img_a.jpg", "test/img_b.png", "img_c.png"]
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def check_written(out: Path, size: tuple[int, int]) -> pd.DataFrame:
+    frame = read_manifest(out)
+    assert len(frame) == len(IMAGES) * len(EVAL_GROUPS)
+    assert set(zip(frame["image"], frame["group"])) == {(i, g) for i in IMAGES for g in EVAL_GROUPS}
+    for row in frame.itertuples():
+        assert row.mask == f"{row.group}/{Path(row.image).stem}.png"
+        keep = read_mask(out / row.mask, "hole-white", size).numpy()
+        assert hole_ratio(keep) == row.ratio and in_group(row.ratio, row.group)
+    pngs = {p.relative_to(out).as_posix() for p in out.rglob("*.png")}
+    assert pngs == set(frame["mask"])
+    return frame
+
+
+def test_write_eval_masks_generated(tmp_path):
+    size = (48, 64)
+    manifest = write_eval_masks(IMAGES, tmp_path / "a", size, seed=3, progress=False)
+    assert manifest == tmp_path / "a" / "manifest.csv"
+    check_written(tmp_path / "a", size)
+    write_eval_masks(IMAGES, tmp_path / "b", size, seed=3, progress=False)
+    assert files_of(tmp_path / "a") == files_of(tmp_path / "b")
+    write_eval_masks(IMAGES, tmp_path / "c", size, seed=4, progress=False)
+    other = files_of(tmp_path / "c")
+    assert other.keys() == files_of(tmp_path / "a").keys()
+    assert other != files_of(tmp_path / "a")
+    assert sum(other[k] != v for k, v in files_of(tmp_path / "a").items() if k.endswith(".png")) > 10
+
+
+def test_write_eval_masks_from_pconv(tmp_path):
+    size = (32, 32)
+    ratios = [0.12, 0.15, 0.22, 0.28, 0.33, 0.37, 0.42, 0.45, 0.52, 0.58, 0.05, 0.7]
+    root = fake_pconv(tmp_path / "pconv", size, ratios, upscale=2)  # stored at 64x64, read at 32x32
+    folder = MaskFolder(root, "hole-white", size)
+    write_eval_masks(IMAGES, tmp_path / "a", size, seed=0, pconv=folder, progress=False)
+    frame = check_written(tmp_path / "a", size)
+    assert set(frame["source"]) <= {p.name for p in folder.paths}
+    assert not {"00010.png", "00011.png"} & set(frame["source"])  # 5% and 70% fit no group
+    # distinct masks per group while there are enough candidates
+    assert frame.groupby("group")["source"].nunique()["10-60"] == len(IMAGES)
+    write_eval_masks(IMAGES, tmp_path / "b", size, seed=0, pconv=folder, progress=False)
+    assert files_of(tmp_path / "a") == files_of(tmp_path / "b")
+
+
+def test_write_eval_masks_errors(tmp_path):
+    root = fake_pconv(tmp_path / "pconv", (32, 32), [0.15, 0.25])
+    folder = MaskFolder(root, "hole-white", (32, 32))
+    with pytest.raises(MaskError, match=r"pconv.*group\(s\) 40-60, 30-40, 40-50, 50-60;"):
+        write_eval_masks(IMAGES, tmp_path / "out", (32, 32), seed=0, pconv=folder, progress=False)
+    assert not (tmp_path / "out" / "manifest.csv").exists()
+    with pytest.raises(ValueError, match="share the stem"):
+        write_eval_masks(["a/x.png", "b/x.jpg"], tmp_path / "out2", (32, 32), seed=0, progress=False)
+    with pytest.raises(MaskError, match="manifest"):
+        read_manifest(tmp_path / "nowhere")
+
+
+def test_manifest_removed_before_rewrite(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    write_eval_masks(IMAGES[:1], out, (32, 32), seed=0, progress=False)
+    import put.masks.evaluation as evaluation
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("crash")
+
+    monkeypatch.setattr(evaluation, "write_mask", boom)
+    with pytest.raises(RuntimeError):
+        write_eval_masks(IMAGES, out, (32, 32), seed=1, progress=False)
+    assert not (out / "manifest.csv").exists()

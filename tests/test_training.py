@@ -1,0 +1,224 @@
+"""Training of both stages: resume equality, signals, kill -9, non-finite losses, DDP, VGG weights."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from put.checkpoint import load_checkpoint
+from put.config.params import load_params
+from put.pretrained import MissingWeightsError
+from put.stages.split import run_split
+from put.stages.train import train_pvqvae, train_transformer
+from put.train.loop import STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
+
+TINY_PARAMS = {
+    "preset": "demo",
+    "overrides": {
+        "model": {"image_size": 32,
+                  "pvqvae": {"embed_dim": 16, "width": 16, "num_res_blocks": 1, "codebook_size": 16},
+                  "transformer": {"n_layer": 2, "n_head": 2, "n_embd": 32}},
+        "pvqvae_train": {"iterations": 8, "batch_size": 4, "warmup": 2, "checkpoint_every": 3, "log_every": 2,
+                         "eval_every": 4, "eval_images": 4, "discriminator_width": 8,
+                         "loss": {"delayed_start": 4, "perceptual": 0, "style": 0}},
+        "transformer_train": {"iterations": 8, "batch_size": 4, "warmup": 2, "checkpoint_every": 3,
+                              "log_every": 2, "eval_every": 4, "eval_images": 4},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A folder with the tiny params file and the demo split at 32 px (built once per module)."""
+    root = tmp_path_factory.mktemp("train")
+    params = dict(TINY_PARAMS)
+    params["overrides"] = {**TINY_PARAMS["overrides"], "data": {"root": str(root / "data" / "demo")}}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    run_split(load_params(root / "params.yaml"), root / "splits")
+    return root
+
+
+def params(workdir):
+    return load_params(workdir / "params.yaml")
+
+
+def states_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def stop_at(step_to_stop: int, task_cls):
+    """Patch a task class so that the process receives SIGTERM during the given step."""
+    original = task_cls.train_step
+
+    def train_step(self, batch, step):
+        if step == step_to_stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, batch, step)
+
+    return train_step
+
+
+@pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
+def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeypatch, stage):
+    p = params(workdir)
+    pvqvae = workdir / "reference_pvqvae.pt"
+    if not pvqvae.exists():
+        train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
+
+    def run(out):
+        if stage == "pvqvae":
+            return train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
+        return train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu")
+
+    straight = tmp_path / "straight.pt"
+    run(straight)
+
+    from put.train.pvqvae import PVQVAETask
+    from put.train.transformer import TransformerTask
+    task_cls = PVQVAETask if stage == "pvqvae" else TransformerTask
+    resumed = tmp_path / "resumed.pt"
+    with monkeypatch.context() as m:
+        m.setattr(task_cls, "train_step", stop_at(4, task_cls))
+        with pytest.raises(TrainingStopped) as stopped:
+            run(resumed)
+    assert stopped.value.code == STOPPED_EXIT_CODE
+    assert not resumed.exists()  # no final output from an unfinished run
+    partial = load_checkpoint(resume_path(resumed))
+    assert partial.training["step"] == 5
+    run(resumed)
+    assert not resume_path(resumed).exists()
+    a, b = load_checkpoint(straight), load_checkpoint(resumed)
+    assert states_equal(a.model, b.model)
+    assert a.training["step"] == b.training["step"] == 8
+    if stage == "pvqvae":
+        assert states_equal(a.training["discriminator"], b.training["discriminator"])
+
+
+def test_rerun_of_finished_training_does_nothing(workdir, tmp_path, capsys):
+    p = params(workdir)
+    out = tmp_path / "pvqvae.pt"
+    train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
+    before = out.read_bytes()
+    train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
+    assert out.read_bytes() == before
+    assert "already trained" in capsys.readouterr().out
+
+
+def test_non_finite_loss_stops_with_last_checkpoint_intact(workdir, tmp_path, monkeypatch):
+    from put.train.pvqvae import PVQVAETask
+
+    original = PVQVAETask.train_step
+
+    def poisoned(self, batch, step):
+        losses = original(self, batch, step)
+        if step == 4:
+            losses["pixel"] = torch.tensor(float("nan"))
+        return losses
+
+    monkeypatch.setattr(PVQVAETask, "train_step", poisoned)
+    out = tmp_path / "pvqvae.pt"
+    with pytest.raises(TrainingDiverged, match=r"non-finite loss at step 4 \(pixel=nan\).*resume.pt is intact"):
+        train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    assert not out.exists()
+    assert load_checkpoint(resume_path(out)).training["step"] == 3  # the last good one, still loadable
+
+
+def test_transformer_refuses_a_changed_pvqvae_on_resume(workdir, tmp_path, monkeypatch):
+    from put.checkpoint import CheckpointError
+    from put.train.transformer import TransformerTask
+
+    p = params(workdir)
+    pvqvae = tmp_path / "pvqvae.pt"
+    train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
+    out = tmp_path / "transformer.pt"
+    with monkeypatch.context() as m:
+        m.setattr(TransformerTask, "train_step", stop_at(4, TransformerTask))
+        with pytest.raises(TrainingStopped):
+            train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu")
+    raw = yaml.safe_load((workdir / "params.yaml").read_text())
+    raw["overrides"]["pvqvae_train"]["seed"] = 1
+    (tmp_path / "seed1.yaml").write_text(yaml.safe_dump(raw))
+    other = tmp_path / "other.pt"
+    train_pvqvae(load_params(tmp_path / "seed1.yaml"), "put", workdir / "splits", other, device="cpu")
+    other.replace(pvqvae)  # the same config, other weights, at the same path
+    with pytest.raises(CheckpointError, match="was trained on a P-VQVAE with sha256"):
+        train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu")
+
+
+def test_tok_and_qua0_have_no_pvqvae_stage(workdir, tmp_path):
+    with pytest.raises(ValueError, match="reuses 'put'"):
+        train_pvqvae(params(workdir), "tok", workdir / "splits", tmp_path / "x.pt", device="cpu")
+
+
+def test_vgg_losses_without_weights_fail_at_start(workdir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    raw = yaml.safe_load((workdir / "params.yaml").read_text())
+    raw["overrides"]["pvqvae_train"]["loss"]["perceptual"] = 0.1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(MissingWeightsError, match=r"vgg19-dcbb9e9d.pth into .*torch/hub/checkpoints"):
+        train_pvqvae(load_params(tmp_path / "params.yaml"), "put", workdir / "splits", tmp_path / "p.pt", device="cpu")
+    assert not (tmp_path / "p.pt").exists() and not resume_path(tmp_path / "p.pt").exists()
+
+
+def cli(workdir, *args):
+    return [sys.executable, "-m", "put", *args, "--params", str(workdir / "params.yaml")]
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_resumes_to_the_same_result(workdir, tmp_path):
+    raw = yaml.safe_load((workdir / "params.yaml").read_text())
+    raw["overrides"]["pvqvae_train"].update(iterations=40, checkpoint_every=5)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    args = ["train-pvqvae", "--split", str(workdir / "splits"), "--device", "cpu", "--params",
+            str(tmp_path / "params.yaml")]
+    straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
+    subprocess.run([sys.executable, "-m", "put", *args, "--out", str(straight)], check=True, capture_output=True)
+    proc = subprocess.Popen([sys.executable, "-m", "put", *args, "--out", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not resume_path(killed).exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert resume_path(killed).exists() and not killed.exists(), "kill -9 came too late to test resuming"
+    subprocess.run([sys.executable, "-m", "put", *args, "--out", str(killed)], check=True, capture_output=True)
+    assert states_equal(load_checkpoint(straight).model, load_checkpoint(killed).model)
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
+    """torchrun with 2 CPU processes (gloo): the global batch is split, gradients are averaged, and the
+    transformer ends where a single-process run ends (up to float summation order)."""
+    p = params(workdir)
+    pvqvae = tmp_path / "pvqvae.pt"
+    train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
+    single = tmp_path / "single.pt"
+    train_transformer(p, "put", pvqvae, workdir / "splits", single, device="cpu")
+    double = tmp_path / "double.pt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "put",
+         "train-transformer", "--variant", "put", "--pvqvae", str(pvqvae), "--split", str(workdir / "splits"),
+         "--out", str(double), "--device", "cpu", "--params", str(workdir / "params.yaml")],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    a, b = load_checkpoint(single).model, load_checkpoint(double).model
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
+    # The P-VQVAE stage under DDP too: EMA statistics are all-reduced, training completes.
+    ddp_pvqvae = tmp_path / "ddp_pvqvae.pt"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "put",
+         "train-pvqvae", "--variant", "put", "--split", str(workdir / "splits"), "--out", str(ddp_pvqvae),
+         "--device", "cpu", "--params", str(workdir / "params.yaml")],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert load_checkpoint(ddp_pvqvae).training["step"] == 8
