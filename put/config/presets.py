@@ -61,12 +61,12 @@ PRESETS: dict[str, Preset] = {
         ),
         data=DataConfig(dataset="demo", root="data/demo"),
         pvqvae_train=PVQVAETrainConfig(
-            iterations=600, batch_size=16, warmup=50, lr_generator=5e-4, lr_discriminator=5e-5,
-            loss=LossConfig(perceptual=0, style=0, delayed_start=300), discriminator_width=16, checkpoint_every=200, log_every=20,
-            eval_every=100, eval_images=24, num_workers=0),
+            iterations=400, batch_size=16, warmup=50, lr_generator=5e-4, lr_discriminator=5e-5,
+            loss=LossConfig(perceptual=0, style=0, delayed_start=200), discriminator_width=16, checkpoint_every=100,
+            log_every=10, eval_every=100, eval_images=24, num_workers=0),
         transformer_train=TransformerTrainConfig(
-            iterations=1500, batch_size=32, warmup=100, lr=1e-3, checkpoint_every=500, log_every=20,
-            eval_every=250, eval_images=24, num_workers=0),
+            iterations=300, batch_size=16, warmup=50, lr=1e-3, checkpoint_every=100, log_every=10,
+            eval_every=100, eval_images=24, num_workers=0),
     ),
     "ffhq": _paper("ffhq", TransformerConfig(n_layer=30, n_head=8, n_embd=512), 5_000, 80_000, 48, 360_000),
     "places2": _paper("places2_nature", TransformerConfig(n_layer=35, n_head=8, n_embd=512), 15_000, 150_000,

@@ -3,7 +3,8 @@ masks with a hole ratio in a given range, and the token-resolution blocky mask.
 
 Every random choice comes from the `numpy.random.Generator` passed in. Lengths are given at 256x256 (the
 paper's resolution) and scaled by `unit` = sqrt(H * W) / 256, so a mask looks alike at 32 and at 512
-pixels. Shapes are drawn with PIL (a loop over shapes and vertices, never over pixels).
+pixels. Shapes are drawn with PIL (a loop over shapes and vertices, never over pixels), all shapes of a
+mask on one canvas.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from PIL import Image, ImageDraw
 from put.masks.io import MaskError
 
 Size = tuple[int, int]
-Element = Callable[[Size, np.random.Generator, float], np.ndarray]
+# An element draws one shape (holes = 255) onto a canvas: (draw, size, rng, scale) -> None.
+Element = Callable[[ImageDraw.ImageDraw, Size, np.random.Generator, float], None]
 MaskKind = Literal["irregular", "stroke"]
 
 # A generator redraws a mask that came out hole-free or all-hole (possible at tiny sizes); this bounds it.
@@ -70,18 +72,16 @@ def _random_point(size: Size, rng: np.random.Generator) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------
 # Strokes (DeepFill v2 / ICT free-form masks)
 
-def _stroke_part(size: Size, rng: np.random.Generator, scale: float = 1.0, *, max_vertices: int = 25,
-                 max_length: float = 100, min_length: float = 0, min_brush: int = 10,
-                 max_brush: int = 24) -> np.ndarray:
-    """One brush stroke: a walk of random vertices, angles and lengths with one brush width (hole = True)."""
+def _stroke_part(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0, *,
+                 max_vertices: int = 25, max_length: float = 100, min_length: float = 0, min_brush: int = 10,
+                 max_brush: int = 24) -> None:
+    """One brush stroke: a walk of random vertices, angles and lengths with one brush width."""
     unit = _unit(size) * scale
     n = int(rng.integers(1, max_vertices + 1))
     angles = rng.uniform(0, 2 * np.pi, n)
     lengths = rng.uniform(min_length, max_length, n) * unit
     brush = (int(rng.integers(min_brush, max_brush + 1)) // 2 * 2) * unit
-    img, draw = _canvas(size)
     _thick_polyline(draw, _walk(_random_point(size, rng), angles, lengths, size), brush)
-    return _holes(img)
 
 
 def stroke_mask(size: Size, rng: np.random.Generator, *, max_parts: int = 15, max_vertices: int = 25,
@@ -91,11 +91,10 @@ def stroke_mask(size: Size, rng: np.random.Generator, *, max_parts: int = 15, ma
     size = _check_size(size)
 
     def draw_once() -> np.ndarray:
-        parts = int(rng.integers(1, max_parts + 1))
-        holes = np.zeros(size, dtype=bool)
-        for _ in range(parts):
-            holes |= _stroke_part(size, rng, max_vertices=max_vertices, max_length=max_length, max_brush=max_brush)
-        return holes
+        img, draw = _canvas(size)
+        for _ in range(int(rng.integers(1, max_parts + 1))):
+            _stroke_part(draw, size, rng, max_vertices=max_vertices, max_length=max_length, max_brush=max_brush)
+        return _holes(img)
 
     return _non_trivial(draw_once, "stroke_mask", size)
 
@@ -103,18 +102,16 @@ def stroke_mask(size: Size, rng: np.random.Generator, *, max_parts: int = 15, ma
 # ---------------------------------------------------------------------------------------------------
 # Irregular blobs (PConv-style holes, for when no PConv mask set is configured)
 
-def _blob_walk(size: Size, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+def _blob_walk(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0) -> None:
     """A thick, smoothly turning random walk (a scratch or smear)."""
     unit = _unit(size) * scale
     n = int(rng.integers(3, 12))
     angles = rng.uniform(0, 2 * np.pi) + np.cumsum(rng.normal(0, 0.6, n))
     lengths = rng.uniform(10, 40, n) * unit
-    img, draw = _canvas(size)
     _thick_polyline(draw, _walk(_random_point(size, rng), angles, lengths, size), rng.uniform(6, 30) * unit)
-    return _holes(img)
 
 
-def _blob_polygon(size: Size, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+def _blob_polygon(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0) -> None:
     """A filled star-shaped polygon; with many smooth radii it is a rotated ellipse-like blob."""
     unit = _unit(size) * scale
     n = int(rng.integers(5, 16))
@@ -125,27 +122,23 @@ def _blob_polygon(size: Size, rng: np.random.Generator, scale: float = 1.0) -> n
     x, y = np.cos(theta) * axes[0] * radii, np.sin(theta) * axes[1] * radii
     c, s = np.cos(rotation), np.sin(rotation)
     points = np.stack([c * x - s * y, s * x + c * y], axis=1) + _random_point(size, rng)
-    img, draw = _canvas(size)
     draw.polygon([tuple(p) for p in points], fill=255, outline=255)
-    return _holes(img)
 
 
-def _blob_line(size: Size, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+def _blob_line(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0) -> None:
     """A straight thick line (PConv masks have many thin straight cuts)."""
     unit = _unit(size) * scale
     start = _random_point(size, rng)
     angle = rng.uniform(0, 2 * np.pi)
     end = start + rng.uniform(30, 160) * unit * np.array([np.cos(angle), np.sin(angle)])
-    img, draw = _canvas(size)
     _thick_polyline(draw, np.stack([start, end]), rng.uniform(4, 20) * unit)
-    return _holes(img)
 
 
 _BLOBS: tuple[Element, ...] = (_blob_walk, _blob_polygon, _blob_line)
 
 
-def _blob(size: Size, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
-    return _BLOBS[int(rng.integers(len(_BLOBS)))](size, rng, scale)
+def _blob(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0) -> None:
+    _BLOBS[int(rng.integers(len(_BLOBS)))](draw, size, rng, scale)
 
 
 def irregular_mask(size: Size, rng: np.random.Generator, *, min_blobs: int = 1, max_blobs: int = 28) -> np.ndarray:
@@ -153,10 +146,10 @@ def irregular_mask(size: Size, rng: np.random.Generator, *, min_blobs: int = 1, 
     size = _check_size(size)
 
     def draw_once() -> np.ndarray:
-        holes = np.zeros(size, dtype=bool)
+        img, draw = _canvas(size)
         for _ in range(int(rng.integers(min_blobs, max_blobs + 1))):
-            holes |= _blob(size, rng)
-        return holes
+            _blob(draw, size, rng)
+        return _holes(img)
 
     return _non_trivial(draw_once, "irregular_mask", size)
 
@@ -206,7 +199,9 @@ def mask_with_ratio(size: Size, lo: float, hi: float, rng: np.random.Generator, 
         holes = np.zeros(size, dtype=bool)
         count, scale = 0, 1.0
         for _ in range(max_elements):
-            grown = holes | element(size, rng, scale)
+            img, draw = _canvas(size)
+            element(draw, size, rng, scale)
+            grown = holes | _holes(img)
             grown_count = int(np.count_nonzero(grown))
             if grown_count / n_pixels >= hi or grown_count == n_pixels:
                 if count and count / n_pixels >= lo:
