@@ -104,10 +104,21 @@ def cmd_masks(args: argparse.Namespace) -> None:
     print(f"evaluation masks: {run_masks(load_cli_params(args), Path(args.split), Path(args.out))}")
 
 
+def parse_tags(pairs: list[str] | None) -> dict[str, str]:
+    tags = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--tag expects KEY=VALUE, got {pair!r}")
+        tags[key] = value
+    return tags
+
+
 def cmd_train_pvqvae(args: argparse.Namespace) -> None:
     from put.stages.train import train_pvqvae
 
-    result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device)
+    result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device,
+                          parse_tags(args.tag))
     print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")
 
 
@@ -115,13 +126,54 @@ def cmd_train_transformer(args: argparse.Namespace) -> None:
     from put.stages.train import train_transformer
 
     result = train_transformer(load_cli_params(args), args.variant, Path(args.pvqvae), Path(args.split),
-                               Path(args.out), args.device)
+                               Path(args.out), args.device, parse_tags(args.tag))
     print(f"UQ-Transformer ({args.variant}) at {result.out}, {result.step} iterations")
 
 
-def add_params_arguments(parser: argparse.ArgumentParser) -> None:
+def cmd_sample(args: argparse.Namespace) -> None:
+    from put.stages.sample import run_sample
+
+    manifest = run_sample(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks),
+                          Path(args.out), args.device, parse_tags(args.tag))
+    print(f"samples of {args.variant}: {manifest}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from put.stages.evaluate import run_evaluate
+
+    result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
+                          parse_tags(args.tag))
+    print(f"metrics of {args.variant}: {args.out} ({len(result['table'])} table cells, {len(result['curves'])} bins)")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from put.stages.report import run_report
+
+    out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples_root),
+                     Path(args.masks), Path(args.benchmarks), Path(args.out), parse_tags(args.tag))
+    print(f"report written to {out}")
+
+
+def cmd_weights(args: argparse.Namespace) -> list[dict]:
+    from put.pretrained import weights_report
+
+    rows = weights_report()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            state = "present" if row["present"] else "MISSING"
+            print(f"{state:8} {row['name']:<28} {row['folder']}/{row['file']}\n         used by: {row['used_by']}"
+                  + ("" if row["present"] else f"\n         get it from: {row['url']}"))
+    return rows
+
+
+def add_params_arguments(parser: argparse.ArgumentParser, tags: bool = False) -> None:
     parser.add_argument("--params", help="parameter file (default: ./params.yaml if present, else the defaults)")
     parser.add_argument("--preset", choices=list(PRESETS), help="use this preset instead of the file's")
+    if tags:
+        parser.add_argument("--tag", action="append", metavar="KEY=VALUE",
+                            help="MLflow tag for this stage's run (e.g. the DVC stage or Snakemake rule); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
             ("train-pvqvae", cmd_train_pvqvae, PVQVAE_VARIANTS, "train a P-VQVAE (resumes if interrupted)"),
             ("train-transformer", cmd_train_transformer, VARIANTS, "train a UQ-Transformer on a frozen P-VQVAE")]:
         train = sub.add_parser(name, help=what)
-        add_params_arguments(train)
+        add_params_arguments(train, tags=True)
         train.add_argument("--variant", choices=variants, default="put")
         train.add_argument("--split", default="data/splits", help="folder written by `put split`")
         if name == "train-transformer":
@@ -180,6 +232,37 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
         train.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
         train.set_defaults(func=func)
+
+    sample = sub.add_parser("sample", help="inpaint the evaluation set with one variant (deterministic, top-K, "
+                                           "diversity samples)")
+    add_params_arguments(sample, tags=True)
+    sample.add_argument("--variant", choices=VARIANTS, default="put")
+    sample.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
+    sample.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
+    sample.add_argument("--out", required=True, help="output folder (samples.csv + PNGs)")
+    sample.add_argument("--device", default=None)
+    sample.set_defaults(func=cmd_sample)
+
+    evaluate = sub.add_parser("evaluate", help="metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)")
+    add_params_arguments(evaluate, tags=True)
+    evaluate.add_argument("--variant", choices=VARIANTS, default="put")
+    evaluate.add_argument("--samples", required=True, help="folder written by `put sample`")
+    evaluate.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
+    evaluate.add_argument("--out", required=True, help="metrics JSON")
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
+    add_params_arguments(report, tags=True)
+    report.add_argument("--metrics", nargs="+", required=True, help="metrics JSON files of the variants")
+    report.add_argument("--samples-root", required=True, help="folder holding one samples folder per variant")
+    report.add_argument("--masks", required=True, help="folder written by `put masks`")
+    report.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
+    report.add_argument("--out", required=True, help="report folder")
+    report.set_defaults(func=cmd_report)
+
+    weights = sub.add_parser("weights", help="which pretrained files are present or missing, and where each belongs")
+    weights.add_argument("--json", action="store_true")
+    weights.set_defaults(func=cmd_weights)
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])

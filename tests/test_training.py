@@ -40,7 +40,6 @@ def workdir(tmp_path_factory) -> Path:
     """A folder with the tiny params file and the demo split at 32 px (built once per module)."""
     root = tmp_path_factory.mktemp("train")
     params = dict(TINY_PARAMS)
-    params["overrides"] = {**TINY_PARAMS["overrides"], "data": {"root": str(root / "data" / "demo")}}
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     run_split(load_params(root / "params.yaml"), root / "splits")
     return root

@@ -12,6 +12,8 @@ entry here changes that variant only (and so re-runs only its stages).
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,12 @@ class Params(StrictModel):
             return ModelConfig.model_validate(deep_merge(base.model_dump(), self.variants.get(variant, {})))
         except ValidationError as err:
             raise ParamsError(describe(err, f"variants.{variant}", self.source)) from None
+
+    def dag_id(self) -> str:
+        """Hash of everything that defines a DAG run's results: the resolved preset and every variant."""
+        resolved = {"preset": self.preset, "settings": self.resolved().model_dump(mode="json"),
+                    "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS}}
+        return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:12]
 
     def check(self) -> "Params":
         """Validate everything now, so a typo fails before any work starts."""

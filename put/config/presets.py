@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from put.config.evaluation import MetricProtocol, SampleConfig
 from put.config.model import (LossConfig, ModelConfig, PVQVAEConfig, StrictModel, TransformerConfig,
                               apply_variant)
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
@@ -16,7 +17,8 @@ Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
 
 class DataConfig(StrictModel):
     dataset: Dataset = "demo"
-    root: str = Field("data/demo", description="raw images (the demo set is built here)")
+    root: str | None = Field(None, description="raw images; None for the demo set, which `put split` builds "
+                             "into <split folder>/images")
     eval_count: int | None = Field(None, ge=1, description="seeded subsample of the test split (ImageNet: 1000)")
     seed: int = 0
 
@@ -33,6 +35,8 @@ class Preset(StrictModel):
     masks: MaskConfig = MaskConfig()
     pvqvae_train: PVQVAETrainConfig
     transformer_train: TransformerTrainConfig
+    sample: SampleConfig = SampleConfig()
+    evaluate: MetricProtocol = MetricProtocol()
 
 
 def _paper(dataset: str, transformer: TransformerConfig, delayed_start: int, pvqvae_iterations: int,
@@ -59,7 +63,7 @@ PRESETS: dict[str, Preset] = {
             pvqvae=PVQVAEConfig(embed_dim=64, width=32, num_res_blocks=2, codebook_size=128),
             transformer=TransformerConfig(n_layer=4, n_head=4, n_embd=128),
         ),
-        data=DataConfig(dataset="demo", root="data/demo"),
+        data=DataConfig(dataset="demo"),
         pvqvae_train=PVQVAETrainConfig(
             iterations=400, batch_size=16, warmup=50, lr_generator=5e-4, lr_discriminator=5e-5,
             loss=LossConfig(perceptual=0, style=0, delayed_start=200), discriminator_width=16, checkpoint_every=100,
@@ -67,6 +71,7 @@ PRESETS: dict[str, Preset] = {
         transformer_train=TransformerTrainConfig(
             iterations=300, batch_size=16, warmup=50, lr=1e-3, checkpoint_every=100, log_every=10,
             eval_every=100, eval_images=24, num_workers=0),
+        sample=SampleConfig(diversity_images=8, batch_size=128),
     ),
     "ffhq": _paper("ffhq", TransformerConfig(n_layer=30, n_head=8, n_embd=512), 5_000, 80_000, 48, 360_000),
     "places2": _paper("places2_nature", TransformerConfig(n_layer=35, n_head=8, n_embd=512), 15_000, 150_000,

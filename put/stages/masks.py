@@ -5,16 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.config.params import Params
+from put.data.dataset import ImageListDataset
+from put.data.images import write_image
 from put.data.split import read_split
-from put.masks.evaluation import write_eval_masks
+from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskFolder
 
 
 def run_masks(params: Params, split_dir: Path, out_dir: Path) -> Path:
+    """Masks + manifest, and gt/<stem>.png: each test image as the models see it (centre crop at the
+    working size), the ground truth that samples are compared with."""
     preset = params.resolved()
     size = (preset.model.image_size, preset.model.image_size)
     pconv = None
     if preset.masks.pconv_root is not None:
         pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
-    test_images = [p.as_posix() for p in read_split(Path(split_dir) / "test.csv")]
-    return write_eval_masks(test_images, Path(out_dir), size, preset.masks.seed, pconv)
+    test_csv = Path(split_dir) / "test.csv"
+    test_images = [p.as_posix() for p in read_split(test_csv)]
+    manifest = write_eval_masks(test_images, Path(out_dir), size, preset.masks.seed, pconv)
+    dataset = ImageListDataset(test_csv, preset.model.image_size, train=False)
+    stems = read_manifest(Path(out_dir)).drop_duplicates("image").set_index("image")["mask"].map(
+        lambda mask: Path(mask).stem)
+    for index, image in enumerate(test_images):
+        write_image(Path(out_dir) / "gt" / f"{stems[image]}.png", dataset[index])
+    return manifest

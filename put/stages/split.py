@@ -13,9 +13,14 @@ from put.data.split import write_split
 def run_split(params: Params, out_dir: Path) -> dict:
     preset = params.resolved()
     data = preset.data
-    root = Path(data.root)
-    if data.dataset == "demo":
+    if data.dataset == "demo" and data.root is None:
+        root = Path(out_dir) / "images"
         build_demo(root, preset.model.image_size, seed=data.seed)
+    elif data.root is None:
+        raise ValueError(f"data.root: the {data.dataset} preset needs the folder of its raw images "
+                         f"(set overrides.data.root in params.yaml)")
+    else:
+        root = Path(data.root)
     files = list_dataset(data.dataset, root, seed=data.seed, eval_count=data.eval_count)
     report = write_split(files, Path(out_dir))
     report["dataset"] = data.dataset  # which split a run used (e.g. places2 vs places2_nature)

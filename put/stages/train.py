@@ -10,7 +10,8 @@ from put.data.dataset import ImageListDataset
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
 from put.train.distributed import setup_distributed, teardown_distributed
-from put.train.loop import LoopResult, NullTracker, Tracker, run_training
+from put.tracking import stage_tracker, tracked
+from put.train.loop import LoopResult, run_training
 from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask
 
@@ -26,6 +27,18 @@ def training_masks(preset: Preset, config: ModelConfig) -> TrainingMasks:
                          transformer_irregular_prob=t.irregular_prob, blocky_prob=t.blocky_prob)
 
 
+def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: dict[str, str] | None,
+                 stage_params: dict):
+    """MLflow for the main process only (the others would log duplicates)."""
+    from put.tracking import NullTracker
+
+    if not is_main:
+        return NullTracker()
+    tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags)
+    tracker.log_params(stage_params)
+    return tracker
+
+
 def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, ImageListDataset]:
     split_dir = Path(split_dir)
     return (ImageListDataset(split_dir / "train.csv", image_size, train=True),
@@ -33,7 +46,7 @@ def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, 
 
 
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
-                 tracker: Tracker = NullTracker()) -> LoopResult:
+                 tags: dict[str, str] | None = None) -> LoopResult:
     if variant not in PVQVAE_VARIANTS:
         raise ValueError(f"variant {variant!r} has no P-VQVAE of its own (it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
                          f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
@@ -44,13 +57,15 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
         labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
         task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images, training_masks(preset, config),
                           dist, labels)
-        return run_training(task, preset.pvqvae_train, Path(out), dist, tracker, labels)
+        with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags,
+                                  {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()})) as t:
+            return run_training(task, preset.pvqvae_train, Path(out), dist, t, labels)
     finally:
         teardown_distributed()
 
 
 def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
-                      device: str | None = None, tracker: Tracker = NullTracker()) -> LoopResult:
+                      device: str | None = None, tags: dict[str, str] | None = None) -> LoopResult:
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
@@ -58,6 +73,9 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
         labels = {"preset": params.preset, "variant": variant, "stage": "transformer"}
         task = TransformerTask(config, preset.transformer_train, Path(pvqvae), Path(out), train_images, test_images,
                                training_masks(preset, config), dist, labels)
-        return run_training(task, preset.transformer_train, Path(out), dist, tracker, labels)
+        stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
+                        "pvqvae_sha256": task.pvqvae_sha256}
+        with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params)) as t:
+            return run_training(task, preset.transformer_train, Path(out), dist, t, labels)
     finally:
         teardown_distributed()

@@ -1,0 +1,50 @@
+"""Sampling and evaluation settings of the pipeline (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from put.config.model import StrictModel
+
+
+class SampleConfig(StrictModel):
+    top_k: int = Field(50, ge=1, description="K of the pluralistic mode (Table 1: PUT_50)")
+    temperature: float = Field(1.0, gt=0, description="multiplies the logits (released code)")
+    tokens_per_step: int = Field(1, ge=1, description="1: Algorithm 1; N: N tokens per forward")
+    position_rule: Literal["logit", "prob"] = "logit"
+    diversity_samples: int = Field(10, ge=2, description="samples per input on the fine bins (paper: 10)")
+    diversity_images: int | None = Field(None, ge=1, description="test images used for the fine-bin curves "
+                                         "(None: all)")
+    composite: bool = Field(False, description="paste known pixels back (the paper's evaluation does not)")
+    batch_size: int = Field(64, ge=1)
+    seed: int = 0
+
+
+class MetricProtocol(StrictModel):
+    """Every evaluation choice, defaulting to what the released PUT scripts did.
+
+    Store `model_dump()` next to every result so numbers from different protocols are never mixed.
+    """
+
+    # The released scripts convert result and target with PIL's .convert('L') (ITU-R 601-2 luma,
+    # L = 0.299 R + 0.587 G + 0.114 B, rounded to uint8) before PSNR/SSIM/MAE; we do the same.
+    grayscale: bool = True
+    # Uniform 51x51 window as in the released scripts. With ssim_gaussian=True scikit-image uses an
+    # 11-tap sigma=1.5 Gaussian and win_size only sets the border it crops.
+    ssim_window: int = Field(51, ge=3)
+    ssim_gaussian: bool = False
+    data_range: int = Field(255, gt=0)  # images are uint8
+    mae: Literal["relative"] = "relative"  # sum|a-b| / sum(a+b) per image on [0,1]
+    lpips_net: Literal["vgg", "alex"] = "vgg"
+    lpips_pairs: int = Field(5, ge=1)  # random distinct sample pairs per input
+    lpips_spatial: bool = True  # released scripts: LPIPS(spatial=True), then the map's mean
+    fid_backend: Literal["torch-fidelity"] = "torch-fidelity"
+
+    @field_validator("ssim_window")
+    @classmethod
+    def _odd(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError(f"ssim_window must be odd, got {v}")
+        return v

@@ -1,0 +1,84 @@
+"""Diversity: mean LPIPS between random distinct pairs of samples of the same input."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from put.metrics import MetricValue
+from put.metrics.image import MetricProtocol, read_rgb
+from put.pretrained import LPIPS_BACKBONES
+
+Distance = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def mean_pairwise(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> float:
+    """Average distance over `pairs` random distinct sample pairs per group, over all groups.
+
+    Each group is an (N, C, H, W) stack of samples for one input. Pairs are unordered, without
+    repetition and never a sample with itself, drawn with one numpy Generator seeded once, so the
+    choice depends only on the seed and the group sizes. `distance(a, b)` takes two (P, C, H, W)
+    batches and returns P distances; every group contributes the same number of pairs, so the mean
+    over all pairs equals the mean of per-input means.
+    """
+    rng = np.random.default_rng(seed)
+    total, count = 0.0, 0
+    for i, group in enumerate(groups):
+        n = group.shape[0]
+        candidates = np.array(list(combinations(range(n), 2))).reshape(-1, 2)
+        if pairs > len(candidates):
+            raise ValueError(f"input {i}: {n} samples give {len(candidates)} distinct pairs, {pairs} requested")
+        chosen = candidates[rng.choice(len(candidates), size=pairs, replace=False)]
+        d = distance(group[chosen[:, 0]], group[chosen[:, 1]])
+        total += float(d.double().sum())
+        count += pairs
+    if count == 0:
+        raise ValueError("no groups given")
+    return total / count
+
+
+def _load_group(paths: list[Path]) -> torch.Tensor:
+    """(N, 3, H, W) float in [-1, 1], the range LPIPS expects."""
+    arrays = [read_rgb(p) for p in paths]
+    if len({a.shape for a in arrays}) > 1:
+        raise ValueError(f"samples of one input differ in size: {[str(p) for p in paths]}")
+    x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float()
+    return x / 127.5 - 1.0
+
+
+def lpips_model(net: str, spatial: bool) -> torch.nn.Module:
+    """lpips.LPIPS with its packaged linear layers and torchvision's ImageNet backbone.
+
+    Callers must have checked LPIPS_BACKBONES[net] is present: torchvision then loads it from
+    $TORCH_HOME/hub/checkpoints (load_state_dict_from_url reads a cached file without network).
+    """
+    import lpips  # heavy; only needed here
+
+    with warnings.catch_warnings():  # lpips uses torchvision's deprecated pretrained=True
+        warnings.simplefilter("ignore", UserWarning)
+        return lpips.LPIPS(net=net, spatial=spatial, pretrained=True, verbose=False).eval()
+
+
+def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
+                    device: str | torch.device | None = None) -> MetricValue:
+    """Mean LPIPS over protocol.lpips_pairs random sample pairs per input (one path list per input)."""
+    backbone = LPIPS_BACKBONES[protocol.lpips_net]
+    if reason := backbone.missing():
+        return MetricValue.missing(reason)
+    if not groups:
+        return MetricValue.missing("no inputs to measure diversity on")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = lpips_model(protocol.lpips_net, protocol.lpips_spatial).to(device)
+
+    @torch.no_grad()
+    def distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        # (P,1,H,W) map when spatial, (P,1,1,1) otherwise: the mean over the map is the distance.
+        return model(a.to(device), b.to(device)).mean(dim=(1, 2, 3)).cpu()
+
+    loaded = (_load_group(paths) for paths in groups)  # one input's samples in memory at a time
+    return MetricValue(mean_pairwise(loaded, distance, protocol.lpips_pairs, seed))

@@ -1,0 +1,78 @@
+"""Per-image PSNR / SSIM / MAE under an explicit, recorded protocol (the paper's Table 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from put.config.evaluation import MetricProtocol
+
+
+def _check_rgb_uint8(name: str, a: np.ndarray) -> None:
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+        raise ValueError(f"{name} must be an HxWx3 uint8 array, got {a.dtype} {a.shape}")
+
+
+def _prepare(a: np.ndarray, grayscale: bool) -> np.ndarray:
+    return np.asarray(Image.fromarray(a, "RGB").convert("L")) if grayscale else a
+
+
+def relative_mae(a: np.ndarray, b: np.ndarray) -> float:
+    """sum|a-b| / sum(a+b) on [0,1] (scale-free). Two all-black images count as identical: 0."""
+    a = a.astype(np.float64) / 255.0
+    b = b.astype(np.float64) / 255.0
+    denom = float(np.sum(a + b))
+    return float(np.sum(np.abs(a - b)) / denom) if denom > 0 else 0.0
+
+
+def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtocol) -> dict[str, float]:
+    """PSNR, SSIM and MAE of one result against its target (HxWx3 uint8 each).
+
+    PSNR of identical images is +inf (zero error); it is kept as inf rather than clipped, so callers
+    averaging PSNR must decide how to treat it.
+    """
+    _check_rgb_uint8("result", result)
+    _check_rgb_uint8("target", target)
+    if result.shape != target.shape:
+        raise ValueError(f"result {result.shape} and target {target.shape} differ in size")
+    h, w = result.shape[:2]
+    if min(h, w) < protocol.ssim_window:
+        raise ValueError(f"image {h}x{w} is smaller than the SSIM window {protocol.ssim_window}; "
+                         "choose a smaller odd ssim_window in the protocol")
+    a, b = _prepare(result, protocol.grayscale), _prepare(target, protocol.grayscale)
+    with np.errstate(divide="ignore"):  # identical images: log10(x / 0) -> inf, intended
+        psnr = peak_signal_noise_ratio(b, a, data_range=protocol.data_range)
+    ssim = structural_similarity(
+        a, b, win_size=protocol.ssim_window, gaussian_weights=protocol.ssim_gaussian,
+        data_range=protocol.data_range, channel_axis=None if protocol.grayscale else 2)
+    return {"psnr": float(psnr), "ssim": float(ssim), "mae": relative_mae(a, b)}
+
+
+def read_rgb(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def metrics_table(pairs: list[tuple[Path, Path]], protocol: MetricProtocol) -> pd.DataFrame:
+    """One row per (result, target) file pair: result, target, psnr, ssim, mae.
+
+    The protocol is attached as `df.attrs["protocol"]` so it travels with the numbers.
+    """
+    rows = []
+    for result_path, target_path in pairs:
+        result, target = read_rgb(result_path), read_rgb(target_path)
+        if result.shape != target.shape:
+            raise ValueError(f"size mismatch: result {result_path} is {result.shape[1]}x{result.shape[0]}, "
+                             f"target {target_path} is {target.shape[1]}x{target.shape[0]}")
+        try:
+            values = image_metrics(result, target, protocol)
+        except ValueError as e:
+            raise ValueError(f"{result_path} vs {target_path}: {e}") from e
+        rows.append({"result": str(result_path), "target": str(target_path), **values})
+    df = pd.DataFrame(rows, columns=["result", "target", "psnr", "ssim", "mae"])
+    df.attrs["protocol"] = protocol.model_dump()
+    return df

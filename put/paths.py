@@ -1,0 +1,42 @@
+"""Where every pipeline artefact lives, relative to the repository root (one place for the patterns;
+the Snakefile imports these, dvc.yaml spells them out and a test checks that the two agree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from put.config import PVQVAE_OF_VARIANT
+
+
+def split_dir(preset: str) -> Path:
+    return Path("data") / preset / "splits"
+
+
+def masks_dir(preset: str) -> Path:
+    """Frozen evaluation masks (manifest.csv) and the ground truth at the working resolution (gt/)."""
+    return Path("data") / preset / "masks"
+
+
+def pvqvae_checkpoint(preset: str, variant: str) -> Path:
+    """`tok` and `qua0` resolve to the full model's P-VQVAE."""
+    return Path("runs") / preset / PVQVAE_OF_VARIANT[variant] / "pvqvae.pt"
+
+
+def transformer_checkpoint(preset: str, variant: str) -> Path:
+    return Path("runs") / preset / variant / "transformer.pt"
+
+
+def samples_dir(preset: str, variant: str) -> Path:
+    return Path("results") / preset / "samples" / variant
+
+
+def metrics_file(preset: str, variant: str) -> Path:
+    return Path("results") / preset / "metrics" / f"{variant}.json"
+
+
+def report_dir(preset: str) -> Path:
+    return Path("reports") / preset
+
+
+def benchmark_dir() -> Path:
+    return Path("reports") / "benchmarks"

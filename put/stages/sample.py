@@ -1,0 +1,108 @@
+"""Stage `sample`: one variant's inpainting results on the frozen evaluation masks.
+
+For each table group (20-40, 40-60, 10-60): one deterministic all-at-once result (PUT_all) and one
+top-K result (PUT_K) per test image. For each fine bin: `diversity_samples` top-K results per image
+(the FID/LPIPS curves). Files: <out>/<mode>/<group>/<stem>[_<i>].png and <out>/samples.csv.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from PIL import Image
+from tqdm import tqdm
+
+from put.config.params import Params
+from put.data.images import read_image, write_image
+from put.masks.bins import FINE_BINS, TABLE_GROUPS
+from put.masks.evaluation import read_manifest
+from put.masks.io import read_mask
+from put.model_io import load_put_model
+from put.sampling import SamplingOptions, inpaint_batch
+from put.tracking import stage_tracker, tracked
+from put.train.common import autocast
+from put.train.schedule import derive_seed
+
+# Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
+MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
+TABLE_MODES = ("all", "topk")
+
+
+def sampling_jobs(manifest: pd.DataFrame, diversity_samples: int, diversity_images: int | None) -> pd.DataFrame:
+    """One row per result to produce: image, mask, group, mode, sample, output (relative path)."""
+    stems = manifest["mask"].map(lambda m: Path(m).stem)
+    table = manifest[manifest["group"].isin(TABLE_GROUPS)].assign(stem=stems)
+    jobs = [table.assign(mode=mode, sample=0) for mode in TABLE_MODES]
+    fine = manifest[manifest["group"].isin(FINE_BINS)].assign(stem=stems)
+    if diversity_images is not None:
+        fine = fine[fine["image"].isin(fine["image"].drop_duplicates().head(diversity_images))]
+    jobs += [fine.assign(mode="diversity", sample=i) for i in range(diversity_samples)]
+    jobs = pd.concat(jobs, ignore_index=True)
+    jobs["output"] = [f"{m}/{g}/{s}_{i:02d}.png" if m == "diversity" else f"{m}/{g}/{s}.png"
+                      for m, g, s, i in zip(jobs["mode"], jobs["group"], jobs["stem"], jobs["sample"])]
+    return jobs.drop(columns=["stem"])
+
+
+def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np.ndarray:
+    """Masked input | PUT_all | PUT_K | ground truth for a few 40-60% inputs, as one uint8 image."""
+    picked = jobs[(jobs["group"] == "40-60") & jobs["mode"].isin(TABLE_MODES)]
+    lines = []
+    for image, results in list(picked.groupby("image", sort=True))[:rows]:
+        mask = results["mask"].iloc[0]
+        gt = np.asarray(Image.open(masks / "gt" / f"{Path(mask).stem}.png").convert("RGB"))
+        hole = np.asarray(Image.open(masks / mask)) > 127
+        masked = np.where(hole[..., None], 255, gt).astype(np.uint8)
+        outs = [np.asarray(Image.open(out_dir / o).convert("RGB")) for o in results.sort_values("mode")["output"]]
+        lines.append(np.concatenate([masked, *outs, gt], axis=1))
+    return np.concatenate(lines, axis=0)
+
+
+def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
+               device: str | None = None, tags: dict[str, str] | None = None) -> Path:
+    with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags)) as tracker:
+        tracker.log_params(params.resolved().sample.model_dump())
+        manifest = sample_variant(params, variant, transformer, masks, out_dir, device)
+        tracker.log_image(preview(pd.read_csv(manifest), Path(masks), Path(out_dir)), "preview_40-60.png")
+        return manifest
+
+
+def sample_variant(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
+                   device: str | None = None) -> Path:
+    preset = params.resolved()
+    cfg = preset.sample
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_put_model(transformer, device=device)
+    masks, out_dir = Path(masks), Path(out_dir)
+    jobs = sampling_jobs(read_manifest(masks), cfg.diversity_samples, cfg.diversity_images)
+    options = SamplingOptions(top_k=cfg.top_k, temperature=cfg.temperature, tokens_per_step=cfg.tokens_per_step,
+                              position_rule=cfg.position_rule)
+    size = (model.config.image_size, model.config.image_size)
+    gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
+          for image, mask in zip(jobs["image"], jobs["mask"])}
+
+    progress = tqdm(total=len(jobs), desc=f"sample {variant}", unit="img")
+    for mode, rows in jobs.groupby("mode", sort=True):
+        for start in range(0, len(rows), cfg.batch_size):
+            batch = rows.iloc[start:start + cfg.batch_size]
+            images = torch.stack([gt[image] for image in batch["image"]]).to(device)
+            keep = torch.stack([read_mask(masks / m, "hole-white", size) for m in batch["mask"]]).to(device)
+            # A generator per batch, keyed by the mode and the batch's first row: reproducible for a seed.
+            generator = torch.Generator(device).manual_seed(derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start))
+            with autocast(torch.device(device)):
+                results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
+                                        generator, composite=cfg.composite)
+            for output, result in zip(batch["output"], results.float().cpu()):
+                write_image(out_dir / output, result)
+            progress.update(len(batch))
+    progress.close()
+    manifest = out_dir / "samples.csv"
+    tmp = manifest.with_name(f".{manifest.name}.tmp-{os.getpid()}")
+    jobs.to_csv(tmp, index=False)
+    os.replace(tmp, manifest)  # last: a manifest only ever describes files that exist
+    return manifest
+
+

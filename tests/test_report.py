@@ -1,0 +1,306 @@
+"""Reports: reported numbers, LaTeX tables (formats, bolding, n/a notes, provenance), plots, PDF."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from put.report.document import LatexError, compile_pdf, write_document
+from put.report.plots import masked_input, plot_curves, sample_grid
+from put.report.reported import (GROUPS, LOWER_IS_BETTER, METRICS, reference_dataset, speed_reported,
+                                  table1_reported, table3_reported)
+from put.report.tables import render_latex, speed_table, table1, table3, write_latex
+
+VARIANTS = ("put", "conv", "one", "no_ref", "tok", "qua0")
+FINE = ("10-20", "20-30", "30-40", "40-50", "50-60")
+REASON = "Inception weights missing: put pt_inception.pth in $TORCH_HOME/hub"
+PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper" / "put_cvpr2022.tex"
+
+
+RANGES = {"psnr": (18, 32, 3), "ssim": (0.7, 0.99, 3), "mae": (0.005, 0.06, 4), "fid": (5, 60, 3)}
+
+
+def _distinct_values(rng: np.random.Generator, metric: str, size: int) -> np.ndarray:
+    """Values on the printed grid, pairwise distinct and distinct from every reported number, so that
+    each column's best is unique as printed (ties would rightly be bold twice)."""
+    lo, hi, decimals = RANGES[metric]
+    grid = np.round(np.arange(lo, hi, 10.0 ** -decimals), decimals)
+    reported = set(pd.concat([table1_reported(), table3_reported()]).query("metric == @metric")["value"])
+    grid = np.array([v for v in grid if v not in reported])
+    return rng.choice(grid, size=size, replace=False)
+
+
+def synthetic_metrics(fid_unavailable: bool = False, seed: int = 0) -> pd.DataFrame:
+    """All six variants x three groups x two modes; no two values print alike."""
+    rng = np.random.default_rng(seed)
+    keys = [(v, g, m) for v in VARIANTS for g in GROUPS for m in ("all", "k50")]
+    frame = pd.DataFrame(keys, columns=["variant", "group", "mode"])
+    for metric in RANGES:
+        frame[metric] = _distinct_values(rng, metric, len(frame))
+    if fid_unavailable:
+        frame["fid"] = float("nan")
+    frame["fid_unavailable"] = REASON if fid_unavailable else ""
+    frame["n"] = 24
+    return frame
+
+
+def synthetic_curves(lpips_unavailable: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    return pd.DataFrame([{"variant": v, "bin": b, "fid": rng.uniform(5, 50),
+                          "lpips": float("nan") if lpips_unavailable else rng.uniform(0, 0.3),
+                          "fid_unavailable": "", "lpips_unavailable": "LPIPS vgg weights missing" if
+                          lpips_unavailable else ""} for v in VARIANTS for b in FINE])
+
+
+def body_rows(latex: str) -> list[tuple[str, list[str]]]:
+    """(metric label, cells of the data columns) for each data row of a table; rule lines skipped."""
+    body = latex.split(r"\midrule", 1)[1].split(r"\bottomrule")[0]
+    rows, metric = [], ""
+    for line in body.splitlines():
+        line = line.strip()
+        if not line.endswith(r"\\"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)&", line[:-2])]
+        metric = cells[0] or metric
+        rows.append((metric, cells[3:]))
+    return rows
+
+
+def value(cell: str) -> float:
+    return float(re.sub(r"\\textbf\{(.*)\}", r"\1", cell))
+
+
+def check_bolding(latex: str) -> None:
+    """Exactly one bold cell per column in each metric block, and it holds the block's best value."""
+    blocks: dict[str, list[list[str]]] = {}
+    for metric, cells in body_rows(latex):
+        blocks.setdefault(metric, []).append(cells)
+    assert len(blocks) == 4
+    for label, rows in blocks.items():
+        key = label.split()[0].lower()
+        for col in range(len(GROUPS)):
+            cells = [r[col] for r in rows]
+            bold = [c for c in cells if c.startswith(r"\textbf")]
+            numbers = [value(c) for c in cells if c != "n/a"]
+            best = min(numbers) if key in LOWER_IS_BETTER else max(numbers)
+            assert len(bold) == 1, (label, col, cells)
+            assert value(bold[0]) == best, (label, col, cells)
+
+
+# ----------------------------------------------------------------------------------------- reported numbers
+
+def test_reported_tables_are_tidy_and_complete():
+    t1, t3, speed = table1_reported(), table3_reported(), speed_reported()
+    assert len(t1) == 8 * 4 * 3 * 3 and len(t3) == 6 * 4 * 2 * 3
+    assert set(t1["metric"]) == set(METRICS) == set(t3["metric"])
+    one = t1[(t1.dataset == "FFHQ") & (t1.method == "PUT_50") & (t1.metric == "fid") & (t1.group == "20-40")]
+    assert one["value"].tolist() == [12.784]
+    assert speed.set_index("dataset").loc["ImageNet", "value"] == 17.186
+    assert reference_dataset("demo") == ("FFHQ", False) and reference_dataset("places2") == ("Places2", True)
+    with pytest.raises(ValueError, match="unknown preset"):
+        reference_dataset("celeba")
+
+
+def test_groups_match_the_mask_protocol():
+    from put.masks.bins import TABLE_GROUPS
+    assert tuple(TABLE_GROUPS) == GROUPS
+
+
+def _paper_rows(tex: str, label: str, header: str) -> list[list[float]]:
+    end = tex.index(label)
+    block = tex[tex.rindex(header, 0, end):end]
+    rows = []
+    for line in block.splitlines():
+        cells = [re.sub(r"\\textbf\{\\underline\{([0-9.]+)\}\}", r"\1", c).strip() for c in line.split("&")]
+        numbers = [float(c.rstrip("\\").strip()) for c in cells if re.fullmatch(r"[0-9]+\.[0-9]+\s*(\\\\)?", c)]
+        if numbers:
+            rows.append(numbers)
+    return rows
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="paper source not beside the checkout")
+def test_transcription_matches_the_paper_source():
+    tex = PAPER.read_text()
+    t1, t3 = table1_reported(), table3_reported()
+    methods = ["DFv2", "EC", "MED", "ICT_all", "PUT_all", "PIC", "ICT_50", "PUT_50"]
+    ours1 = [t1[(t1.method == m) & (t1.metric == k)]["value"].tolist() for k in METRICS for m in methods]
+    assert _paper_rows(tex, "tab: comparison_with_other_methods_self_test", r"\begin{tabular}") == ours1
+    variants = ["conv", "one", "no_ref", "tok", "qua0", "put"]
+    ours3 = [t3[(t3.variant == v) & (t3.metric == k)]["value"].tolist() for k in METRICS for v in variants]
+    assert _paper_rows(tex, "tab: ablation_study_results", r"\begin{tabular}") == ours3
+
+
+# ----------------------------------------------------------------------------------------- tables
+
+def test_table1_reported_measured_and_bold():
+    metrics = synthetic_metrics()
+    latex = render_latex(table1(metrics, "ffhq"))
+    assert "12.784" in latex and "11.221" in latex  # FFHQ PUT_50 / PUT_all FID 20-40
+    assert r"PUT$_{\rm all}$ (measured)" in latex and r"PUT$_{50}$ (reported, FFHQ)" in latex
+    put = metrics[metrics.variant == "put"].set_index(["mode", "group"])
+    assert f"{put.loc[('all', '20-40'), 'fid']:.3f}" in latex
+    assert f"{put.loc[('k50', '10-60'), 'mae']:.4f}" in latex
+    assert r"\toprule" in latex and r"\bottomrule" in latex and r"\multirow" not in latex
+    assert r"\cline" not in latex
+    check_bolding(latex)
+    assert len(body_rows(latex)) == 4 * 4
+
+
+def test_table1_context_rows_and_places2():
+    latex = render_latex(table1(synthetic_metrics(), "places2", context=True))
+    assert r"ICT$_{\rm all}$ (reported, Places2)" in latex and "19.309" in latex  # ICT_all FID 20-40
+    assert "FFHQ" not in latex
+    check_bolding(latex)
+
+
+def test_table1_unavailable_fid_is_na_with_reason():
+    latex = render_latex(table1(synthetic_metrics(fid_unavailable=True), "demo"))
+    fid_rows = [cells for metric, cells in body_rows(latex) if metric.startswith("FID")]
+    assert fid_rows[0] == ["n/a"] * 3  # PUT_all measured
+    assert r"\$TORCH\_HOME" in latex  # the reason, escaped, in the caption
+    assert "shown for scale only" in latex and "(reported, FFHQ)" in latex
+    check_bolding(latex)  # the reported rows still get their bold cell
+
+
+def test_table3_all_variants_and_reported_rows():
+    metrics = synthetic_metrics()
+    latex = render_latex(table3(metrics, "places2"))
+    assert "178.057" in latex and "reported, Places2" in latex  # conv FID 20-40 on Places2
+    assert r"PUT$^{\rm no\_ref}$" in latex
+    k50 = metrics[(metrics["mode"] == "k50") & (metrics.variant == "qua0")].set_index("group")
+    assert f"{k50.loc['40-60', 'ssim']:.3f}" in latex
+    check_bolding(latex)
+    assert len(body_rows(latex)) == 4 * 12
+    ffhq = render_latex(table3(metrics, "demo"))
+    assert "reported, FFHQ" in ffhq and "163.610" in ffhq and "shown for scale only" in ffhq
+    imagenet = render_latex(table3(metrics, "imagenet"))
+    assert "reported" not in imagenet.split(r"\midrule", 1)[1] and "no ablation" in imagenet
+    assert len(body_rows(imagenet)) == 4 * 6
+
+
+def test_missing_variant_is_na_and_duplicates_are_errors():
+    metrics = synthetic_metrics()
+    latex = render_latex(table3(metrics[metrics.variant != "tok"], "ffhq"))
+    assert "not evaluated" in latex and "n/a" in latex
+    with pytest.raises(ValueError, match="more than one row"):
+        table1(pd.concat([metrics, metrics.iloc[:1]]), "ffhq")
+    with pytest.raises(ValueError, match="lacks column"):
+        table1(metrics.drop(columns="fid"), "ffhq")
+
+
+def test_speed_table():
+    sampling = [{"preset": "ffhq", "device_name": "x86_64 (8 threads)", "dtype": "fp32", "tokens_per_second": 1.5,
+                 "seconds_per_step": 0.66, "fraction_of_matmul": 0.25, "batch": 1, "tokens_per_step": 1}]
+    pvqvae = [{"preset": "demo", "device_name": "cpu", "dtype": "fp32", "images_per_second": 99.5, "image_size": 64}]
+    latex = render_latex(speed_table(sampling, pvqvae))
+    for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "1.500", "99.500", r"x86\_64", r"25.0\%",
+                 "measured", "reported"):
+        assert text in latex, text
+
+
+def test_write_latex_header_and_caption(tmp_path):
+    styler = table1(synthetic_metrics(fid_unavailable=True), "ffhq")
+    path = write_latex(styler, tmp_path / "t" / "table1.tex", "My caption.", "tab:t1",
+                       "python -m put report --preset ffhq", "0123abc")
+    text = path.read_text()
+    head = text.splitlines()[:3]
+    assert all(line.startswith("%") for line in head)
+    assert "do not edit" in head[0]
+    assert "python -m put report --preset ffhq" in text.splitlines()[1] and "0123abc" in head[2]
+    assert r"\caption{My caption. n/a" in text and r"\label{tab:t1}" in text  # n/a reasons survive
+    assert not list(tmp_path.glob("t/.*tmp"))
+
+
+# ----------------------------------------------------------------------------------------- plots
+
+def _load(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def test_plot_curves_and_unavailable(tmp_path):
+    curves = synthetic_curves()
+    fid = plot_curves(curves, "fid", tmp_path / "fid.png")
+    lpips = plot_curves(curves, "lpips", tmp_path / "lpips.png")
+    for path in (fid, lpips):
+        assert _load(path).shape[0] > 100
+    assert not np.array_equal(_load(fid), _load(lpips))
+    with pytest.raises(ValueError, match="unknown curve metric"):
+        plot_curves(curves, "psnr", tmp_path / "x.png")
+
+
+def test_sample_grid_and_masked_input(tmp_path):
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    keep = np.ones((32, 32), dtype=np.uint8)
+    keep[8:16, 8:24] = 0
+    shown = masked_input(image, keep, color=(255, 0, 255))
+    assert (shown[8:16, 8:24] == [255, 0, 255]).all() and np.array_equal(shown[:8], image[:8])
+    rows = [[shown, image, image, image] for _ in range(2)]
+    path = sample_grid(rows, ["masked", "sample 1", "sample 2", "ground truth"], tmp_path / "grid.png",
+                       row_titles=["a", "b"])
+    assert _load(path).ndim == 3
+    with pytest.raises(ValueError, match="every row"):
+        sample_grid([[image]], ["a", "b"], tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="uint8"):
+        sample_grid([[image.astype(float)]], ["a"], tmp_path / "bad.png")
+
+
+# ----------------------------------------------------------------------------------------- document
+
+needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+
+
+@needs_pdflatex
+def test_document_compiles(tmp_path):
+    metrics = synthetic_metrics(fid_unavailable=True)
+    out = tmp_path / "reports"
+    cmd, commit = "python -m put report --preset demo", "deadbeef"
+    tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",
+                          cmd, commit),
+              write_latex(table3(metrics, "demo"), out / "tables" / "table3.tex", None, "tab:t3", cmd, commit),
+              write_latex(speed_table([], [{"preset": "demo", "device_name": "cpu", "dtype": "fp32",
+                                            "images_per_second": 3.0, "image_size": 64}]),
+                          out / "tables" / "speed.tex", None, "tab:speed", cmd, commit)]
+    figures = [plot_curves(synthetic_curves(), "fid", out / "figures" / "fid_curve.png"),
+               plot_curves(synthetic_curves(), "lpips", out / "figures" / "lpips_curve.png")]
+    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit)
+    text = tex.read_text()
+    assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
+    assert cmd in text.splitlines()[1]
+    pdf = compile_pdf(tex)
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF") and len(data) > 10_000
+    # pdftotext is not available: the numbers are checked in the table files the document includes.
+    included = "".join((out / re.sub(r"\\input\{(.*)\}", r"\1", line)).read_text()
+                       for line in text.splitlines() if line.startswith(r"\input"))
+    assert "12.784" in included and "62.949" in included
+
+
+@needs_pdflatex
+def test_broken_table_raises_with_log_tail(tmp_path):
+    bad = tmp_path / "tables" / "bad.tex"
+    bad.parent.mkdir()
+    bad.write_text("\\begin{table}\\centering\\undefinedcontrolsequence\\end{table}\n")
+    tex = write_document(tmp_path, [bad], [], "broken", "cmd", "c0ffee")
+    with pytest.raises(LatexError, match="Undefined control sequence") as info:
+        compile_pdf(tex, timeout=60)
+    assert "log tail" in str(info.value)
+
+
+def test_missing_pdflatex_names_the_packages(tmp_path, monkeypatch):
+    tex = write_document(tmp_path, [], [], "empty", "cmd", "c0ffee")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(LatexError, match="texlive-latex-base texlive-latex-recommended"):
+        compile_pdf(tex)
+
+
+def test_document_rejects_unsafe_paths(tmp_path):
+    with pytest.raises(ValueError, match="spaces"):
+        write_document(tmp_path, [tmp_path / "my table.tex"], [], "t", "cmd", "c")

@@ -1,0 +1,24 @@
+rule split:
+    output:
+        directory(split_dir(PRESET)),
+    params:
+        settings={"preset": PRESET, "data": OVERRIDES.get("data", {}), "model": OVERRIDES.get("model", {})},
+        cmd=f"{PUT} split --preset {PRESET}",
+    resources:
+        runtime=60,
+    shell:
+        "{params.cmd} --out {output}"
+
+
+rule masks:
+    input:
+        split_dir(PRESET),
+    output:
+        directory(masks_dir(PRESET)),
+    params:
+        settings={"preset": PRESET, "masks": OVERRIDES.get("masks", {}), "model": OVERRIDES.get("model", {})},
+        cmd=f"{PUT} masks --preset {PRESET}",
+    resources:
+        runtime=60,
+    shell:
+        "{params.cmd} --split {input} --out {output}"
