@@ -65,13 +65,13 @@ PRESETS: dict[str, Preset] = {
         ),
         data=DataConfig(dataset="demo"),
         pvqvae_train=PVQVAETrainConfig(
-            iterations=400, batch_size=16, warmup=50, lr_generator=5e-4, lr_discriminator=5e-5,
-            loss=LossConfig(perceptual=0, style=0, delayed_start=200), discriminator_width=16, checkpoint_every=100,
+            iterations=300, batch_size=16, warmup=30, lr_generator=5e-4, lr_discriminator=5e-5,
+            loss=LossConfig(perceptual=0, style=0, delayed_start=150), discriminator_width=16, checkpoint_every=100,
             log_every=10, eval_every=100, eval_images=24, num_workers=0),
         transformer_train=TransformerTrainConfig(
-            iterations=300, batch_size=16, warmup=50, lr=1e-3, checkpoint_every=100, log_every=10,
+            iterations=200, batch_size=16, warmup=20, lr=1e-3, checkpoint_every=100, log_every=10,
             eval_every=100, eval_images=24, num_workers=0),
-        sample=SampleConfig(diversity_images=8, batch_size=128),
+        sample=SampleConfig(diversity_images=4, batch_size=128),
     ),
     "ffhq": _paper("ffhq", TransformerConfig(n_layer=30, n_head=8, n_embd=512), 5_000, 80_000, 48, 360_000),
     "places2": _paper("places2_nature", TransformerConfig(n_layer=35, n_head=8, n_embd=512), 15_000, 150_000,
