@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench clean-venv
+.PHONY: install tex demo test test-fast bench clean-venv
 
 install: $(STAMP)
 
@@ -23,7 +23,15 @@ demo: $(STAMP)
 	@echo "Metrics: results/demo/metrics/*.json   Checkpoints: runs/demo/"
 	@echo "Compare runs: $(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
 
-test: $(STAMP)
+# pdflatex for the report test: Debian's TeX Live, installed when missing and apt-get is usable (root, as in CI).
+tex:
+	@command -v pdflatex >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      texlive-latex-base texlive-latex-recommended >/dev/null; \
+	  else echo "note: pdflatex missing (install texlive-latex-base texlive-latex-recommended); its test is skipped"; fi; }
+
+test: $(STAMP) tex
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)

@@ -17,20 +17,14 @@ from typing import Any
 
 import torch
 
+from put.fileio import atomic_path, file_sha256
+
 FORMAT = "put-checkpoint/1"
 KINDS = ("pvqvae", "transformer")
 
 
 class CheckpointError(RuntimeError):
     pass
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def weights_digest(state: dict[str, torch.Tensor]) -> str:
@@ -56,16 +50,10 @@ class Checkpoint:
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())  # the data reaches the disk before the rename makes it visible
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from put.checkpoint import CheckpointError
-from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config
+from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
 
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
 
@@ -27,7 +27,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
     config = model_config(args.preset, args.variant)
     with torch.device("meta"):  # parameter counts without allocating memory
         model = PUTModel(config)
-        discriminator = PatchDiscriminator()
+        discriminator = PatchDiscriminator(width=preset(args.preset).pvqvae_train.discriminator_width)
     info = {
         "preset": args.preset, "variant": args.variant, "image_size": config.image_size,
         "token_grid": list(config.token_grid),

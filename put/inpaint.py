@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from put.data.images import read_image, write_image
-from put.model_io import load_put_model
 from put.masks.io import MaskError, read_mask
+from put.model_io import load_put_model
 from put.sampling import SamplingOptions, inpaint_batch
 
 

@@ -7,11 +7,18 @@ from pathlib import Path
 
 import torch
 
-from put.checkpoint import (Checkpoint, CheckpointError, file_sha256, load_checkpoint, relative_reference,
-                            resolve_pvqvae, save_checkpoint)
+from put.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    relative_reference,
+    resolve_pvqvae,
+    save_checkpoint,
+)
 from put.config import ModelConfig
-from put.models.pvqvae import PVQVAE
+from put.fileio import file_sha256
 from put.models.put_model import PUTModel
+from put.models.pvqvae import PVQVAE
 
 
 def checkpoint_config(ckpt: Checkpoint) -> ModelConfig:

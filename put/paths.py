@@ -18,8 +18,8 @@ def masks_dir(preset: str) -> Path:
 
 
 def pvqvae_checkpoint(preset: str, variant: str) -> Path:
-    """`tok` and `qua0` resolve to the full model's P-VQVAE."""
-    return Path("runs") / preset / PVQVAE_OF_VARIANT[variant] / "pvqvae.pt"
+    """`tok` and `qua0` resolve to the full model's P-VQVAE (a wildcard such as "{variant}" stays as it is)."""
+    return Path("runs") / preset / PVQVAE_OF_VARIANT.get(variant, variant) / "pvqvae.pt"
 
 
 def transformer_checkpoint(preset: str, variant: str) -> Path:

@@ -10,8 +10,8 @@ import torch
 from put.config import PRESETS, VARIANTS, PVQVAEConfig, apply_variant, model_config
 from put.models.discriminator import PatchDiscriminator
 from put.models.encoder import ConvEncoder, PatchEncoder
-from put.models.pvqvae import PVQVAE, patch_is_known
 from put.models.put_model import PUTModel
+from put.models.pvqvae import PVQVAE, patch_is_known
 from put.models.transformer import MLP, count_parameters, gelu2
 from tests.conftest import TINY, random_batch
 

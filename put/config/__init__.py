@@ -1,7 +1,17 @@
 """Configuration: model sizes and ablation switches, training settings, presets (each defined once)."""
 
-from put.config.model import (PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, VARIANTS, LossConfig, ModelConfig, PVQVAEConfig,
-                              StrictModel, TransformerConfig, Variant, apply_variant)
+from put.config.model import (
+                              PVQVAE_OF_VARIANT,
+                              PVQVAE_VARIANTS,
+                              VARIANTS,
+                              LossConfig,
+                              ModelConfig,
+                              PVQVAEConfig,
+                              StrictModel,
+                              TransformerConfig,
+                              Variant,
+                              apply_variant,
+)
 from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_config, preset
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig
 

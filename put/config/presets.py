@@ -8,8 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from put.config.evaluation import MetricProtocol, SampleConfig
-from put.config.model import (LossConfig, ModelConfig, PVQVAEConfig, StrictModel, TransformerConfig,
-                              apply_variant)
+from put.config.model import LossConfig, ModelConfig, PVQVAEConfig, StrictModel, TransformerConfig, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 
 Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
@@ -63,15 +62,15 @@ PRESETS: dict[str, Preset] = {
             pvqvae=PVQVAEConfig(embed_dim=64, width=32, num_res_blocks=2, codebook_size=128),
             transformer=TransformerConfig(n_layer=4, n_head=4, n_embd=128),
         ),
-        data=DataConfig(dataset="demo"),
+        data=DataConfig(dataset="demo", eval_count=16),
         pvqvae_train=PVQVAETrainConfig(
-            iterations=300, batch_size=16, warmup=30, lr_generator=5e-4, lr_discriminator=5e-5,
-            loss=LossConfig(perceptual=0, style=0, delayed_start=150), discriminator_width=16, checkpoint_every=100,
-            log_every=10, eval_every=100, eval_images=24, num_workers=0),
+            iterations=250, batch_size=16, warmup=25, lr_generator=5e-4, lr_discriminator=5e-5,
+            loss=LossConfig(perceptual=0, style=0, delayed_start=125), discriminator_width=16, checkpoint_every=100,
+            log_every=10, eval_every=50, eval_images=16, num_workers=0),
         transformer_train=TransformerTrainConfig(
-            iterations=200, batch_size=16, warmup=20, lr=1e-3, checkpoint_every=100, log_every=10,
-            eval_every=100, eval_images=24, num_workers=0),
-        sample=SampleConfig(diversity_images=4, batch_size=128),
+            iterations=150, batch_size=16, warmup=15, lr=1e-3, checkpoint_every=50, log_every=10,
+            eval_every=50, eval_images=16, num_workers=0),
+        sample=SampleConfig(diversity_images=3, batch_size=128),
     ),
     "ffhq": _paper("ffhq", TransformerConfig(n_layer=30, n_head=8, n_embd=512), 5_000, 80_000, 48, 360_000),
     "places2": _paper("places2_nature", TransformerConfig(n_layer=35, n_head=8, n_embd=512), 15_000, 150_000,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
+
+from put.fileio import atomic_path
 
 
 class ImageReadError(ValueError):
@@ -48,14 +49,8 @@ def to_uint8(image: torch.Tensor) -> np.ndarray:
 
 def write_png(path: str | os.PathLike, array: np.ndarray) -> None:
     """Atomic PNG write (temp file + rename): a crash never leaves a half-written image."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(path) as tmp:
         Image.fromarray(array).save(tmp, format="PNG")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_image(path: str | os.PathLike, image: torch.Tensor) -> None:

@@ -6,7 +6,6 @@ the CSVs, so a damaged download shows up once, here, instead of as a crash hours
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -16,31 +15,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, open_image
+from put.fileio import atomic_write_text, file_sha256
 
 COLUMNS = ["path", "sha256", "width", "height"]
 
 
 class SplitError(ValueError):
     pass
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text via a temp file + rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_image(path: Path) -> dict:
@@ -95,9 +76,9 @@ def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None =
         report["train_test_duplicates"] = sorted(tables["test"].loc[tables["test"]["sha256"].isin(shared), "path"])
 
     for split, table in tables.items():
-        write_atomic(out_dir / f"{split}.csv", table.to_csv(index=False))
+        atomic_write_text(out_dir / f"{split}.csv", table.to_csv(index=False))
     report_path = out_dir / "split_report.json"
-    write_atomic(report_path, json.dumps(report, indent=2) + "\n")
+    atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
 
     empty = [split for split, table in tables.items() if table.empty]
     if empty:

@@ -10,13 +10,13 @@ mixed in stroke masks; here the same inputs and seed give byte-identical files.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from put.fileio import atomic_write_text
 from put.masks.bins import EVAL_GROUPS, hole_ratio
 from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
@@ -63,15 +63,6 @@ def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.
     return {group: _rng(seed, "pconv", group).permutation(candidates) for group, candidates in orders.items()}
 
 
-def _write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        frame.to_csv(tmp, index=False, lineterminator="\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int], seed: int,
                      pconv: MaskFolder | None = None, *, progress: bool = True) -> Path:
     """Write one mask per test image and per group of EVAL_GROUPS; returns the manifest's path.
@@ -109,7 +100,7 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
             rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
             bar.update()
     bar.close()
-    _write_csv_atomic(pd.DataFrame(rows, columns=list(COLUMNS)), manifest)
+    atomic_write_text(manifest, pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n"))
     return manifest
 
 

@@ -6,14 +6,11 @@ multi-head self-attention (SDPA) and a GELU2 MLP, final LayerNorm + linear head 
 
 from __future__ import annotations
 
-
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from put.config import TransformerConfig
-
 
 GELU2_SCALE = 1.702
 

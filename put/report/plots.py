@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from put.config import VARIANTS
+from put.fileio import atomic_path
 from put.masks.bins import FINE_BINS
 
 CURVE_METRICS: dict[str, str] = {"fid": "FID (lower is better)", "lpips": "LPIPS diversity (higher is more diverse)"}
@@ -24,13 +25,8 @@ CURVE_METRICS: dict[str, str] = {"fid": "FID (lower is better)", "lpips": "LPIPS
 def _save(fig: Figure, path: str | os.PathLike, dpi: float = 100) -> Path:
     """Save via a temporary file + os.replace, so a reader never sees half a PNG."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

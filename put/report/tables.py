@@ -15,9 +15,20 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
-from put.report.reported import (LOWER_IS_BETTER, METRICS, MODE_METHOD, PRESET_DATASET, SPEED_DEVICE, TABLE3_DATASETS,
-                                  reference_dataset, speed_reported, table1_reported, table3_reported)
+from put.report.reported import (
+    LOWER_IS_BETTER,
+    METRICS,
+    MODE_METHOD,
+    PRESET_DATASET,
+    SPEED_DEVICE,
+    TABLE3_DATASETS,
+    reference_dataset,
+    speed_reported,
+    table1_reported,
+    table3_reported,
+)
 
 GROUPS: tuple[str, ...] = tuple(TABLE_GROUPS)
 VARIANT_ORDER: tuple[str, ...] = ("conv", "one", "no_ref", "tok", "qua0", "put")  # Table 3's row order
@@ -262,19 +273,6 @@ def provenance_header(command: str, commit: str) -> str:
     flat = " ".join(str(command).split())
     return (f"% Generated file: do not edit by hand; regenerate it with the command below.\n"
             f"% Command: {flat}\n% Git commit: {' '.join(str(commit).split()) or 'unknown'}\n")
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write via a temporary file + os.replace, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 _CLINE_ROW = re.compile(r"^(\\cline\{\d+-\d+\}\s*)+$")

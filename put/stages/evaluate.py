@@ -9,7 +9,6 @@ as unavailable with the reason.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from put.config.params import Params
+from put.fileio import atomic_write_text
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips
@@ -94,11 +94,7 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
               "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
               "groups": {name: list(bounds) for name, bounds in TABLE_GROUPS.items()},
               "table": table, "curves": curves}
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(without_nan(result), indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, out)
+    atomic_write_text(out, json.dumps(without_nan(result), indent=2, allow_nan=False) + "\n")
     return without_nan(result)
 
 

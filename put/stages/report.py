@@ -14,9 +14,10 @@ import pandas as pd
 from PIL import Image
 
 from put.config.params import Params
+from put.fileio import atomic_write_text
 from put.report.document import compile_pdf, write_document
 from put.report.plots import masked_input, plot_curves, sample_grid
-from put.report.tables import atomic_write_text, speed_table, table1, table3, write_latex
+from put.report.tables import speed_table, table1, table3, write_latex
 from put.stages.evaluate import read_metrics
 from put.tracking import git_commit, stage_tracker, tracked
 

@@ -7,7 +7,6 @@ top-K result (PUT_K) per test image. For each fine bin: `diversity_samples` top-
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from tqdm import tqdm
 
 from put.config.params import Params
 from put.data.images import read_image, write_image
+from put.fileio import atomic_write_text
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import read_manifest
 from put.masks.io import read_mask
@@ -99,10 +99,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
                 write_image(out_dir / output, result)
             progress.update(len(batch))
     progress.close()
-    manifest = out_dir / "samples.csv"
-    tmp = manifest.with_name(f".{manifest.name}.tmp-{os.getpid()}")
-    jobs.to_csv(tmp, index=False)
-    os.replace(tmp, manifest)  # last: a manifest only ever describes files that exist
-    return manifest
+    # Last: a manifest only ever describes files that exist.
+    return atomic_write_text(out_dir / "samples.csv", jobs.to_csv(index=False))
 
 

@@ -9,8 +9,8 @@ from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
-from put.train.distributed import setup_distributed, teardown_distributed
 from put.tracking import stage_tracker, tracked
+from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.loop import LoopResult, run_training
 from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
-from put.checkpoint import Checkpoint, CheckpointError, file_sha256, relative_reference
+from put.checkpoint import Checkpoint, CheckpointError, relative_reference
 from put.config import ModelConfig, TransformerTrainConfig
+from put.fileio import file_sha256
 from put.model_io import load_pvqvae
 from put.models.put_model import PUTModel, masked_token_loss
 from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
