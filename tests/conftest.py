@@ -12,6 +12,12 @@ TINY = ModelConfig(
 )
 
 
+@pytest.fixture(autouse=True)
+def no_tracking_by_default(monkeypatch):
+    """Stages log to MLflow unless PUT_TRACKING=0; tests of tracking itself turn it back on."""
+    monkeypatch.setenv("PUT_TRACKING", "0")
+
+
 @pytest.fixture
 def tiny_config() -> ModelConfig:
     return TINY

@@ -81,7 +81,8 @@ def test_cli_reports_a_params_typo_without_a_traceback(tmp_path):
 
 
 def dvc(repo: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_TRACKING": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)  # the default: sqlite:///mlflow.db in the repository
     return subprocess.run([str(BIN / "dvc"), *args], cwd=repo, capture_output=True, text=True, env=env,
                           timeout=timeout)
 
@@ -100,6 +101,7 @@ def mlflow_run_count(repo: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_dvc_repro_of_the_demo_preset(tmp_path):
     """Full DAG on 2 CPU cores within 15 minutes; a second repro runs nothing; one variant's parameter
     re-runs that variant only; a failing stage keeps earlier outputs and runs, and the rerun continues."""

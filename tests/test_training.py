@@ -221,3 +221,25 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
         capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert load_checkpoint(ddp_pvqvae).training["step"] == 8
+
+
+def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.chdir(tmp_path)
+    p = params(workdir)
+    train_pvqvae(p, "put", workdir / "splits", tmp_path / "p.pt", device="cpu", tags={"dvc_stage": "train_pvqvae@put"})
+    client = MlflowClient(uri)
+    (run,) = [r for r in client.search_runs([client.get_experiment_by_name("put-demo").experiment_id])
+              if r.data.tags.get("put.level") == "variant"]
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train_pvqvae/train/pixel")]
+    assert steps == [2, 4, 6, 8]  # every log_every steps
+    assert "train_pvqvae/eval/psnr_tokens_only" in run.data.metrics
+    assert run.data.params["train_pvqvae.train.iterations"] == "8"
+    assert run.data.tags["put.stage.train_pvqvae.dvc_stage"] == "train_pvqvae@put"
+    assert run.data.tags["put.slurm_job_id"] == "4242" and run.data.tags["put.variant"] == "put"
+    assert run.data.tags["put.dag_id"] == p.dag_id() and run.info.status == "FINISHED"

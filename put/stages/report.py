@@ -63,6 +63,8 @@ def run_report(params: Params, metrics_files: list[Path], samples_root: Path, ma
     tex = write_document(out_dir, tables, figures, f"PUT reproduction: {preset} preset", command, commit)
     if shutil.which("pdflatex"):
         compile_pdf(tex)
+        for byproduct in (".aux", ".log", ".out"):  # kept by compile_pdf for diagnosing failures only
+            tex.with_suffix(byproduct).unlink(missing_ok=True)
     else:
         print("pdflatex not found: report.tex written but not compiled (Debian: texlive-latex-base "
               "texlive-latex-recommended)")
