@@ -9,7 +9,7 @@ from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
-from put.tracking import stage_tracker, tracked
+from put.tracking import NullTracker, stage_tracker, tracked
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.loop import LoopResult, run_training
 from put.train.pvqvae import PVQVAETask
@@ -30,8 +30,6 @@ def training_masks(preset: Preset, config: ModelConfig) -> TrainingMasks:
 def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: dict[str, str] | None,
                  stage_params: dict):
     """MLflow for the main process only (the others would log duplicates)."""
-    from put.tracking import NullTracker
-
     if not is_main:
         return NullTracker()
     tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags)

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
 from put.train.distributed import Distributed
+from put.tracking import NullTracker
 from put.train.schedule import derive_seed
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
@@ -48,15 +49,6 @@ class Task(Protocol):
     def evaluate(self) -> dict[str, float]: ...
     def checkpoint(self, training: dict) -> Checkpoint: ...
     def restore(self, ckpt: Checkpoint) -> None: ...
-
-
-class Tracker(Protocol):
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
-
-
-class NullTracker:
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        pass
 
 
 def resume_path(out: Path) -> Path:
@@ -104,7 +96,7 @@ def finite_or_raise(losses: dict[str, torch.Tensor], step: int, dist: Distribute
                                "rate or check the data, then re-run to resume from that checkpoint.")
 
 
-def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: Tracker = NullTracker(),
+def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
                  labels: dict[str, str] | None = None) -> LoopResult:
     out = Path(out)
     partial = resume_path(out)
