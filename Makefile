@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install tex demo test test-fast bench clean-venv
+.PHONY: install tex demo test test-fast test-slurm record bench clean-venv
 
 install: $(STAMP)
 
@@ -36,6 +36,18 @@ test: $(STAMP) tex
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The ablation DAG through a live single-node Slurm cluster (root on Debian: installs slurm-wlm, munge,
+# slurmdbd and MariaDB, starts them, runs tests/slurm, stops the daemons by pid whatever the outcome).
+test-slurm: $(STAMP)
+	tests/slurm/cluster.sh install
+	tests/slurm/cluster.sh down  # a cluster left over from an interrupted run
+	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 timeout 3600 $(BIN)/python -m pytest -q -m slurm tests/slurm; \
+	  status=$$?; tests/slurm/cluster.sh down; exit $$status
+
+# After a Snakemake (cluster) run: record its outputs in dvc.lock so `dvc repro` sees them as up to date.
+record:
+	$(BIN)/python workflow/dvc_record.py
 
 # Sampling speed of the paper's FFHQ transformer on this machine (see reports/benchmarks/).
 bench: $(STAMP)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -13,6 +15,26 @@ from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
 
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
+
+
+def threads_per_process(processes: int = 1) -> int | None:
+    """Under Slurm: the job's CPUs shared by its processes, not every core of the node (None elsewhere)."""
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK")
+    if not cpus or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return max(1, int(cpus) // processes)
+
+
+def launch_torchrun(processes: int, argv: list[str]) -> NoReturn:
+    """Replaces this process by `torchrun` running the same command once per GPU on this node. `exec`, so a
+    scheduler's SIGTERM reaches torchrun, which passes it to the workers; they save and exit (see train/loop.py)."""
+    threads = threads_per_process(processes)
+    if threads:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+               f"--nproc-per-node={processes}", "-m", "put", *argv]
+    print("launching: " + " ".join(command), file=sys.stderr, flush=True)
+    os.execv(command[0], command)
 
 
 def default_device() -> str:
@@ -231,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
             train.add_argument("--pvqvae", required=True, help="the P-VQVAE checkpoint to freeze and train on")
         train.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
         train.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+        train.add_argument("--gpus", type=int, default=0,
+                           help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
+                                "(DDP; gloo on CPU); 0 or 1: one process")
         train.set_defaults(func=func)
 
     sample = sub.add_parser("sample", help="inpaint the evaluation set with one variant (deterministic, top-K, "
@@ -280,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "gpus", 0) > 1 and "WORLD_SIZE" not in os.environ:
+        launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
+    if threads := threads_per_process():
+        torch.set_num_threads(threads)
     try:
         args.func(args)
     except USER_ERRORS as err:

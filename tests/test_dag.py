@@ -17,8 +17,8 @@ import yaml
 from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.paths import metrics_file, pvqvae_checkpoint, report_dir, transformer_checkpoint
+from tests.helpers import ROOT, working_copy
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -105,12 +105,7 @@ def mlflow_run_count(repo: Path) -> int:
 def test_dvc_repro_of_the_demo_preset(tmp_path):
     """Full DAG on 2 CPU cores within 15 minutes; a second repro runs nothing; one variant's parameter
     re-runs that variant only; a failing stage keeps earlier outputs and runs, and the rerun continues."""
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
-    for changed in ("put", "params.yaml", "dvc.yaml", "Snakefile", "workflow"):  # the working tree under test
-        src, dst = ROOT / changed, repo / changed
-        shutil.rmtree(dst, ignore_errors=True) if dst.is_dir() else dst.unlink(missing_ok=True)
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir() else shutil.copy(src, dst)
+    repo = working_copy(tmp_path / "repo")
 
     start = time.monotonic()
     first = dvc(repo, "repro")

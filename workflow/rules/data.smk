@@ -5,7 +5,8 @@ rule split:
         settings={"preset": PRESET, "data": OVERRIDES.get("data", {}), "model": OVERRIDES.get("model", {})},
         cmd=f"{PUT} split --preset {PRESET}",
     resources:
-        runtime=60,
+        **resources_of("split"),
+    retries: retries_of("split")
     shell:
         "{params.cmd} --out {output}"
 
@@ -19,6 +20,7 @@ rule masks:
         settings={"preset": PRESET, "masks": OVERRIDES.get("masks", {}), "model": OVERRIDES.get("model", {})},
         cmd=f"{PUT} masks --preset {PRESET}",
     resources:
-        runtime=60,
+        **resources_of("masks"),
+    retries: retries_of("masks")
     shell:
         "{params.cmd} --split {input} --out {output}"

@@ -9,6 +9,9 @@ rule sample:
     params:
         settings=lambda w: {"preset": PRESET, "sample": OVERRIDES.get("sample", {})},
         cmd=lambda w: f"{PUT} sample --preset {PRESET} --variant {w.variant} {tag('sample', w.variant)}",
+    resources:
+        **resources_of("sample"),
+    retries: retries_of("sample")
     shell:
         "{params.cmd} --checkpoint {input.checkpoint} --masks {input.masks} --out {output}"
 
@@ -24,5 +27,8 @@ rule evaluate:
     params:
         settings=lambda w: {"preset": PRESET, "evaluate": OVERRIDES.get("evaluate", {})},
         cmd=lambda w: f"{PUT} evaluate --preset {PRESET} --variant {w.variant} {tag('evaluate', w.variant)}",
+    resources:
+        **resources_of("evaluate"),
+    retries: retries_of("evaluate")
     shell:
         "{params.cmd} --samples {input.samples} --masks {input.masks} --out {output}"

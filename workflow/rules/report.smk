@@ -7,6 +7,9 @@ rule bench:
     params:
         cmd=f"{PUT} bench sampling --preset {PRESET} --steps 5",
         pvqvae=f"{PUT} bench pvqvae --preset {PRESET}",
+    resources:
+        **resources_of("bench"),
+    retries: retries_of("bench")
     shell:
         "{params.cmd} --out {output}/sampling.json && {params.pvqvae} --out {output}/pvqvae.json"
 
@@ -22,6 +25,9 @@ rule tables:
     params:
         cmd=f"{PUT} report --preset {PRESET} {tag('tables')}",
         samples_root=f"results/{PRESET}/samples",
+    resources:
+        **resources_of("tables"),
+    retries: retries_of("tables")
     shell:
         "{params.cmd} --metrics {input.metrics} --samples-root {params.samples_root} --masks {input.masks} "
         "--benchmarks {input.bench} --out {output}"

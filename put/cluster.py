@@ -1,0 +1,117 @@
+"""Slurm resources of the DAG's rules, for workflow/rules/common.smk: the workflow half (per preset and rule,
+workflow/resources.yaml) joined with the site half (account, partitions, GPU model: slurm/site.yaml).
+Outside Slurm the same resources are harmless: the local executor ignores the slurm_* keys."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from put.config import PRESETS
+
+RULES = ("split", "masks", "train_pvqvae", "train_transformer", "sample", "evaluate", "bench", "tables")
+RESUMABLE_RULES = ("train_pvqvae", "train_transformer")  # they save their state on SIGTERM (put/train/loop.py)
+RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
+SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")
+SITE_ENV = "PUT_SLURM_SITE"
+# Slurm sends SIGTERM this long before a long training job's time limit, so that a large checkpoint is
+# written well before the SIGKILL that follows the limit (after the site's KillWait, often 30 s). Jobs
+# shorter than ten times this rely on the SIGTERM the limit itself brings (Slurm may send the early signal
+# up to a minute before it is due, which in a short job could come before the training starts).
+STOP_WARNING_S = 300
+
+
+class ClusterConfigError(ValueError):
+    pass
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ClusterConfigError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ClusterConfigError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def _check_resources(values: object, where: str) -> dict[str, int]:
+    if not isinstance(values, dict):
+        raise ClusterConfigError(f"{where}: expected a mapping like {{gpu: 1, runtime: 60}}, got {values!r}")
+    for key, value in values.items():
+        if key not in RESOURCE_KEYS:
+            raise ClusterConfigError(f"{where}.{key}: unknown resource; expected one of {', '.join(RESOURCE_KEYS)}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ClusterConfigError(f"{where}.{key}: expected a whole number >= 0, got {value!r}")
+    return values
+
+
+def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
+    """{preset: {rule: resources}} with the defaults filled in, every key checked."""
+    data = _read_yaml(path)
+    unknown = set(data) - {"defaults", "presets"}
+    if unknown:
+        raise ClusterConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, presets")
+    defaults = _check_resources(data.get("defaults", {}), f"{path}: defaults")
+    missing = set(RESOURCE_KEYS) - set(defaults)
+    if missing:
+        raise ClusterConfigError(f"{path}: defaults lacks {sorted(missing)}")
+    presets = data.get("presets") or {}
+    table = {}
+    for name in PRESETS:
+        rules = presets.get(name) or {}
+        for rule in rules:
+            if rule not in RULES:
+                raise ClusterConfigError(f"{path}: presets.{name}.{rule}: unknown rule; expected one of "
+                                         f"{', '.join(RULES)}")
+        table[name] = {rule: {**defaults, **_check_resources(rules.get(rule, {}), f"{path}: presets.{name}.{rule}")}
+                       for rule in RULES}
+    for name in set(presets) - set(PRESETS):
+        raise ClusterConfigError(f"{path}: presets.{name}: unknown preset; expected one of {', '.join(PRESETS)}")
+    return table
+
+
+def load_site(path: Path | None = None) -> dict[str, str]:
+    """The site file: $PUT_SLURM_SITE, else slurm/site.yaml when it exists; {} (cluster defaults) otherwise."""
+    if path is None:
+        env = os.environ.get(SITE_ENV)
+        if env and not Path(env).is_file():
+            raise ClusterConfigError(f"{SITE_ENV}={env}: no such file (copy slurm/site.example.yaml)")
+        path = Path(env) if env else Path("slurm/site.yaml")
+        if not path.is_file():
+            return {}
+    data = _read_yaml(path)
+    for key, value in data.items():
+        if key not in SITE_KEYS:
+            raise ClusterConfigError(f"{path}: {key}: unknown setting; expected one of {', '.join(SITE_KEYS)}")
+        if value is not None and (not isinstance(value, str) or not value.strip() or "'" in value or '"' in value):
+            raise ClusterConfigError(f"{path}: {key}: expected a name such as 'gpu' or null, got {value!r}")
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def rule_resources(table: dict, site: dict[str, str], preset: str, rule: str) -> dict[str, object]:
+    """The `resources:` of one rule, as the Slurm executor plugin reads them."""
+    wanted = table[preset][rule]
+    resources: dict[str, object] = {key: wanted[key] for key in ("gpu", "cpus_per_task", "mem_mb", "runtime")}
+    gpu_job = wanted["gpu"] > 0
+    partition = site.get("gpu_partition", site.get("partition")) if gpu_job else site.get("partition")
+    if partition:
+        resources["slurm_partition"] = partition
+    if "account" in site:
+        resources["slurm_account"] = site["account"]
+    if "qos" in site:
+        resources["qos"] = site["qos"]
+    if gpu_job and "gpu_model" in site:  # only on GPU jobs: the plugin turns it into --gpus=MODEL:N
+        resources["gpu_model"] = site["gpu_model"]
+    # A requeued job appends to its log instead of overwriting the first attempt's output.
+    extra = ["--open-mode=append"]
+    if rule in RESUMABLE_RULES and wanted["runtime"] * 60 >= 10 * STOP_WARNING_S:
+        extra.append(f"--signal=TERM@{STOP_WARNING_S}")
+    resources["slurm_extra"] = " ".join(extra)
+    return resources
+
+
+def rule_retries(table: dict, preset: str, rule: str) -> int:
+    return table[preset][rule]["retries"]

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# A real single-node Slurm cluster for `make test-slurm`: munge, MariaDB, slurmdbd (so that sacct works as
+# on production clusters), slurmctld and slurmd, all started by hand as root (no systemd), configured in
+# $STATE and stopped by their process ids.
+#   tests/slurm/cluster.sh install   Debian packages (apt-get; root)
+#   tests/slurm/cluster.sh up        configure and start the daemons; prints the env to export
+#   tests/slurm/cluster.sh down      stop every daemon `up` started (by pid), keep $STATE for the logs
+# Two partitions: `batch` (default) and `urgent`, whose jobs preempt `batch` jobs (requeued), so the test
+# can preempt a training job for real. The node advertises 2 GPUs as a generic resource without devices:
+# jobs asking for GPUs are scheduled as on a GPU cluster and then run on the CPU.
+set -euo pipefail
+
+STATE=${PUT_SLURM_STATE:-/tmp/put-slurm}
+# Slurm's default configuration directory: jobs' nested `srun` calls (the executor plugin's job steps)
+# drop SLURM_* variables, SLURM_CONF included, so the configuration must be where every client looks.
+ETC=/etc/slurm
+MARK="# written by put's tests/slurm/cluster.sh"
+DB_PORT=${PUT_SLURM_DB_PORT:-3307}
+PACKAGES="slurm-wlm slurmdbd munge mariadb-server"
+
+log() { echo "[cluster $(date +%T)] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Polls `$@` once a second until it succeeds; fails naming `what` after `limit` seconds.
+wait_for() {
+    local limit=$1 what=$2; shift 2
+    for _ in $(seq "$limit"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
+    die "$what not ready after ${limit}s; logs in $STATE/log"
+}
+
+install() {
+    if command -v slurmctld slurmdbd munged mariadbd sacct >/dev/null 2>&1 &&
+       [ "$(command -v slurmctld slurmdbd munged mariadbd sacct | wc -l)" = 5 ]; then
+        log "packages present"; return
+    fi
+    [ "$(id -u)" = 0 ] || die "installing $PACKAGES needs root (apt-get)"
+    log "installing $PACKAGES"
+    timeout 300 apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+}
+
+start_munge() {
+    [ -s /etc/munge/munge.key ] || { mkdir -p /etc/munge; mungekey --create --keyfile /etc/munge/munge.key; }
+    chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+    mkdir -p /run/munge "$STATE/munge"; chown munge:munge /run/munge "$STATE/munge"
+    runuser -u munge -- munged --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/munge/munged.log" \
+        --seed-file="$STATE/munge/seed"
+    wait_for 20 munge sh -c 'munge -n | unmunge'
+}
+
+start_mariadb() {
+    local data=$STATE/mysql/data run=$STATE/mysql  # owned by the mysql user: data, socket, pid, log
+    mkdir -p "$data"; chown -R mysql:mysql "$run"
+    timeout 120 mariadb-install-db --user=mysql --datadir="$data" --auth-root-authentication-method=socket \
+        >"$STATE/log/mariadb-install.log" 2>&1
+    runuser -u mysql -- mariadbd --datadir="$data" --socket="$run/mysql.sock" --port="$DB_PORT" \
+        --bind-address=127.0.0.1 --pid-file="$run/mysql.pid" --log-error="$run/mariadb.log" \
+        --skip-name-resolve </dev/null >/dev/null 2>&1 &
+    wait_for 60 MariaDB mariadb --socket="$run/mysql.sock" -e "select 1"
+    mariadb --socket="$run/mysql.sock" -e "
+        CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
+        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+}
+
+write_config() {
+    local cpus mem_mb
+    cpus=$(nproc)
+    mem_mb=$(awk '/MemTotal/ {print int($2 / 1024 * 0.85)}' /proc/meminfo)
+    mkdir -p "$ETC" "$STATE/ctld" "$STATE/spool"
+    for f in slurm.conf slurmdbd.conf gres.conf; do
+        [ ! -s "$ETC/$f" ] || grep -qxF "$MARK" "$ETC/$f" ||
+            die "$ETC/$f exists and was not written by this script: this machine has its own Slurm set-up"
+    done
+    cat >"$ETC/slurm.conf" <<EOF
+$MARK
+ClusterName=putci
+SlurmctldHost=localhost
+SlurmUser=root
+AuthType=auth/munge
+StateSaveLocation=$STATE/ctld
+SlurmdSpoolDir=$STATE/spool
+SlurmctldPidFile=$STATE/slurmctld.pid
+SlurmdPidFile=$STATE/slurmd.pid
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd.log
+SlurmctldPort=${PUT_SLURM_CTLD_PORT:-6817}
+SlurmdPort=${PUT_SLURM_D_PORT:-6818}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=2000
+GresTypes=gpu
+AccountingStorageTRES=gres/gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=${PUT_SLURMDBD_PORT:-6819}
+JobAcctGatherType=jobacct_gather/linux
+AccountingStoreFlags=job_comment
+JobCompType=jobcomp/none
+MinJobAge=300
+KillWait=30
+ReturnToService=2
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+NodeName=localhost CPUs=$cpus RealMemory=$mem_mb Gres=gpu:2 State=UNKNOWN
+PartitionName=batch Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=2
+EOF
+    # Two stand-in GPU "devices" (plain files): scheduled and accounted like GPUs, bound to nothing.
+    mkdir -p "$STATE/dev"; touch "$STATE/dev/gpu0" "$STATE/dev/gpu1"
+    printf '%s\nAutoDetect=off\nNodeName=localhost Name=gpu File=%s\n' "$MARK" "$STATE/dev/gpu[0-1]" >"$ETC/gres.conf"
+    cat >"$ETC/slurmdbd.conf" <<EOF
+$MARK
+AuthType=auth/munge
+DbdHost=localhost
+DbdPort=${PUT_SLURMDBD_PORT:-6819}
+SlurmUser=root
+PidFile=$STATE/slurmdbd.pid
+LogFile=$STATE/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=slurm
+StorageLoc=slurm_acct_db
+EOF
+    chmod 600 "$ETC/slurmdbd.conf"
+}
+
+up() {
+    install
+    [ "$(id -u)" = 0 ] || die "the daemons run as root"
+    [ ! -e "$STATE/slurmctld.pid" ] || die "$STATE holds a running cluster? run '$0 down' first"
+    rm -rf "$STATE"; mkdir -p "$STATE/log"
+    write_config
+    log "munge";     start_munge
+    log "mariadb";   start_mariadb
+    log "slurmdbd";  slurmdbd
+    wait_for 60 slurmdbd sacctmgr -i show cluster
+    timeout 30 sacctmgr -i add cluster putci >/dev/null
+    timeout 30 sacctmgr -i add account put Description=put Organization=put >/dev/null
+    timeout 30 sacctmgr -i add user root Account=put DefaultAccount=put >/dev/null
+    log "slurmctld"; slurmctld
+    wait_for 30 slurmctld scontrol ping
+    log "slurmd";    slurmd -N localhost
+    wait_for 60 "the node" sh -c "sinfo -h -N -o '%T' | grep -Eq '^(idle|mixed|allocated)'"
+    timeout 60 srun -p batch -t 1 true || die "a first test job did not run; logs in $STATE/log"
+    log "up: $(sinfo -h -o '%P %D %c %m %G %T' | tr '\n' ';')"
+}
+
+stop_pid() {  # name pidfile
+    local pid
+    [ -s "$2" ] || return 0
+    pid=$(cat "$2")
+    kill "$pid" 2>/dev/null || return 0
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
+    log "$1 ($pid) ignored SIGTERM for 30 s: SIGKILL"; kill -9 "$pid" 2>/dev/null || true
+}
+
+down() {
+    [ -e "$ETC/slurm.conf" ] && timeout 20 scancel --user=root >/dev/null 2>&1 || true
+    stop_pid slurmd "$STATE/slurmd.pid"
+    stop_pid slurmctld "$STATE/slurmctld.pid"
+    stop_pid slurmdbd "$STATE/slurmdbd.pid"
+    stop_pid mariadbd "$STATE/mysql/mysql.pid"
+    stop_pid munged "$STATE/munge/munged.pid"
+    rm -f "$STATE"/*.pid "$STATE"/*/*.pid
+    log "down (logs kept in $STATE/log)"
+}
+
+case "${1:-}" in
+    install) install ;;
+    up) up ;;
+    down) down ;;
+    *) echo "usage: $0 install|up|down" >&2; exit 2 ;;
+esac

@@ -1,0 +1,160 @@
+"""The Slurm half of the workflow without a cluster: workflow/resources.yaml and the site file are
+validated with errors naming the key, rules get the resources the executor plugin reads, the profile is
+found from the repository root, and `--gpus N` re-runs training under torchrun."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from put import cli
+from put.cluster import (RESOURCE_KEYS, RULES, STOP_WARNING_S, ClusterConfigError, load_resource_table, load_site,
+                         rule_resources, rule_retries)
+from put.config import PRESETS
+from tests.helpers import ROOT
+
+TABLE_PATH = ROOT / "workflow" / "resources.yaml"
+SITE = {"account": "lab", "partition": "cpuq", "gpu_partition": "gpuq", "gpu_model": "a100", "qos": "normal"}
+
+
+def test_the_repository_resource_table_covers_every_preset_and_rule():
+    table = load_resource_table(TABLE_PATH)
+    assert set(table) == set(PRESETS)
+    for preset in PRESETS:
+        assert set(table[preset]) == set(RULES)
+        assert all(set(resources) == set(RESOURCE_KEYS) for resources in table[preset].values())
+    # The demo fits the 2-core test cluster; the paper's transformers train on 8 GPUs under torchrun.
+    assert all(r["gpu"] == 0 and r["cpus_per_task"] <= 2 for r in table["demo"].values())
+    assert table["ffhq"]["train_transformer"]["gpu"] == 8
+
+
+@pytest.mark.parametrize("text, message", [
+    ("defaults: {gpu: 0, cpus_per_task: 1, mem_mb: 1, runtime: 1, retries: 0}\npresets: {demo: {train: {}}}",
+     "presets.demo.train: unknown rule"),
+    ("defaults: {gpu: 0, cpus_per_task: 1, mem_mb: 1, runtime: 1, retries: 0}\npresets: {demo: {split: {gpus: 1}}}",
+     "presets.demo.split.gpus: unknown resource"),
+    ("defaults: {gpu: 0, cpus_per_task: 1, mem_mb: 1, runtime: 1, retries: 0}\npresets: {ffhk: {}}",
+     "presets.ffhk: unknown preset"),
+    ("defaults: {gpu: -1, cpus_per_task: 1, mem_mb: 1, runtime: 1, retries: 0}", "defaults.gpu: expected a whole"),
+    ("defaults: {gpu: 0, cpus_per_task: 1, mem_mb: 1, runtime: 1}", "defaults lacks ['retries']"),
+    ("default: {}", "unknown top-level key(s) ['default']"),
+    ("defaults: [", "not valid YAML"),
+])
+def test_resource_table_errors_name_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "resources.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError) as err:
+        load_resource_table(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("acount: lab", "acount: unknown setting"),
+    ("partition: 3", "partition: expected a name"),
+    ("gpu_model: \"'a100'\"", "gpu_model: expected a name"),
+])
+def test_site_file_errors_name_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "site.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=message):
+        load_site(path)
+
+
+def test_site_file_location(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PUT_SLURM_SITE", raising=False)
+    assert load_site() == {}  # no site file: the cluster's defaults
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "site.yaml").write_text("account: lab\ngpu_model: null\n")
+    assert load_site() == {"account": "lab"}
+    monkeypatch.setenv("PUT_SLURM_SITE", str(tmp_path / "elsewhere.yaml"))
+    with pytest.raises(ClusterConfigError, match="PUT_SLURM_SITE=.*elsewhere.yaml: no such file"):
+        load_site()
+    (tmp_path / "elsewhere.yaml").write_text("partition: short\n")
+    assert load_site() == {"partition": "short"}
+
+
+def test_the_example_site_file_is_valid():
+    assert load_site(ROOT / "slurm" / "site.example.yaml") == {}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("site", [{}, SITE], ids=["no-site", "site"])
+def test_rule_resources(preset, rule, site):
+    table = load_resource_table(TABLE_PATH)
+    wanted = table[preset][rule]
+    resources = rule_resources(table, site, preset, rule)
+    assert {k: resources[k] for k in ("gpu", "cpus_per_task", "mem_mb", "runtime")} == \
+        {k: wanted[k] for k in ("gpu", "cpus_per_task", "mem_mb", "runtime")}
+    assert rule_retries(table, preset, rule) == wanted["retries"]
+    gpu_job = wanted["gpu"] > 0
+    if site:
+        assert resources["slurm_account"] == "lab" and resources["qos"] == "normal"
+        assert resources["slurm_partition"] == ("gpuq" if gpu_job else "cpuq")
+        assert resources.get("gpu_model") == ("a100" if gpu_job else None)  # --gpus=a100:N on GPU jobs only
+    else:
+        assert not {"slurm_account", "slurm_partition", "gpu_model", "qos"} & set(resources)
+    long_training = rule.startswith("train_") and wanted["runtime"] * 60 >= 10 * STOP_WARNING_S
+    assert ("--signal=TERM@300" in resources["slurm_extra"]) == long_training
+    assert "--open-mode=append" in resources["slurm_extra"]
+
+
+def test_gpu_partition_falls_back_to_partition():
+    table = load_resource_table(TABLE_PATH)
+    assert rule_resources(table, {"partition": "main"}, "ffhq", "train_transformer")["slurm_partition"] == "main"
+
+
+def test_the_slurm_profile_is_found_from_the_repository_root(tmp_path):
+    """`snakemake --profile slurm` from the root: the executor, and the site file's settings on the jobs."""
+    site = tmp_path / "site.yaml"
+    site.write_text("account: lab\npartition: cpuq\ngpu_partition: gpuq\ngpu_model: a100\n")
+    env = {**os.environ, "PUT_SLURM_SITE": str(site),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--profile", "slurm", "--dry-run",
+                             "ablations", "--config", "preset=ffhq"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Using profile slurm" in result.stdout + result.stderr
+    transformer = next(line for line in result.stdout.split("rule train_transformer:")[1].splitlines()
+                       if "resources:" in line)
+    for expected in ("gpu=8", "slurm_partition=gpuq", "slurm_account=lab", "gpu_model=a100", "--signal=TERM@300"):
+        assert expected in transformer
+    assert "--gpus 8" in result.stdout  # the shell command: torchrun with one process per GPU
+
+
+class Exec(Exception):
+    pass
+
+
+def test_gpus_above_one_reruns_the_command_under_torchrun(monkeypatch):
+    calls = []
+
+    def fake_execv(path, argv):
+        calls.append(argv)
+        raise Exec
+
+    monkeypatch.setattr(cli.os, "execv", fake_execv)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    argv = ["train-pvqvae", "--preset", "demo", "--gpus", "4", "--out", "x.pt"]
+    with pytest.raises(Exec):
+        cli.main(argv)
+    assert calls == [[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+                      "--nproc-per-node=4", "-m", "put", *argv]]
+    assert os.environ["OMP_NUM_THREADS"] == "2"  # the job's 8 CPUs shared by 4 processes
+
+
+def test_threads_follow_the_slurm_allocation(monkeypatch):
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    assert cli.threads_per_process() is None
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cli.threads_per_process() == 3 and cli.threads_per_process(4) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cli.threads_per_process() is None  # an explicit setting wins

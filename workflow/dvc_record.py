@@ -1,0 +1,34 @@
+"""Records in dvc.lock the outputs a Snakemake run made (on a cluster, say), so that `dvc status` and
+`dvc repro` see those stages as up to date instead of running them again:
+
+    python workflow/dvc_record.py          (`make record`)
+
+It commits every stage of dvc.yaml whose dependencies and outputs all exist (`dvc commit --force` on them) and names
+the stages left out. Dependencies and parameters are hashed as they are now: run it right after the
+cluster run, before editing params.yaml or the code."""
+
+from __future__ import annotations
+
+import sys
+
+from dvc.repo import Repo
+
+
+def main() -> int:
+    with Repo(".") as repo:
+        stages = list(repo.index.stages)
+        complete = [stage for stage in stages if all(path.exists for path in [*stage.deps, *stage.outs])]
+        missing = [stage.addressing for stage in stages if stage not in complete]
+        if not complete:
+            print("dvc_record: no stage has all its outputs; nothing recorded", file=sys.stderr)
+            return 1
+        for stage in complete:
+            repo.commit(stage.addressing, force=True)
+    print(f"recorded {len(complete)} stage(s) in dvc.lock: {', '.join(s.addressing for s in complete)}")
+    if missing:
+        print(f"not recorded (inputs or outputs missing): {', '.join(missing)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
