@@ -59,6 +59,9 @@ def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
     if missing:
         raise ClusterConfigError(f"{path}: defaults lacks {sorted(missing)}")
     presets = data.get("presets") or {}
+    unknown = sorted(set(presets) - set(PRESETS))
+    if unknown:
+        raise ClusterConfigError(f"{path}: presets.{unknown[0]}: unknown preset; expected one of {', '.join(PRESETS)}")
     table = {}
     for name in PRESETS:
         rules = presets.get(name) or {}
@@ -68,8 +71,6 @@ def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
                                          f"{', '.join(RULES)}")
         table[name] = {rule: {**defaults, **_check_resources(rules.get(rule, {}), f"{path}: presets.{name}.{rule}")}
                        for rule in RULES}
-    for name in set(presets) - set(PRESETS):
-        raise ClusterConfigError(f"{path}: presets.{name}: unknown preset; expected one of {', '.join(PRESETS)}")
     return table
 
 

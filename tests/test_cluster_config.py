@@ -158,3 +158,11 @@ def test_threads_follow_the_slurm_allocation(monkeypatch):
     assert cli.threads_per_process() == 3 and cli.threads_per_process(4) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert cli.threads_per_process() is None  # an explicit setting wins
+
+
+def test_the_resource_table_knows_every_rule_of_the_snakefile():
+    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--list-rules"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rules = {line.strip() for line in result.stdout.splitlines() if line.strip()}
+    assert rules - {"all", "ablations"} == set(RULES)  # target rules run no job

@@ -5,13 +5,22 @@
 
 It commits every stage of dvc.yaml whose dependencies and outputs all exist (`dvc commit --force` on them) and names
 the stages left out. Dependencies and parameters are hashed as they are now: run it right after the
-cluster run, before editing params.yaml or the code."""
+cluster run, before editing params.yaml or the code. DVC rewrites committed files when it moves them
+into its cache; their timestamps are put back, so Snakemake, which compares them, does not re-run
+anything either."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from dvc.repo import Repo
+
+
+def file_times(paths: list[Path]) -> dict[Path, tuple[int, int]]:
+    files = [q for p in paths for q in ([p] if p.is_file() else p.rglob("*")) if q.is_file()]
+    return {f: (f.stat().st_atime_ns, f.stat().st_mtime_ns) for f in files}
 
 
 def main() -> int:
@@ -22,8 +31,14 @@ def main() -> int:
         if not complete:
             print("dvc_record: no stage has all its outputs; nothing recorded", file=sys.stderr)
             return 1
-        for stage in complete:
-            repo.commit(stage.addressing, force=True)
+        times = file_times([Path(out.fs_path) for stage in complete for out in stage.outs])
+        try:
+            for stage in complete:
+                repo.commit(stage.addressing, force=True)
+        finally:
+            for path, ns in times.items():
+                if path.exists():
+                    os.utime(path, ns=ns)
     print(f"recorded {len(complete)} stage(s) in dvc.lock: {', '.join(s.addressing for s in complete)}")
     if missing:
         print(f"not recorded (inputs or outputs missing): {', '.join(missing)}")
