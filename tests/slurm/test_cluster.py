@@ -105,7 +105,7 @@ def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Pop
     variant = saved[0].parent.name
     job = running_job(f"rule_{rule}_wildcards_{variant}")
     subprocess.run(["sbatch", "-p", "urgent", "-c", str(os.cpu_count()), "--mem", "500", "-t", "1",
-                    "--wrap", "sleep 1"], check=True, capture_output=True, timeout=30)
+                    "--output", "/dev/null", "--wrap", "sleep 1"], check=True, capture_output=True, timeout=30)
     return job
 
 
