@@ -65,6 +65,26 @@ def stop_at(step_to_stop: int, task_cls):
     return train_step
 
 
+def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workdir, tmp_path, monkeypatch, capsys):
+    """A time limit in a job's last seconds: the job counts as failed and Snakemake deletes its output, so
+    the saved state must still be there for the retry, which resumes instead of starting over."""
+    import put.stages.train as train_stage
+
+    out, straight = tmp_path / "p.pt", tmp_path / "straight.pt"
+    train_pvqvae(params(workdir), "put", workdir / "splits", straight, device="cpu")
+    with monkeypatch.context() as m:
+        m.setattr(train_stage, "discard_resume_state", lambda out, dist: None)  # killed before its last act
+        train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    saved_step = load_checkpoint(resume_path(out)).training["step"]
+    assert saved_step == 6  # the last periodic checkpoint (every 3 of 8 steps)
+    out.unlink()  # what Snakemake does to a failed job's output
+    capsys.readouterr()
+    train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    assert f"at step {saved_step}" in capsys.readouterr().out
+    assert not resume_path(out).exists()
+    assert states_equal(load_checkpoint(out).model, load_checkpoint(straight).model)
+
+
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
 def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeypatch, stage):
     p = params(workdir)

@@ -11,7 +11,7 @@ from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
 from put.tracking import NullTracker, stage_tracker, tracked
 from put.train.distributed import setup_distributed, teardown_distributed
-from put.train.loop import LoopResult, run_training
+from put.train.loop import LoopResult, discard_resume_state, run_training
 from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask
 
@@ -57,9 +57,11 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
                           dist, labels)
         with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags,
                                   {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()})) as t:
-            return run_training(task, preset.pvqvae_train, Path(out), dist, t, labels)
+            result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels)
     finally:
         teardown_distributed()
+    discard_resume_state(out, dist)
+    return result
 
 
 def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
@@ -74,6 +76,8 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
         stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
                         "pvqvae_sha256": task.pvqvae_sha256}
         with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params)) as t:
-            return run_training(task, preset.transformer_train, Path(out), dist, t, labels)
+            result = run_training(task, preset.transformer_train, Path(out), dist, t, labels)
     finally:
         teardown_distributed()
+    discard_resume_state(out, dist)
+    return result

@@ -3,8 +3,11 @@ non-finite-loss stop, progress and metric logging.
 
 Files: the finished model goes to `out` only when training completes (so a pipeline never mistakes a
 partial run for a result); the resumable state lives in `<out>.resume.pt` beside it, outside any
-declared output, and is removed once `out` is written. Re-running the same command after kill -9,
-SIGTERM (Slurm's time limit or preemption) or a crash continues from the last checkpoint.
+declared output, and is removed by the stage as its very last act (`discard_resume_state`), after
+`out` and the tracking are written. Until then a kill, say a time limit in the job's last seconds,
+makes Snakemake delete `out` as a failed job's output, and the retry resumes from that state instead
+of starting over. Re-running the same command after kill -9, SIGTERM (Slurm's time limit or
+preemption) or a crash continues from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     out = Path(out)
     partial = resume_path(out)
     start, source = 0, None
-    for candidate in (partial, out):
+    for candidate in (out, partial):  # both exist only if a run was killed after writing `out`
         if candidate.exists():
             ckpt = load_checkpoint(candidate, kind=task.kind)
             task.restore(ckpt)
@@ -156,9 +159,13 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                                       "re-run the same command to resume")
     progress.close()
     save(out, step)
-    if dist.is_main:
-        partial.unlink(missing_ok=True)
     return LoopResult(out, step, metrics)
+
+
+def discard_resume_state(out: Path, dist: Distributed) -> None:
+    """The stage's last act once `out` is written and everything is logged (see the module docstring)."""
+    if dist.is_main:
+        resume_path(Path(out)).unlink(missing_ok=True)
 
 
 def check_resumable(ckpt: Checkpoint, expected_model: dict) -> None:

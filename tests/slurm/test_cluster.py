@@ -231,7 +231,7 @@ def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
 def test_a_training_stopped_by_its_time_limit_resumes_on_retry(cluster_run):
     """A 1-minute limit on a longer training: Slurm's SIGTERM at the limit saves the state, the job ends
     as TIMEOUT, Snakemake's retry resumes it, until the training is complete."""
-    repo, since, iterations = cluster_run["repo"], now(), 900
+    repo, since, iterations = cluster_run["repo"], now(), 700
     set_override(repo, "pvqvae_train", {"iterations": iterations})
     target = pvqvae_checkpoint(PRESET, "conv")
     code, output = run_snakemake(repo, str(target), "--set-resources", "train_pvqvae:runtime=1", timeout=15 * 60)
