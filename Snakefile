@@ -1,22 +1,67 @@
-# The DAG for Snakemake; dvc.yaml describes the same one (tests/test_dag.py checks they agree).
-#   snakemake --cores 2 all                       (locally)
+# The DAG for Snakemake, built from the declaration that dvc.yaml is generated from (put/dag/declaration.py):
+# the same stages, names, commands, inputs, outputs and code dependencies in both front ends.
+#   snakemake --cores 2                           (everything, locally; the default target `all`)
 #   snakemake --profile slurm ablations           (on a Slurm cluster, see README)
-#   snakemake --config preset=ffhq ...            (another preset; default: params.yaml's)
-# Targets: all (everything), ablations (every variant trained, sampled and evaluated), tables (the report).
+#   snakemake --config preset=ffhq ...            (another preset; any other params.yaml key works too)
+#   snakemake --report report.html                (after a run: tables and figures as one HTML file)
+# Targets: all (every stage), ablations (every variant trained, sampled and evaluated), or any rule name.
+import sys
+from pathlib import Path
 
-include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/report.smk"
+sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable without installing
+
+from put.cluster import load_resource_table, load_site, rule_resources, rule_retries
+from put.config.params import params_from_mapping
+from put.dag.declaration import STAGES, TARGETS
+from put.dag.snakemake import directory_outputs, effective_params_file, rule_spec, target_files
+
+configfile: "params.yaml"
+
+PARAMS = params_from_mapping(config, "params.yaml + --config")  # validated now: a typo fails before any job
+PRESET = PARAMS.preset
+PARAMS_FILE = effective_params_file(config, Path(workflow.basedir))
+RESOURCES = load_resource_table(Path(workflow.basedir) / "workflow" / "resources.yaml")
+SITE = load_site()  # slurm/site.yaml or $PUT_SLURM_SITE; {} means the cluster's defaults
 
 
 rule all:
     input:
-        rules.tables.input,
-        report_dir(PRESET),
+        target_files("all", PRESET),
+    default_target: True
 
 
 rule ablations:
     input:
-        [metrics_file(PRESET, v) for v in VARIANTS],
+        target_files("ablations", PRESET),
+
+
+for stage in STAGES:
+    spec = rule_spec(stage, PRESET, PARAMS, PARAMS_FILE)
+    directories = directory_outputs(stage)
+    resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
+
+    rule:
+        name:
+            spec.name
+        input:
+            **spec.inputs,
+        output:
+            **{
+                name: report(directory(path) if name in directories else path, category="Report",
+                             patterns=["{name}.png", "{name}.tex", "{name}.csv", "{name}.yaml"])
+                if name in spec.report
+                else (directory(path) if name in directories else path)
+                for name, path in spec.outputs.items()
+            },
+        params:
+            settings=spec.params,
+        log:
+            spec.log,
+        threads: resources["cpus_per_task"]
+        resources:
+            **resources,
+        retries: rule_retries(RESOURCES, PRESET, stage.name)
+        wildcard_constraints:
+            **spec.wildcard_constraints,
+        shell:
+            spec.shell

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NoReturn
 
@@ -13,6 +14,7 @@ import torch
 
 from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
+from put.fileio import tee_output
 
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
 
@@ -85,6 +87,15 @@ def cmd_inpaint(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_bench_suite(args: argparse.Namespace) -> None:
+    """The DAG's `bench` stage: sampling and P-VQVAE speed of the preset's models, one JSON file each."""
+    out = Path(args.out)
+    for what, extra in (("sampling", {"steps": 5}), ("pvqvae", {})):
+        cmd_bench(argparse.Namespace(what=what, preset=load_cli_params(args).preset, batch=1, tokens_per_step=1,
+                                     device=default_device(), bf16=False, out=out / f"{what}.json",
+                                     steps=extra.get("steps", 5)))
+
+
 def cmd_bench(args: argparse.Namespace) -> dict:
     from put import bench
 
@@ -126,6 +137,28 @@ def cmd_masks(args: argparse.Namespace) -> None:
     print(f"evaluation masks: {run_masks(load_cli_params(args), Path(args.split), Path(args.out))}")
 
 
+def optional_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    from put.stages.config import run_config
+
+    print(f"resolved parameters: {run_config(load_cli_params(args), Path(args.out))}")
+
+
+def cmd_dag(args: argparse.Namespace) -> None:
+    from put.dag import dvc_yaml
+
+    if args.check:
+        if not dvc_yaml.is_current():
+            raise ValueError(f"{dvc_yaml.PATH} is stale: run `put dag --write` (it is generated from "
+                             "put/dag/declaration.py and the code's imports)")
+        print(f"{dvc_yaml.PATH} is up to date")
+    else:
+        print(f"{dvc_yaml.PATH} {'written' if dvc_yaml.write() else 'already up to date'}")
+
+
 def parse_tags(pairs: list[str] | None) -> dict[str, str]:
     tags = {}
     for pair in pairs or []:
@@ -140,7 +173,7 @@ def cmd_train_pvqvae(args: argparse.Namespace) -> None:
     from put.stages.train import train_pvqvae
 
     result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device,
-                          parse_tags(args.tag))
+                          parse_tags(args.tag), curves=optional_path(args.curves), restart=args.restart)
     print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")
 
 
@@ -148,7 +181,8 @@ def cmd_train_transformer(args: argparse.Namespace) -> None:
     from put.stages.train import train_transformer
 
     result = train_transformer(load_cli_params(args), args.variant, Path(args.pvqvae), Path(args.split),
-                               Path(args.out), args.device, parse_tags(args.tag))
+                               Path(args.out), args.device, parse_tags(args.tag), curves=optional_path(args.curves),
+                               restart=args.restart)
     print(f"UQ-Transformer ({args.variant}) at {result.out}, {result.step} iterations")
 
 
@@ -156,7 +190,7 @@ def cmd_sample(args: argparse.Namespace) -> None:
     from put.stages.sample import run_sample
 
     manifest = run_sample(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks),
-                          Path(args.out), args.device, parse_tags(args.tag))
+                          Path(args.out), args.device, parse_tags(args.tag), pvqvae=optional_path(args.pvqvae))
     print(f"samples of {args.variant}: {manifest}")
 
 
@@ -171,8 +205,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from put.stages.report import run_report
 
-    out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples_root),
-                     Path(args.masks), Path(args.benchmarks), Path(args.out), parse_tags(args.tag))
+    out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples), Path(args.masks),
+                     Path(args.benchmarks), Path(args.out), parse_tags(args.tag),
+                     resolved_params=optional_path(args.resolved_params))
     print(f"report written to {out}")
 
 
@@ -193,6 +228,7 @@ def cmd_weights(args: argparse.Namespace) -> list[dict]:
 def add_params_arguments(parser: argparse.ArgumentParser, tags: bool = False) -> None:
     parser.add_argument("--params", help="parameter file (default: ./params.yaml if present, else the defaults)")
     parser.add_argument("--preset", choices=list(PRESETS), help="use this preset instead of the file's")
+    parser.add_argument("--log", help="also write everything this command prints to this file (appended)")
     if tags:
         parser.add_argument("--tag", action="append", metavar="KEY=VALUE",
                             help="MLflow tag for this stage's run (e.g. the DVC stage or Snakemake rule); repeatable")
@@ -231,6 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--out", required=True, help="output folder")
     inp.set_defaults(func=cmd_inpaint)
 
+    config = sub.add_parser("config", help="write every parameter the stages use, resolved (the DAG tracks it)")
+    add_params_arguments(config)
+    config.add_argument("--out", required=True, help="YAML file")
+    config.set_defaults(func=cmd_config)
+
+    dag = sub.add_parser("dag", help="generate dvc.yaml from the DAG declaration (put/dag/declaration.py)")
+    dag.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
+    dag.set_defaults(func=cmd_dag)
+
     split = sub.add_parser("split", help="list the dataset's train/test images with checksums (builds the demo set)")
     add_params_arguments(split)
     split.add_argument("--out", default="data/splits", help="folder for train.csv, test.csv, split_report.json")
@@ -252,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "train-transformer":
             train.add_argument("--pvqvae", required=True, help="the P-VQVAE checkpoint to freeze and train on")
         train.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
+        train.add_argument("--curves", help="folder for the loss and held-out metric curves (train.csv, eval.csv)")
+        train.add_argument("--restart", action="store_true",
+                           help="discard a saved state (e.g. one made with other settings) and train afresh")
         train.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
         train.add_argument("--gpus", type=int, default=0,
                            help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
@@ -263,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_params_arguments(sample, tags=True)
     sample.add_argument("--variant", choices=VARIANTS, default="put")
     sample.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
+    sample.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint records)")
     sample.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
     sample.add_argument("--out", required=True, help="output folder (samples.csv + PNGs)")
     sample.add_argument("--device", default=None)
@@ -279,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
     add_params_arguments(report, tags=True)
     report.add_argument("--metrics", nargs="+", required=True, help="metrics JSON files of the variants")
-    report.add_argument("--samples-root", required=True, help="folder holding one samples folder per variant")
+    report.add_argument("--samples", required=True, help="PUT's samples folder (for the sample grid)")
+    report.add_argument("--resolved-params", help="the `put config` file, copied into the report")
     report.add_argument("--masks", required=True, help="folder written by `put masks`")
     report.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
     report.add_argument("--out", required=True, help="report folder")
@@ -288,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     weights = sub.add_parser("weights", help="which pretrained files are present or missing, and where each belongs")
     weights.add_argument("--json", action="store_true")
     weights.set_defaults(func=cmd_weights)
+
+    suite = sub.add_parser("bench-suite", help="the DAG's benchmarks of a preset's models (random weights)")
+    add_params_arguments(suite)
+    suite.add_argument("--out", required=True, help="folder for sampling.json and pvqvae.json")
+    suite.set_defaults(func=cmd_bench_suite)
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])
@@ -309,9 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
     if threads := threads_per_process():
         torch.set_num_threads(threads)
-    try:
-        args.func(args)
-    except USER_ERRORS as err:
-        print(f"put {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    with tee_output(args.log) if getattr(args, "log", None) else nullcontext():
+        try:
+            args.func(args)
+        except USER_ERRORS as err:
+            print(f"put {args.command}: error: {err}", file=sys.stderr)
+            return 2
     return 0

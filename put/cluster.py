@@ -10,9 +10,10 @@ from pathlib import Path
 import yaml
 
 from put.config import PRESETS
+from put.dag.declaration import STAGES
 
-RULES = ("split", "masks", "train_pvqvae", "train_transformer", "sample", "evaluate", "bench", "tables")
-RESUMABLE_RULES = ("train_pvqvae", "train_transformer")  # they save their state on SIGTERM (put/train/loop.py)
+RULES = tuple(stage.name for stage in STAGES)
+RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
 RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
 SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")
 SITE_ENV = "PUT_SLURM_SITE"

@@ -4,7 +4,10 @@ the target and is renamed onto it (atomic on POSIX), and content hashes."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,3 +39,40 @@ def file_sha256(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream, log):
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.log.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.log.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+@contextmanager
+def tee_output(path: str | os.PathLike) -> Iterator[None]:
+    """Everything printed to stdout/stderr inside the block also goes to `path` (appended: a resumed or
+    retried job keeps the earlier attempts' lines)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8", buffering=1) as log:
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
+        try:
+            yield
+        except Exception:  # the interpreter prints the traceback only after the block: put it in the log too
+            traceback.print_exc(file=log)
+            raise
+        finally:
+            sys.stdout, sys.stderr = saved

@@ -1,5 +1,9 @@
-"""Where every pipeline artefact lives, relative to the repository root (one place for the patterns;
-the Snakefile imports these, dvc.yaml spells them out and a test checks that the two agree)."""
+"""Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
+
+Placeholders: `{preset}`, `{variant}` and `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok`
+and `qua0` use `put`'s). The DAG declaration (put/dag/declaration.py) builds both front ends from these
+patterns; code that needs one concrete path calls `path_of`.
+"""
 
 from __future__ import annotations
 
@@ -7,36 +11,63 @@ from pathlib import Path
 
 from put.config import PVQVAE_OF_VARIANT
 
+RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
+SPLIT_DIR = "data/{preset}/splits"
+MASKS_DIR = "data/{preset}/masks"  # frozen evaluation masks (manifest.csv) and the ground truth (gt/)
+PVQVAE_CHECKPOINT = "runs/{preset}/{pvqvae}/pvqvae.pt"
+PVQVAE_CURVES = "runs/{preset}/{pvqvae}/pvqvae_curves"
+TRANSFORMER_CHECKPOINT = "runs/{preset}/{variant}/transformer.pt"
+TRANSFORMER_CURVES = "runs/{preset}/{variant}/transformer_curves"
+SAMPLES_DIR = "results/{preset}/samples/{variant}"
+METRICS_FILE = "results/{preset}/metrics/{variant}.json"
+BENCH_DIR = "results/{preset}/bench"
+REPORT_DIR = "reports/{preset}"
+# Compiled from REPORT_DIR/report.tex when pdflatex exists. Outside REPORT_DIR, which the DAG's front ends
+# clear before the report stage runs: a machine without pdflatex never deletes the committed PDF.
+REPORT_PDF = "reports/{preset}.pdf"
+LOG_DIR = "logs/{preset}"  # Snakemake: one log per job, logs/<preset>/<rule>[/<variant>].log
+
+
+def path_of(pattern: str, preset: str, variant: str = "put", **extra: str) -> Path:
+    """One concrete path; `{pvqvae}` follows from the variant."""
+    return Path(pattern.format(preset=preset, variant=variant, pvqvae=PVQVAE_OF_VARIANT.get(variant, variant),
+                               **extra))
+
+
+def with_variant(pattern: str, variant: str) -> str:
+    """The pattern for one fixed variant (other placeholders kept)."""
+    return pattern.replace("{variant}", variant).replace("{pvqvae}", PVQVAE_OF_VARIANT[variant])
+
 
 def split_dir(preset: str) -> Path:
-    return Path("data") / preset / "splits"
+    return path_of(SPLIT_DIR, preset)
 
 
 def masks_dir(preset: str) -> Path:
-    """Frozen evaluation masks (manifest.csv) and the ground truth at the working resolution (gt/)."""
-    return Path("data") / preset / "masks"
+    return path_of(MASKS_DIR, preset)
 
 
 def pvqvae_checkpoint(preset: str, variant: str) -> Path:
-    """`tok` and `qua0` resolve to the full model's P-VQVAE (a wildcard such as "{variant}" stays as it is)."""
-    return Path("runs") / preset / PVQVAE_OF_VARIANT.get(variant, variant) / "pvqvae.pt"
+    """`tok` and `qua0` resolve to the full model's P-VQVAE."""
+    return path_of(PVQVAE_CHECKPOINT, preset, variant)
 
 
 def transformer_checkpoint(preset: str, variant: str) -> Path:
-    return Path("runs") / preset / variant / "transformer.pt"
+    return path_of(TRANSFORMER_CHECKPOINT, preset, variant)
 
 
 def samples_dir(preset: str, variant: str) -> Path:
-    return Path("results") / preset / "samples" / variant
+    return path_of(SAMPLES_DIR, preset, variant)
 
 
 def metrics_file(preset: str, variant: str) -> Path:
-    return Path("results") / preset / "metrics" / f"{variant}.json"
+    return path_of(METRICS_FILE, preset, variant)
 
 
 def report_dir(preset: str) -> Path:
-    return Path("reports") / preset
+    return path_of(REPORT_DIR, preset)
 
 
 def benchmark_dir() -> Path:
+    """The committed benchmark figures of `make bench` (not a DAG output)."""
     return Path("reports") / "benchmarks"

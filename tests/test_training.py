@@ -168,8 +168,61 @@ def test_transformer_refuses_a_changed_pvqvae_on_resume(workdir, tmp_path, monke
     other = tmp_path / "other.pt"
     train_pvqvae(load_params(tmp_path / "seed1.yaml"), "put", workdir / "splits", other, device="cpu")
     other.replace(pvqvae)  # the same config, other weights, at the same path
-    with pytest.raises(CheckpointError, match="was trained on a P-VQVAE with sha256"):
+    with pytest.raises(CheckpointError, match="changed: pvqvae_sha256: "):
         train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu")
+
+
+def write_params(workdir: Path, path: Path, **train_changes) -> Path:
+    raw = yaml.safe_load((workdir / "params.yaml").read_text())
+    raw["overrides"]["pvqvae_train"].update(train_changes)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_state_saved_with_other_settings_is_refused_and_kept(workdir, tmp_path, monkeypatch):
+    """The stale-resume scenario: a run stopped after a save, the iteration count changed, then re-run. It must
+    stop with the changed key named, leave the state in place, and never exit 0 without its output."""
+    from put.train.loop import StaleState
+    from put.train.pvqvae import PVQVAETask
+
+    out = tmp_path / "p.pt"
+    with monkeypatch.context() as m:
+        m.setattr(PVQVAETask, "train_step", stop_at(4, PVQVAETask))
+        with pytest.raises(TrainingStopped):
+            train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    state = resume_path(out).read_bytes()
+    shorter = load_params(write_params(workdir, tmp_path / "shorter.yaml", iterations=6))
+    with pytest.raises(StaleState, match=r"changed: train\.iterations: 8 -> 6\)\..*--restart"):
+        train_pvqvae(shorter, "put", workdir / "splits", out, device="cpu")
+    assert resume_path(out).read_bytes() == state and not out.exists()  # nothing lost, nothing pretended
+    # A saved step at or past the new iteration count is refused the same way (it used to exit 0 without output).
+    with pytest.raises(StaleState, match=r"train\.iterations: 8 -> 5"):
+        train_pvqvae(load_params(write_params(workdir, tmp_path / "five.yaml", iterations=5)), "put",
+                     workdir / "splits", out, device="cpu")
+    result = train_pvqvae(shorter, "put", workdir / "splits", out, device="cpu", restart=True)
+    assert result.step == 6 and out.is_file() and load_checkpoint(out).training["step"] == 6
+    fresh = tmp_path / "fresh.pt"
+    train_pvqvae(shorter, "put", workdir / "splits", fresh, device="cpu")
+    assert states_equal(load_checkpoint(out).model, load_checkpoint(fresh).model)  # restart = a fresh run
+
+
+def test_curves_cover_the_whole_run_across_a_resume(workdir, tmp_path, monkeypatch):
+    from put.train.pvqvae import PVQVAETask
+
+    curves = tmp_path / "curves"
+    out = tmp_path / "p.pt"
+    with monkeypatch.context() as m:
+        m.setattr(PVQVAETask, "train_step", stop_at(4, PVQVAETask))
+        with pytest.raises(TrainingStopped):
+            train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu", curves=curves)
+    assert not curves.exists()  # written when the training completes
+    train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu", curves=curves)
+    train = (curves / "train.csv").read_text().splitlines()
+    assert train[0].startswith("step,") and "total" in train[0].split(",")
+    assert [int(line.split(",")[0]) for line in train[1:]] == [2, 4, 6, 8]  # log_every 2, no step twice
+    evaluation = (curves / "eval.csv").read_text().splitlines()
+    assert evaluation[0] == "step,psnr_tokens_only,psnr_with_reference"
+    assert [int(line.split(",")[0]) for line in evaluation[1:]] == [4, 8]
 
 
 def test_tok_and_qua0_have_no_pvqvae_stage(workdir, tmp_path):

@@ -72,11 +72,16 @@ class Params(StrictModel):
         except ValidationError as err:
             raise ParamsError(describe(err, f"variants.{variant}", self.source)) from None
 
+    def resolved_document(self) -> dict[str, Any]:
+        """Every value the stages use, resolved: the preset's sections with the overrides applied, and each
+        variant's complete model config under `variants`. The `config` stage writes it as the file whose
+        sections DVC tracks per stage; the Snakefile takes its rules' params from it."""
+        return {"preset": self.preset, **self.resolved().model_dump(mode="json"),
+                "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS}}
+
     def dag_id(self) -> str:
-        """Hash of everything that defines a DAG run's results: the resolved preset and every variant."""
-        resolved = {"preset": self.preset, "settings": self.resolved().model_dump(mode="json"),
-                    "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS}}
-        return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:12]
+        """Hash of everything that defines a DAG run's results (the resolved document)."""
+        return hashlib.sha256(json.dumps(self.resolved_document(), sort_keys=True).encode()).hexdigest()[:12]
 
     def check(self) -> "Params":
         """Validate everything now, so a typo fails before any work starts."""
@@ -107,9 +112,12 @@ def load_params(path: str | os.PathLike | None = None, preset: str | None = None
         source = str(path)
     if preset is not None:
         data["preset"] = preset
-    for key in ("overrides", "variants"):
-        if data.get(key) is None:
-            data.pop(key, None)
+    return params_from_mapping(data, source)
+
+
+def params_from_mapping(data: dict[str, Any], source: str) -> Params:
+    """Params from an already-parsed mapping (Snakemake's config, say), validated; `source` names it in errors."""
+    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants") and v is None)}
     try:
         params = Params.model_validate({**data, "source": source})
     except ValidationError as err:

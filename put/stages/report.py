@@ -4,6 +4,7 @@ tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pd
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -15,7 +16,8 @@ from PIL import Image
 
 from put.config.params import Params
 from put.fileio import atomic_write_text
-from put.report.document import compile_pdf, write_document
+from put.paths import REPORT_PDF, path_of
+from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.plots import masked_input, plot_curves, sample_grid
 from put.report.tables import speed_table, table1, table3, write_latex
 from put.stages.evaluate import read_metrics
@@ -36,8 +38,10 @@ def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 4) -> 
     return rows, ["masked input", *[f"sample {i + 1}" for i in range(columns)], "ground truth"]
 
 
-def run_report(params: Params, metrics_files: list[Path], samples_root: Path, masks: Path, benchmarks: Path,
-               out_dir: Path, tags: dict[str, str] | None = None) -> Path:
+def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path,
+               out_dir: Path, tags: dict[str, str] | None = None, resolved_params: Path | None = None) -> Path:
+    """Tables, figures and report.tex in `out_dir`; the PDF, when pdflatex exists, at paths.REPORT_PDF (outside
+    `out_dir`, which the DAG clears before this stage runs, so that no machine deletes a committed PDF)."""
     preset = params.preset
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -57,17 +61,23 @@ def run_report(params: Params, metrics_files: list[Path], samples_root: Path, ma
 
     figures = {plot_curves(curves, "fid", out_dir / "curve_fid.png"): "FID against the mask ratio ($\\mathcal{K}$ sampling).",
                plot_curves(curves, "lpips", out_dir / "curve_lpips.png"): "Diversity (mean pairwise LPIPS) against the mask ratio."}
-    rows, titles = grid_rows(Path(samples_root) / "put", Path(masks))
+    rows, titles = grid_rows(Path(samples), Path(masks))
     if rows:
         figures[sample_grid(rows, titles, out_dir / "samples_put.png")] = "PUT: masked inputs (40--50\\% holes), samples, ground truth."
+    if resolved_params is not None:
+        shutil.copyfile(resolved_params, out_dir / "resolved_params.yaml")
     tex = write_document(out_dir, tables, figures, f"PUT reproduction: {preset} preset", command, commit)
+    pdf = path_of(REPORT_PDF, preset)
     if shutil.which("pdflatex"):
-        compile_pdf(tex)
+        compiled = compile_pdf(tex)
         for byproduct in (".aux", ".log", ".out"):  # kept by compile_pdf for diagnosing failures only
             tex.with_suffix(byproduct).unlink(missing_ok=True)
+        os.replace(compiled, pdf)
+        print(f"report compiled: {pdf}")
     else:
-        print("pdflatex not found: report.tex written but not compiled (Debian: texlive-latex-base "
-              "texlive-latex-recommended)")
+        state = f"{pdf} was left as it was (an earlier run's)" if pdf.exists() else f"{pdf} was not written"
+        print(f"pdflatex not found: {tex} written but not compiled, and {state}. Install it (Debian: "
+              f"{LATEX_PACKAGES}; `make tex` as root) and re-run this stage.")
 
     with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags)) as tracker:
         for path in [*tables, *figures, tex, out_dir / "metrics.csv"]:

@@ -62,20 +62,20 @@ def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np
 
 
 def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
-               device: str | None = None, tags: dict[str, str] | None = None) -> Path:
+               device: str | None = None, tags: dict[str, str] | None = None, pvqvae: Path | None = None) -> Path:
     with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags)) as tracker:
         tracker.log_params(params.resolved().sample.model_dump())
-        manifest = sample_variant(params, variant, transformer, masks, out_dir, device)
+        manifest = sample_variant(params, variant, transformer, masks, out_dir, device, pvqvae)
         tracker.log_image(preview(pd.read_csv(manifest), Path(masks), Path(out_dir)), "preview_40-60.png")
         return manifest
 
 
 def sample_variant(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
-                   device: str | None = None) -> Path:
+                   device: str | None = None, pvqvae: Path | None = None) -> Path:
     preset = params.resolved()
     cfg = preset.sample
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_put_model(transformer, device=device)
+    model = load_put_model(transformer, pvqvae, device=device)
     masks, out_dir = Path(masks), Path(out_dir)
     jobs = sampling_jobs(read_manifest(masks), cfg.diversity_samples, cfg.diversity_images)
     options = SamplingOptions(top_k=cfg.top_k, temperature=cfg.temperature, tokens_per_step=cfg.tokens_per_step,

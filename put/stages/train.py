@@ -7,6 +7,7 @@ from pathlib import Path
 from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
 from put.config.params import Params
 from put.data.dataset import ImageListDataset
+from put.fileio import file_sha256
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
 from put.tracking import NullTracker, stage_tracker, tracked
@@ -37,6 +38,13 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
     return tracker
 
 
+def training_identity(preset: Preset, config: ModelConfig, train: dict, split_dir: Path, **extra: str) -> dict:
+    """What defines a training run (put/train/loop.py refuses to resume a state made with another)."""
+    return {"model": config.model_dump(mode="json"), "train": train, "masks": preset.masks.model_dump(mode="json"),
+            "data": preset.data.model_dump(mode="json"), "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"),
+            **extra}
+
+
 def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, ImageListDataset]:
     split_dir = Path(split_dir)
     return (ImageListDataset(split_dir / "train.csv", image_size, train=True),
@@ -44,7 +52,7 @@ def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, 
 
 
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
-                 tags: dict[str, str] | None = None) -> LoopResult:
+                 tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False) -> LoopResult:
     if variant not in PVQVAE_VARIANTS:
         raise ValueError(f"variant {variant!r} has no P-VQVAE of its own (it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
                          f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
@@ -57,7 +65,9 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
                           dist, labels)
         with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags,
                                   {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()})) as t:
-            result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels)
+            identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
+            result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels, identity=identity,
+                                  curves=curves, restart=restart)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)
@@ -65,7 +75,8 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
 
 
 def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
-                      device: str | None = None, tags: dict[str, str] | None = None) -> LoopResult:
+                      device: str | None = None, tags: dict[str, str] | None = None, curves: Path | None = None,
+                      restart: bool = False) -> LoopResult:
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
@@ -76,7 +87,10 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
         stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
                         "pvqvae_sha256": task.pvqvae_sha256}
         with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params)) as t:
-            result = run_training(task, preset.transformer_train, Path(out), dist, t, labels)
+            identity = training_identity(preset, config, preset.transformer_train.model_dump(mode="json"), split_dir,
+                                         pvqvae_sha256=task.pvqvae_sha256)
+            result = run_training(task, preset.transformer_train, Path(out), dist, t, labels, identity=identity,
+                                  curves=curves, restart=restart)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)

@@ -8,10 +8,19 @@ declared output, and is removed by the stage as its very last act (`discard_resu
 makes Snakemake delete `out` as a failed job's output, and the retry resumes from that state instead
 of starting over. Re-running the same command after kill -9, SIGTERM (Slurm's time limit or
 preemption) or a crash continues from the last checkpoint.
+
+Resuming never mixes two configurations: every saved state records the training's *identity* (the
+resolved settings that define it, the training data's digest and, for a transformer, the P-VQVAE's), and
+a state whose identity differs from the current one is refused with the changed keys named; `restart`
+discards it. The logged losses and held-out metrics travel inside the state too, so the curves written
+at the end (`curves/train.csv`, `curves/eval.csv`) cover the whole run however often it was resumed.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
 import math
 import signal
 import sys
@@ -25,6 +34,7 @@ from tqdm import tqdm
 
 from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
+from put.fileio import atomic_path
 from put.train.distributed import Distributed
 from put.tracking import NullTracker
 from put.train.schedule import derive_seed
@@ -34,6 +44,10 @@ STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, 
 
 class TrainingDiverged(RuntimeError):
     pass
+
+
+class StaleState(CheckpointError):
+    """A saved state (or a finished output) made with other settings than the current ones."""
 
 
 class TrainingStopped(SystemExit):
@@ -99,29 +113,76 @@ def finite_or_raise(losses: dict[str, torch.Tensor], step: int, dist: Distribute
                                "rate or check the data, then re-run to resume from that checkpoint.")
 
 
+def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}.{key}" if prefix else key).items()}
+
+
+def identity_digest(identity: dict) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def check_identity(ckpt: Checkpoint, identity: dict) -> None:
+    """Refuses a state whose recorded identity differs from `identity`, naming what changed."""
+    saved = json.loads(ckpt.training.get("identity", "null"))
+    if saved is not None and identity_digest(saved) == identity_digest(identity):
+        return
+    if saved is None:
+        changes = "it records no settings (written by an older version of this code)"
+    else:
+        old, new = flat(saved), flat(identity)
+        changed = [f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+                   for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+        changes = "changed: " + "; ".join(changed)
+    raise StaleState(f"{ckpt.path}: saved by a training with other settings than the current ones ({changes}). "
+                     "It was neither resumed nor deleted. To train afresh with the current settings, re-run with "
+                     f"--restart (or delete {ckpt.path}); to continue it, restore the settings it was made with.")
+
+
+def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
+    """One CSV per kind of row (train, eval): a `step` column and one column per logged value."""
+    for kind, rows in history.items():
+        columns = ["step", *dict.fromkeys(k for row in rows for k in row if k != "step")]
+        with atomic_path(Path(folder) / f"{kind}.csv") as tmp, open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
 def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
-                 labels: dict[str, str] | None = None) -> LoopResult:
+                 labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
+                 restart: bool = False) -> LoopResult:
+    """`identity`: what defines this training (see the module docstring); `curves`: folder for the CSVs."""
     out = Path(out)
     partial = resume_path(out)
-    start, source = 0, None
-    for candidate in (out, partial):  # both exist only if a run was killed after writing `out`
+    if restart and dist.is_main:
+        partial.unlink(missing_ok=True)
+    dist.barrier()
+    start, source, history = 0, None, {"train": [], "eval": []}
+    for candidate in () if restart else (out, partial):  # both exist only if a run was killed after writing `out`
         if candidate.exists():
             ckpt = load_checkpoint(candidate, kind=task.kind)
+            check_identity(ckpt, identity)
             task.restore(ckpt)
             start, source = int(ckpt.training.get("step", 0)), candidate
+            history = ckpt.training.get("history", history)
             break
-    if start >= config.iterations:
+    if source == out and start >= config.iterations:
         if dist.is_main:
-            print(f"{out}: already trained for {start} iterations (asked: {config.iterations}); nothing to do")
+            print(f"{out}: already trained for {start} iterations with these settings; nothing to do")
+            if curves is not None:
+                write_curves(curves, history)
         return LoopResult(out, start, {})
     if source is not None and dist.is_main:
         print(f"resuming from {source} at step {start}")
 
     def save(path: Path, step: int) -> None:
         if dist.is_main:
-            save_checkpoint(path, task.checkpoint({"step": step, "iterations": config.iterations,
-                                                   "rng": {"scheme": "derive_seed(seed, step, rank)",
-                                                           "seed": config.seed}, **(labels or {})}))
+            save_checkpoint(path, task.checkpoint({
+                "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
+                "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
+                **(labels or {})}))
         dist.barrier()
 
     last_good = source
@@ -141,10 +202,12 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             if step % config.log_every == 0 or step == config.iterations:
                 progress.set_postfix({k.split("/")[-1]: f"{v:.4g}" for k, v in metrics.items()}, refresh=False)
                 tracker.log_metrics(metrics, step)
+                history["train"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in metrics.items()}})
             if step % config.eval_every == 0 or step == config.iterations:
                 evaluation = task.evaluate()
                 metrics.update(evaluation)
                 tracker.log_metrics(evaluation, step)
+                history["eval"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in evaluation.items()}})
                 if dist.is_main:
                     progress.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in evaluation.items()))
             if step == config.iterations:
@@ -158,6 +221,10 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                 raise TrainingStopped(f"stopped by signal at step {step}: state saved to {partial}; "
                                       "re-run the same command to resume")
     progress.close()
+    if step < config.iterations:  # the batches ran out early: never report an unfinished training as done
+        raise RuntimeError(f"training stopped at step {step} of {config.iterations}: the data loader ended early")
+    if curves is not None and dist.is_main:
+        write_curves(curves, history)
     save(out, step)
     return LoopResult(out, step, metrics)
 
@@ -166,10 +233,3 @@ def discard_resume_state(out: Path, dist: Distributed) -> None:
     """The stage's last act once `out` is written and everything is logged (see the module docstring)."""
     if dist.is_main:
         resume_path(Path(out)).unlink(missing_ok=True)
-
-
-def check_resumable(ckpt: Checkpoint, expected_model: dict) -> None:
-    """A checkpoint made with another model config cannot be resumed into this one."""
-    if ckpt.config.get("model") != expected_model:
-        raise CheckpointError(f"{ckpt.path}: was written with a different model config than the current one; "
-                              "restore the parameters it was made with, or move the file away to start afresh")

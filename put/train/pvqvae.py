@@ -15,7 +15,6 @@ from put.models.vgg import VGG19Features
 from put.train.common import autocast, held_out_batch, psnr, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
-from put.train.loop import check_resumable
 from put.train.schedule import warmup_cosine
 
 
@@ -91,7 +90,6 @@ class PVQVAETask:
             "discriminator": self.disc.state_dict(), "optimizer_discriminator": self.opt_d.state_dict()})
 
     def restore(self, ckpt: Checkpoint) -> None:
-        check_resumable(ckpt, self.config.model_dump())
         self.model.load_state_dict(ckpt.model)
         training = ckpt.training
         if "optimizer_generator" in training:

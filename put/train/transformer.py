@@ -16,7 +16,6 @@ from put.models.put_model import PUTModel, masked_token_loss
 from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
-from put.train.loop import check_resumable
 from put.train.schedule import derive_seed, warmup_cosine
 
 
@@ -99,11 +98,6 @@ class TransformerTask:
                           pvqvae_sha256=self.pvqvae_sha256)
 
     def restore(self, ckpt: Checkpoint) -> None:
-        check_resumable(ckpt, self.config.model_dump())
-        if ckpt.pvqvae_sha256 != self.pvqvae_sha256:
-            raise CheckpointError(f"{ckpt.path}: was trained on a P-VQVAE with sha256 {ckpt.pvqvae_sha256}, but "
-                                  f"{self.pvqvae_path} now has {self.pvqvae_sha256}; move the old transformer "
-                                  "checkpoint away to train afresh on the new P-VQVAE")
         self.model.transformer.load_state_dict(ckpt.model)
         if "optimizer" in ckpt.training:
             self.optimizer.load_state_dict(ckpt.training["optimizer"])

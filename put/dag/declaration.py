@@ -1,0 +1,148 @@
+"""The pipeline's DAG, declared once.
+
+Both front ends come from this list: `dvc.yaml` is generated from it (put/dag/dvc_yaml.py; `put dag --write`,
+checked by a test) and the Snakefile builds its rules from it at parse time (put/dag/snakemake.py). A stage
+is one `python -m put <command>` call; every file it reads or writes is a command-line option here, so the
+command line, the declared inputs and outputs, and both front ends cannot disagree. What a stage's code
+depends on is not listed: it is computed (put/dag/code_deps.py). Which parameters it reads are sections
+of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
+
+Adding a variant is an edit of put/config/model.py; adding a stage is one `Stage(...)` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from put import paths
+from put.config import PVQVAE_VARIANTS, VARIANTS
+
+FanOut = Literal["none", "variants", "pvqvae_variants"]
+
+
+@dataclass(frozen=True)
+class Output:
+    pattern: str
+    directory: bool = False
+    cache: bool = True   # False: small files kept in git (metrics, tables), not in DVC's cache
+    kind: Literal["out", "metrics", "plots"] = "out"
+
+
+@dataclass(frozen=True)
+class EveryVariant:
+    """An input option taking one path per variant (e.g. the report reads every variant's metrics)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    command: str                                  # `python -m put <command>`
+    inputs: dict[str, str | EveryVariant]         # option -> path pattern
+    outputs: dict[str, Output]                    # option -> output
+    params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed)
+    fan_out: FanOut = "none"
+    training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
+    tracked: bool = False                         # logs to MLflow; takes --tag (the DVC stage / Snakemake rule)
+    report: bool = False                          # its outputs go into `snakemake --report`
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS}[self.fan_out]
+
+    def key(self, variant: str | None = None) -> str:
+        """The stage's name as both front ends print it: `train_pvqvae@conv` (DVC's foreach naming)."""
+        return f"{self.name}@{variant}" if variant else self.name
+
+
+CONFIG = Stage(
+    "config", "config", inputs={},
+    outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False)}, params=())
+
+STAGES: tuple[Stage, ...] = (
+    CONFIG,
+    Stage("split", "split", inputs={},
+          outputs={"--out": Output(paths.SPLIT_DIR, directory=True)},
+          params=("data", "model.image_size")),
+    Stage("masks", "masks", inputs={"--split": paths.SPLIT_DIR},
+          outputs={"--out": Output(paths.MASKS_DIR, directory=True)},
+          params=("masks", "model.image_size")),
+    Stage("train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
+          outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
+                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False, kind="plots")},
+          params=("variants.{variant}", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
+          tracked=True),
+    Stage("train_transformer", "train-transformer",
+          inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
+          outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
+                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False, kind="plots")},
+          params=("variants.{variant}", "masks", "transformer_train"), fan_out="variants", training=True, tracked=True),
+    Stage("sample", "sample",
+          inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
+                  "--masks": paths.MASKS_DIR},
+          outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
+          params=("sample",), fan_out="variants", tracked=True),
+    Stage("evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
+          outputs={"--out": Output(paths.METRICS_FILE, cache=False, kind="metrics")},
+          params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True),
+    Stage("bench", "bench-suite", inputs={},
+          outputs={"--out": Output(paths.BENCH_DIR, directory=True, cache=False)},
+          params=("model",)),
+    Stage("report", "report",
+          inputs={"--metrics": EveryVariant(paths.METRICS_FILE),
+                  "--samples": paths.with_variant(paths.SAMPLES_DIR, "put"),  # the sample grid shows PUT's
+                  "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR,
+                  "--resolved-params": paths.RESOLVED_PARAMS},
+          # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
+          outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
+          params=(), tracked=True, report=True),
+)
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A `dvc plots` figure: one line per variant, from the same file of each variant's stage."""
+
+    name: str
+    title: str
+    pattern: str
+    x: str
+    y: str
+    over: FanOut = "variants"
+
+    def files(self) -> list[str]:
+        variants = {"variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS}[self.over]
+        return [paths.with_variant(self.pattern, v) for v in variants]
+
+
+TRAIN_CURVE, EVAL_CURVE = "train.csv", "eval.csv"  # files in a training stage's curves folder
+PLOTS: tuple[Plot, ...] = (
+    Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{TRAIN_CURVE}", "step", "total",
+         over="pvqvae_variants"),
+    Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)", f"{paths.PVQVAE_CURVES}/{EVAL_CURVE}",
+         "step", "psnr_with_reference", over="pvqvae_variants"),
+    Plot("transformer_loss", "UQ-Transformer masked-token cross-entropy (training)",
+         f"{paths.TRANSFORMER_CURVES}/{TRAIN_CURVE}", "step", "masked_token_loss"),
+    Plot("transformer_eval_loss", "UQ-Transformer masked-token cross-entropy (held out)",
+         f"{paths.TRANSFORMER_CURVES}/{EVAL_CURVE}", "step", "masked_token_loss"),
+)
+
+# Snakemake targets (the first is the default). DVC builds every stage.
+TARGETS: dict[str, tuple[str, ...]] = {
+    "all": tuple(s.name for s in STAGES),
+    "ablations": ("evaluate",),  # every variant trained, sampled and evaluated
+}
+
+
+def stage(name: str) -> Stage:
+    for s in STAGES:
+        if s.name == name:
+            return s
+    raise KeyError(f"no stage {name!r}; stages: {', '.join(s.name for s in STAGES)}")
+
+
+def stage_keys() -> list[str]:
+    """Every stage instance: `split`, `train_pvqvae@put`, ..."""
+    return [s.key(v) for s in STAGES for v in (s.variants or (None,))]

@@ -1,0 +1,27 @@
+"""Stage `config`: params.yaml + the preset -> results/<preset>/resolved_params.yaml, every value the stages
+use. DVC tracks each stage's sections of this file (`dvc params diff`, `dvc exp show` show resolved values),
+and the report prints it. The file is rewritten only when its content changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from put.config.params import Params
+from put.fileio import atomic_write_text
+
+HEADER = ("# Resolved parameters of the DAG (written by `put config` from params.yaml and "
+          "put/config/presets.yaml; do not edit).\n")
+
+
+def render(params: Params) -> str:
+    return HEADER + yaml.safe_dump(params.resolved_document(), sort_keys=True, width=120)
+
+
+def run_config(params: Params, out: Path) -> Path:
+    out = Path(out)
+    text = render(params)
+    if not out.is_file() or out.read_text() != text:
+        atomic_write_text(out, text)
+    return out
