@@ -13,13 +13,15 @@ sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable wi
 from put.cluster import load_resource_table, load_site, rule_resources, rule_retries
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
-from put.dag.snakemake import directory_outputs, effective_params_file, rule_spec, target_files
+from put.dag.snakemake import (directory_outputs, effective_params_file, rule_spec, target_files,
+                               write_resolved_sections)
 
 configfile: "params.yaml"
 
 PARAMS = params_from_mapping(config, "params.yaml + --config")  # validated now: a typo fails before any job
 PRESET = PARAMS.preset
 PARAMS_FILE = effective_params_file(config, Path(workflow.basedir))
+write_resolved_sections(PARAMS, Path(workflow.basedir))  # what each rule reads, as files it depends on
 RESOURCES = load_resource_table(Path(workflow.basedir) / "workflow" / "resources.yaml")
 SITE = load_site()  # slurm/site.yaml or $PUT_SLURM_SITE; {} means the cluster's defaults
 
@@ -36,7 +38,7 @@ rule ablations:
 
 
 for stage in STAGES:
-    spec = rule_spec(stage, PRESET, PARAMS, PARAMS_FILE)
+    spec = rule_spec(stage, PRESET, PARAMS_FILE)
     directories = directory_outputs(stage)
     resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
 
@@ -53,8 +55,6 @@ for stage in STAGES:
                 else (directory(path) if name in directories else path)
                 for name, path in spec.outputs.items()
             },
-        params:
-            settings=spec.params,
         log:
             spec.log,
         threads: resources["cpus_per_task"]

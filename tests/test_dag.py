@@ -1,10 +1,14 @@
-"""The DAG's two front ends describe the same outputs; params.yaml is validated; `dvc repro` of the
-demo preset behaves as users rely on (slow: runs the whole demo pipeline)."""
+"""The DAG's two front ends come from one declaration and invalidate alike: dvc.yaml is generated and current,
+both run the same commands on the same inputs and outputs, an edited source file or parameter makes exactly the
+stages that use it out of date (and what follows them), params.yaml is validated, Snakemake passes its
+--config values to the jobs and lints clean, and `dvc repro` of the demo preset behaves as users rely on
+(slow: runs the whole demo pipeline)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,36 +20,178 @@ import yaml
 
 from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
-from put.paths import metrics_file, pvqvae_checkpoint, report_dir, transformer_checkpoint
+from put.dag import dvc_yaml
+from put.dag.declaration import CONFIG, STAGES
+from put.dag.graph import downstream, instances, output_paths
+from put.paths import metrics_file, path_of, report_dir, REPORT_PDF
 from tests.helpers import ROOT, working_copy
 
 BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+ALL = {stage.key(variant) for stage, variant in instances()}
 
 
-def dvc_outputs(repo: Path) -> set[str]:
+def test_dvc_yaml_is_generated_from_the_declaration():
+    assert dvc_yaml.is_current(), "dvc.yaml is stale: run `put dag` (make dag) and commit it"
+
+
+def dvc_stages(repo: Path) -> dict[str, dict]:
     from dvc.repo import Repo
 
     with Repo(str(repo)) as dvc:
-        return {os.path.relpath(out.fs_path, repo) for stage in dvc.index.stages for out in stage.outs}
+        return {stage.addressing: {"cmd": stage.cmd, "outs": {os.path.relpath(o.fs_path, repo) for o in stage.outs},
+                                   "deps": {os.path.relpath(d.fs_path, repo) for d in stage.deps
+                                            if not hasattr(d, "params")}}
+                for stage in dvc.index.stages}
 
 
-def snakemake_outputs(repo: Path) -> set[str]:
-    result = subprocess.run([str(BIN / "snakemake"), "--summary", "--cores", "1", "all"], cwd=repo,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    lines = [line.split("\t")[0] for line in result.stdout.splitlines()[1:] if line.strip()]
-    return {os.path.normpath(line) for line in lines}
+def snakemake(repo: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "snakemake"), *args], cwd=repo, capture_output=True, text=True, env=ENV,
+                          timeout=timeout)
 
 
-def test_dvc_and_snakemake_define_the_same_outputs():
-    dvc, snake = dvc_outputs(ROOT), snakemake_outputs(ROOT)
-    assert dvc == snake, f"only in dvc.yaml: {sorted(dvc - snake)}; only in the Snakefile: {sorted(snake - dvc)}"
-    # And both follow put/paths.py: 4 P-VQVAEs, 6 transformers, a metrics file per variant, the report.
-    expected = {str(pvqvae_checkpoint("demo", v)) for v in VARIANTS} | {str(report_dir("demo"))}
-    expected |= {str(transformer_checkpoint("demo", v)) for v in VARIANTS} | {str(metrics_file("demo", v))
-                                                                            for v in VARIANTS}
-    assert expected <= dvc
-    assert len({str(pvqvae_checkpoint("demo", v)) for v in VARIANTS}) == 4
+def planned_jobs(output: str) -> dict[str, dict]:
+    """`snakemake -n -p` output -> {rule@variant: {inputs, outputs, shell}} (the targets all/ablations left out)."""
+    jobs = {}
+    for block in re.split(r"\n(?=rule \w+:)", output):
+        head = re.match(r"rule (\w+):", block)
+        if not head or head.group(1) in ("all", "ablations"):
+            continue
+        field = {k: v for k, v in re.findall(r"^    (\w+): (.*)$", block, re.M)}
+        variant = re.search(r"variant=(\w+)", field.get("wildcards", ""))
+        shell = re.search(r"^Shell command: (.*)$", block, re.M)
+        jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
+            "inputs": set(field.get("input", "").split(", ")) - {""},
+            "outputs": set(field.get("output", "").split(", ")) - {""},
+            "shell": shell.group(1) if shell else ""}
+    return jobs
+
+
+def normalised(command: str) -> str:
+    """A stage command without what only one front end adds (bookkeeping, not what the stage computes)."""
+    command = re.sub(r"^exec ", "", command)
+    command = re.sub(r" --(params|log|tag|gpus) \S+", "", command)
+    return " ".join(command.split())
+
+
+def test_both_front_ends_run_the_same_commands_on_the_same_files():
+    dvc = dvc_stages(ROOT)
+    plan = snakemake(ROOT, "-n", "-p", "--forceall", "--cores", "1", "all")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    snake = planned_jobs(plan.stdout)
+    assert set(dvc) == set(snake) == ALL
+    bookkeeping = re.compile(r"^(\.snakemake/put/|put/config/presets\.yaml$)")
+    for key, stage in dvc.items():
+        job = snake[key]
+        assert stage["outs"] == job["outputs"], key
+        assert stage["deps"] - {"put/config/presets.yaml"} == {i for i in job["inputs"] if not bookkeeping.match(i)}, key
+        assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
+
+
+def test_a_bare_snakemake_dry_run_plans_the_whole_dag():
+    plan = snakemake(ROOT, "-n", "--cores", "2")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert re.search(rf"^total\s+{len(ALL) + 1}$", plan.stdout, re.M), plan.stdout[-2000:]  # + the target `all`
+
+
+def test_snakemake_lint_finds_nothing_but_the_environment_note():
+    lint = snakemake(ROOT, "--lint")
+    findings = set(re.findall(r"^    \* (.+?):?$", lint.stdout + lint.stderr, re.M))
+    assert findings <= {"Specify a conda environment or container for each rule."}, findings
+
+
+def test_snakemake_config_values_reach_the_jobs(tmp_path):
+    repo = working_copy(tmp_path / "repo")
+    plan = snakemake(repo, "ablations", "-n", "-p", "--cores", "1", "--config",
+                     'overrides={"transformer_train": {"lr": 0.0005}}')
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout)
+    assert all("--params .snakemake/put/params.yaml" in job["shell"] for job in jobs.values())
+    effective = load_params(repo / ".snakemake" / "put" / "params.yaml")
+    assert effective.resolved().transformer_train.lr == 0.0005
+    typo = snakemake(repo, "-n", "--cores", "1", "--config", 'overrides={"transformer_train": {"lrr": 0.0005}}')
+    assert typo.returncode != 0
+    assert "overrides.transformer_train.lrr: Extra inputs are not permitted" in typo.stdout + typo.stderr
+
+
+def placeholder_outputs(repo: Path) -> None:
+    """Stand-ins for the outputs of every stage but `config` (the code-dependency test runs only that one)."""
+    for stage, variant in instances():
+        if stage is CONFIG:
+            continue
+        for out, path in zip(stage.outputs.values(), output_paths(stage, variant, "demo")):
+            target = repo / path
+            if out.directory:
+                target.mkdir(parents=True, exist_ok=True)
+                (target / "placeholder").write_text("x")
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text("{}")
+
+
+def out_of_date(repo: Path) -> tuple[set[str], set[str]]:
+    """(stages `dvc status` lists, jobs `snakemake --dry-run` plans)."""
+    status = subprocess.run([str(BIN / "dvc"), "status", "--json"], cwd=repo, capture_output=True, text=True,
+                            env=ENV, timeout=300)
+    assert status.returncode == 0, status.stderr[-2000:]
+    plan = snakemake(repo, "-n", "-p", "--cores", "1")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    return set(json.loads(status.stdout or "{}")), set(planned_jobs(plan.stdout))
+
+
+def edited(path: Path, old: str, new: str):
+    """Edit a file for the duration of a `with` block; its content and time stamp come back afterwards."""
+    class Edit:
+        def __enter__(self):
+            self.text, self.stat = path.read_text(), path.stat()
+            assert old in self.text, f"{old!r} not in {path}"
+            path.write_text(self.text.replace(old, new, 1))
+
+        def __exit__(self, *exc):
+            path.write_text(self.text)
+            os.utime(path, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
+    return Edit()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
+    """Both front ends, from a state where every stage is up to date (placeholder outputs, recorded as such)."""
+    repo = working_copy(tmp_path / "repo")
+    run = dict(cwd=repo, env=ENV, capture_output=True, text=True, timeout=600)
+    assert subprocess.run([sys.executable, "-m", "put", "config", "--out", str(path_of(CONFIG.outputs["--out"].pattern,
+                                                                                       "demo"))], **run).returncode == 0
+    placeholder_outputs(repo)
+    assert subprocess.run([str(BIN / "dvc"), "commit", "--force", "--quiet"], **run).returncode == 0
+    assert snakemake(repo, "--touch", "--cores", "1", "all").returncode == 0
+    assert out_of_date(repo) == (set(), set())
+
+    per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
+    training_onwards = ({"masks", "report"} | per_variant("train_pvqvae") | per_variant("train_transformer")
+                        | per_variant("sample") | per_variant("evaluate"))
+    code_edits = {
+        "put/config/presets.py": ALL,                     # every stage reads its settings through it
+        "put/masks/generate.py": training_onwards,        # masks, training masks, and readers of the manifest
+        "put/report/plots.py": {"report"},
+    }
+    for name, expected in code_edits.items():
+        with edited(repo / name, '"""', '"""Edited. '):
+            status, plan = out_of_date(repo)
+        assert status == expected, name
+        assert plan == downstream(expected), name
+    assert out_of_date(repo) == (set(), set())
+
+    # A parameter's value: DVC's `config` stage re-resolves it; then only the stages reading it are out of date.
+    with edited(repo / "put/config/presets.yaml", "lr: 1.0e-3", "lr: 2.0e-3"):
+        status, plan = out_of_date(repo)
+        assert status == {"config"}
+        resolved = subprocess.run([sys.executable, "-m", "put", "config", "--out", str(path_of(
+            CONFIG.outputs["--out"].pattern, "demo"))], **run)
+        assert resolved.returncode == 0
+        status, _ = out_of_date(repo)
+        # The report reads the whole resolved file (it prints it).
+        assert status == {"config", "report"} | per_variant("train_transformer")
+        assert plan == downstream({"config"} | per_variant("train_transformer"))
 
 
 @pytest.mark.parametrize("text,message", [

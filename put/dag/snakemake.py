@@ -1,11 +1,12 @@
-"""The Snakemake rules, built from the DAG declaration (the Snakefile loops over `rules()`).
+"""The Snakemake rules, built from the DAG declaration (the Snakefile loops over the stages).
 
-Each rule gets: the declared inputs plus the source files its command runs (as inputs, so that an edited
-file re-runs exactly the rules that run it), the declared outputs, `params` holding the resolved values of
-the parameters it reads (Snakemake re-runs a job whose params changed), a log file per job, threads and
-Slurm resources from workflow/resources.yaml. Jobs read the effective parameters -- params.yaml with any
-`--config` values merged in -- from one file that the Snakefile writes (`effective_params_file`), so a
-`--config` value reaches the jobs instead of only re-triggering them.
+Each rule gets: the declared inputs; the source files its command runs (as inputs, so that an edited file
+re-runs exactly the rules that run it); a small file holding the resolved values of the parameters it reads,
+rewritten at parse time only when they change (so a changed value re-runs exactly the rules that read it,
+with any `--rerun-triggers`, and with no provenance records needed); the declared outputs; a log file per job;
+threads and Slurm resources from workflow/resources.yaml. Jobs read the effective parameters -- params.yaml
+with any `--config` values merged in -- from one file that the Snakefile writes, so a `--config` value
+reaches the jobs instead of only re-triggering them.
 """
 
 from __future__ import annotations
@@ -18,23 +19,38 @@ import yaml
 
 from put.config import PVQVAE_OF_VARIANT, VARIANTS
 from put.config.params import Params
-from put.dag.code_deps import command_sources
-from put.dag.declaration import STAGES, TARGETS, EveryVariant, Stage
+from put.config.presets import PRESET_FILE
+from put.dag.code_deps import ROOT, command_sources
+from put.dag.declaration import CONFIG, STAGES, TARGETS, EveryVariant, Stage
 from put.fileio import atomic_write_text
 from put.paths import LOG_DIR, with_variant
 
-EFFECTIVE_PARAMS = Path(".snakemake") / "put" / "params.yaml"
+STATE = Path(".snakemake") / "put"  # bookkeeping the Snakefile writes at parse time
+EFFECTIVE_PARAMS = STATE / "params.yaml"
+SECTIONS = STATE / "resolved" / "{stage}.yaml"
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Leaves the file (and its time stamp, which Snakemake compares) alone when the content is the same."""
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_text(path, text)
 
 
 def effective_params_file(config: dict[str, Any], root: Path) -> Path:
-    """Snakemake's `config` (params.yaml + --config) as the file every job reads; rewritten only on change."""
-    path = root / EFFECTIVE_PARAMS
-    text = "# Written by the Snakefile: params.yaml with the --config values merged in.\n" + yaml.safe_dump(
-        config, sort_keys=True)
-    if not path.is_file() or path.read_text() != text:
-        atomic_write_text(path, text)
+    """Snakemake's `config` (params.yaml + --config) as the file every job reads."""
+    write_if_changed(root / EFFECTIVE_PARAMS, "# Written by the Snakefile: params.yaml with the --config values "
+                     "merged in.\n" + yaml.safe_dump(config, sort_keys=True))
     return EFFECTIVE_PARAMS
 
+
+def write_resolved_sections(params: Params, root: Path) -> None:
+    """One file per stage instance with the resolved values it reads (see the module docstring)."""
+    document = params.resolved_document()
+    for stage in (s for s in STAGES if s.params):
+        for variant in stage.variants or (None,):
+            values = {p: section(document, p.replace("{variant}", variant or "")) for p in stage.params}
+            write_if_changed(root / str(SECTIONS).format(stage=stage.key(variant)),
+                             yaml.safe_dump(values, sort_keys=True))
 
 def option_name(option: str) -> str:
     """--resolved-params -> resolved_params (the name of the input or output in the rule)."""
@@ -63,31 +79,24 @@ def section(document: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def resolved_sections(stage: Stage, params: Params) -> Callable | dict[str, Any]:
-    """What the stage reads of the resolved parameters: Snakemake's `params` trigger re-runs on a change."""
-    document = params.resolved_document()
-
-    def of(variant: str | None) -> dict[str, Any]:
-        return {p: section(document, p.replace("{variant}", variant or "")) for p in stage.params}
-
-    return (lambda wildcards: of(wildcards.variant)) if stage.variants else of(None)
-
-
 @dataclass
 class RuleSpec:
     name: str
     inputs: dict[str, Any]
     outputs: dict[str, Any]
-    params: Any
     log: str
     shell: str
     wildcard_constraints: dict[str, str]
     report: list[str]  # names of outputs that go into `snakemake --report`
 
 
-def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> RuleSpec:
+def rule_spec(stage: Stage, preset: str, params_file: Path) -> RuleSpec:
     inputs = {option_name(o): input_path(p, preset) for o, p in stage.inputs.items()}
     inputs["code"] = list(command_sources(stage.command))
+    if stage.params:
+        inputs["resolved"] = str(SECTIONS).format(stage=stage.key("{variant}" if stage.variants else None))
+    if stage is CONFIG:  # it resolves the parameters (as dvc.yaml's config stage, which tracks params.yaml)
+        inputs.update(params=str(params_file), presets=PRESET_FILE.relative_to(ROOT).as_posix())
     # A stage writing a `{pvqvae}` path fans out over the P-VQVAE variants, where the two placeholders agree.
     outputs = {option_name(o): concrete(out.pattern, preset).replace("{pvqvae}", "{variant}")
                for o, out in stage.outputs.items()}
@@ -106,8 +115,7 @@ def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> R
     log = f"{log_dir}/{stage.name}/{{variant}}.log" if stage.variants else f"{log_dir}/{stage.name}.log"
     constraints = {"variant": "|".join(stage.variants)} if stage.variants else {}
     report = [option_name(o) for o, out in stage.outputs.items() if stage.report]
-    return RuleSpec(stage.name, inputs, {k: v for k, v in outputs.items()}, resolved_sections(stage, params), log,
-                    shell, constraints, report)
+    return RuleSpec(stage.name, inputs, outputs, log, shell, constraints, report)
 
 
 def directory_outputs(stage: Stage) -> set[str]:
