@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install tex demo test test-fast test-slurm record bench clean-venv
+.PHONY: install tex demo test test-slow test-slurm test-all dag record bench clean-venv
 
 install: $(STAMP)
 
@@ -16,11 +16,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores).
-demo: $(STAMP)
+demo: $(STAMP) tex
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	@echo
-	@echo "Done. Tables and figures: reports/demo/ (table1.tex, table3.tex, speed.tex, report.pdf when pdflatex exists)."
-	@echo "Metrics: results/demo/metrics/*.json   Checkpoints: runs/demo/"
+	@echo "Done. Tables and figures: reports/demo/ (and reports/demo.pdf when pdflatex exists)."
+	@echo "Metrics: results/demo/metrics/*.json (dvc metrics show)   Curves: dvc plots show   Checkpoints: runs/demo/"
 	@echo "Compare runs: $(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
 
 # pdflatex for the report test: Debian's TeX Live, installed when missing and apt-get is usable (root, as in CI).
@@ -31,11 +31,16 @@ tex:
 	      texlive-latex-base texlive-latex-recommended >/dev/null; \
 	  else echo "note: pdflatex missing (install texlive-latex-base texlive-latex-recommended); its test is skipped"; fi; }
 
+# The fast suite (about 10 minutes on 2 cores).
 test: $(STAMP) tex
-	$(BIN)/python -m pytest -q
-
-test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.
+test-slow: $(STAMP) tex
+	$(BIN)/python -m pytest -q -m "slow"
+
+# Everything CI runs (.ci/run).
+test-all: test test-slow test-slurm
 
 # The ablation DAG through a live single-node Slurm cluster (root on Debian: installs slurm-wlm, munge,
 # slurmdbd and MariaDB, starts them, runs tests/slurm, stops the daemons by pid whatever the outcome).
@@ -44,6 +49,10 @@ test-slurm: $(STAMP)
 	tests/slurm/cluster.sh down  # a cluster left over from an interrupted run
 	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 timeout 3600 $(BIN)/python -m pytest -q -m slurm tests/slurm; \
 	  status=$$?; tests/slurm/cluster.sh down; exit $$status
+
+# dvc.yaml from the DAG declaration (put/dag/declaration.py); a test fails when the committed file is stale.
+dag: $(STAMP)
+	$(BIN)/put dag
 
 # After a Snakemake (cluster) run: record its outputs in dvc.lock so `dvc repro` sees them as up to date.
 record:

@@ -1,0 +1,1 @@
+"""PUT: pluralistic image inpainting (CVPR 2022), reproduced as a pipeline: see README.md."""

@@ -246,11 +246,23 @@ def mlflow_run_count(repo: Path) -> int:
     return len(client.search_runs([experiment.experiment_id], max_results=1000))
 
 
+def flat_numbers(data, prefix: str = "") -> dict[str, float]:
+    if isinstance(data, dict):
+        return {k: v for key, value in data.items() for k, v in flat_numbers(value, f"{prefix}.{key}").items()}
+    return {prefix: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else {}
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@put", *args], cwd=repo, check=True,
+                   capture_output=True, timeout=120)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_dvc_repro_of_the_demo_preset(tmp_path):
-    """Full DAG on 2 CPU cores within 15 minutes; a second repro runs nothing; one variant's parameter
-    re-runs that variant only; a failing stage keeps earlier outputs and runs, and the rerun continues."""
+    """Full DAG on 2 CPU cores within 15 minutes; DVC's metrics, plots and experiment tools see the results and
+    the resolved parameters; a second repro runs nothing; one variant's parameter re-runs that variant only; a
+    failing stage keeps earlier outputs and runs, and the rerun continues."""
     repo = working_copy(tmp_path / "repo")
 
     start = time.monotonic()
@@ -260,31 +272,45 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert elapsed <= 15 * 60, f"dvc repro of the demo took {elapsed:.0f} s"
     for variant in VARIANTS:
         assert (repo / metrics_file("demo", variant)).is_file()
-    for name in ("table1.tex", "table3.tex", "speed.tex", "metrics.csv", "curve_fid.png", "samples_put.png"):
+    for name in ("table1.tex", "table3.tex", "speed.tex", "metrics.csv", "samples_put.png", "resolved_params.yaml"):
         assert (repo / report_dir("demo") / name).is_file(), name
-    # The tables carry the measured numbers of the metrics files, and the document compiled.
-    table1 = (repo / report_dir("demo") / "table1.tex").read_text()
-    table3 = (repo / report_dir("demo") / "table3.tex").read_text()
-    for variant in VARIANTS:
-        cells = json.loads((repo / metrics_file("demo", variant)).read_text())["table"]
-        for cell in cells:
-            if variant == "put":
-                assert f"{cell['psnr']:.3f}" in table1 and f"{cell['mae']:.4f}" in table1
-            if cell["mode"] == "k50":
-                assert f"{cell['ssim']:.3f}" in table3
     if shutil.which("pdflatex"):
-        assert (repo / report_dir("demo") / "report.pdf").read_bytes()[:4] == b"%PDF"
+        assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
     runs_after_first = mlflow_run_count(repo)
     assert runs_after_first == 1 + len(VARIANTS)  # a parent per DAG run, a child per variant
+
+    # DVC's own tools see the measured numbers, the curves and the resolved parameters.
+    metrics = json.loads(dvc(repo, "metrics", "show", "--json").stdout)
+    shown = flat_numbers(metrics)
+    for variant in VARIANTS:
+        assert any(f"{variant}.json" in key and "psnr" in key for key in shown), (variant, sorted(shown)[:20])
+    plots = dvc(repo, "plots", "show", "-o", str(tmp_path / "plots"))
+    assert plots.returncode == 0, plots.stderr[-2000:]
+    page = (tmp_path / "plots" / "index.html").read_text()
+    from put.dag.declaration import PLOTS
+    assert all(plot.title in page for plot in PLOTS)
 
     second = dvc(repo, "repro")
     assert second.returncode == 0 and "didn't change, skipping" in second.stdout
     assert "Running stage" not in second.stdout
 
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "demo results")
+    experiment = dvc(repo, "exp", "run", "-S", "overrides.transformer_train.lr=5e-4")
+    assert experiment.returncode == 0, experiment.stdout[-3000:] + experiment.stderr[-3000:]
+    assert "Running stage 'train_pvqvae" not in experiment.stdout  # the P-VQVAEs do not read the transformer's lr
+    diff = json.loads(dvc(repo, "params", "diff", "--json").stdout)
+    assert diff["results/demo/resolved_params.yaml"]["transformer_train.lr"] == {"old": 0.001, "new": 0.0005}
+    table = json.loads(dvc(repo, "exp", "show", "--json").stdout)
+    assert "transformer_train.lr" in json.dumps(table)
+
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"]["qua0"] = {"transformer": {"random_quant_prob": 0.1}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
-    assert changed_stages(repo) == {"train_transformer@qua0"}  # downstream stages follow from its output
+    assert changed_stages(repo) == {"config"}
+    assert dvc(repo, "repro", "config").returncode == 0
+    # The report prints the resolved file; the stages downstream of the transformer follow from its output.
+    assert changed_stages(repo) == {"train_transformer@qua0", "report"}
 
     # A failing stage: an SSIM window larger than the images makes every evaluation fail.
     params["variants"]["qua0"] = {}

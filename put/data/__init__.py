@@ -1,0 +1,1 @@
+"""Datasets: the embedded demo set, folder layouts of the paper datasets, splits, images."""

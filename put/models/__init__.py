@@ -1,0 +1,1 @@
+"""The two models (P-VQVAE, UQ-Transformer), their losses and discriminator: tensors in, tensors out."""
