@@ -59,7 +59,7 @@ PRESETS: dict[str, Preset] = {
     "demo": Preset(
         model=ModelConfig(
             image_size=64,
-            pvqvae=PVQVAEConfig(embed_dim=64, width=32, num_res_blocks=2, codebook_size=128),
+            pvqvae=PVQVAEConfig(embed_dim=64, width=32, base_channels=8, num_res_blocks=2, codebook_size=128),
             transformer=TransformerConfig(n_layer=4, n_head=4, n_embd=128),
         ),
         data=DataConfig(dataset="demo", eval_count=16),
