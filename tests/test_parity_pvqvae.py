@@ -14,7 +14,15 @@ from put.models.losses import GeneratorLoss, discriminator_loss
 from put.models.pvqvae import PVQVAE
 from put.models.vgg import VGG19Features
 from put.official import import_official, read_overrides
-from tests.official_fixtures import DEMO_OVERRIDES, MANIFEST, PVQVAE_VARIANTS, inputs, outputs, seeded_weights, write_official
+from tests.official_fixtures import (
+    DEMO_OVERRIDES,
+    MANIFEST,
+    PVQVAE_VARIANTS,
+    inputs,
+    outputs,
+    seeded_weights,
+    write_official,
+)
 
 ATOL = 1e-5
 # Their loss terms (weighted, as EdgeConnectLoss reports them) -> (our term, its LossConfig weight name).

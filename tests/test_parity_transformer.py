@@ -50,7 +50,8 @@ def greedy(model, tokens_per_step: int) -> tuple[torch.Tensor, torch.Tensor]:
     forward = model.transformer.forward_embedded
     model.transformer.forward_embedded = lambda x: seen.append(x.clone()) or forward(x)
     try:
-        result = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=1, tokens_per_step=tokens_per_step))
+        result = sample_iterative(model, features, known, tokens,
+                                  SamplingOptions(top_k=1, tokens_per_step=tokens_per_step))
     finally:
         del model.transformer.forward_embedded
     filled = torch.where(known.flatten(1), -1, len(seen) - 1)

@@ -110,8 +110,8 @@ class DualCodebook(nn.Module):
     def _ema_update(self, flat: torch.Tensor, indices: torch.Tensor) -> None:
         """EMA of counts and sums (decay 0.99) with Laplace smoothing (`ema_update`):
         - per_book (default): smoothed within each book, and a book that received no vector in this (global)
-          batch is left as it is: with small batches `e'` may see no masked patch in a step, and its codes
-          would otherwise drift towards zero while its counts decay;
+          batch is left as it is: with small batches `e'` may see no masked patch in a step, and decaying
+          it then would blow all of its codes up;
         - released: one smoothing over the whole table and every code decayed in every step."""
         counts = torch.bincount(indices, minlength=len(self.embed)).to(flat.dtype)
         sums = torch.zeros_like(self.embed_avg).index_add_(0, indices, flat)

@@ -58,12 +58,12 @@ def read_overrides(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def official_model_config(preset_name: str, overrides: Mapping[str, Any] | None = None, variant: str = "put") -> ModelConfig:
+def official_model_config(preset_name: str, overrides: Mapping[str, Any] | None = None) -> ModelConfig:
+    """The preset's model config with `overrides` merged in (before any variant's switches)."""
     try:
-        base = ModelConfig.model_validate(deep_merge(preset(preset_name).model.model_dump(), dict(overrides or {})))
+        return ModelConfig.model_validate(deep_merge(preset(preset_name).model.model_dump(), dict(overrides or {})))
     except ValidationError as err:
         raise ValueError(describe(err, "model overrides", f"preset {preset_name}")) from None
-    return apply_variant(base, variant)
 
 
 def resolve_variant(given: str | None, inferred: str, source: Path) -> str:
@@ -96,9 +96,9 @@ def import_official(out: str | os.PathLike, preset_name: str, pvqvae: str | os.P
     source = pvqvae or transformer
     state = official_state_dict(pvqvae) if pvqvae else codec
 
-    sizes = official_model_config(preset_name, model_overrides)
-    variant = resolve_variant(variant, infer_pvqvae_variant(state, sizes.pvqvae.codebook_size), source)
-    pvqvae_config = official_model_config(preset_name, model_overrides, PVQVAE_OF_VARIANT[variant])
+    base = official_model_config(preset_name, model_overrides)
+    variant = resolve_variant(variant, infer_pvqvae_variant(state, base.pvqvae.codebook_size), source)
+    pvqvae_config = apply_variant(base, PVQVAE_OF_VARIANT[variant])
     mapped, disc = pvqvae_state(state)
     if pvqvae and codec and (key := same_weights(pvqvae_state(codec)[0], mapped)):
         raise KeyMappingError(f"{transformer} was trained on another P-VQVAE than {pvqvae}: their {key} differ "
@@ -122,7 +122,7 @@ def import_official(out: str | os.PathLike, preset_name: str, pvqvae: str | os.P
     if not transformer:
         return ImportResult(pvqvae_out, None, variant, pvqvae_config)
 
-    config = official_model_config(preset_name, model_overrides, variant)
+    config = apply_variant(base, variant)
     put_model = PUTModel(config)
     put_model.pvqvae.load_state_dict(model.state_dict())
     mapped_transformer = transformer_state(own)

@@ -31,7 +31,8 @@ def _rules(table: list[tuple[str, Callable[[re.Match], str] | str]]) -> list[Rul
 
 
 PVQVAE_RULES = _rules([
-    # P-Enc: pre_layers = [Linear], res_layers.i.layers = [ReLU, Linear, ReLU, Linear], post_layers = [ReLU, Linear, ReLU]
+    # P-Enc: pre_layers = [Linear], res_layers.i.layers = [ReLU, Linear, ReLU, Linear],
+    # post_layers = [ReLU, Linear, ReLU]
     (r"encoder\.pre_layers\.0\.(weight|bias)$", r"encoder.fc_in.\1"),
     (r"encoder\.res_layers\.(\d+)\.layers\.1\.(weight|bias)$", r"encoder.blocks.\1.fc1.\2"),
     (r"encoder\.res_layers\.(\d+)\.layers\.3\.(weight|bias)$", r"encoder.blocks.\1.fc2.\2"),

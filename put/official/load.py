@@ -53,12 +53,13 @@ def read_official_file(path: str | os.PathLike) -> dict:
             with torch.serialization.safe_globals(inert_placeholders(names)):
                 payload = torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as err:
-            raise OfficialCheckpointError(
-                f"{path}: refused: it pickles globals that cannot be loaded safely ({', '.join(names)}): {err}") from err
+            raise OfficialCheckpointError(f"{path}: refused: it pickles globals that cannot be loaded safely "
+                                          f"({', '.join(names)}): {err}") from err
     except Exception as err:
         raise OfficialCheckpointError(f"{path}: not a readable torch checkpoint: {err}") from err
     if not isinstance(payload, dict):
-        raise OfficialCheckpointError(f"{path}: expected a dict saved by the authors' trainer, got {type(payload).__name__}")
+        raise OfficialCheckpointError(f"{path}: expected a dict saved by the authors' trainer, "
+                                      f"got {type(payload).__name__}")
     return payload
 
 

@@ -166,13 +166,15 @@ def pvqvae_outputs(codec, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out["token_known"] = (get_token_type(keep, token_shape) == 1)[:, 0]
         out["target_tokens"] = codec.get_features(images, return_token=True)["token"]
         quant = codec.quantize.get_codebook_entry(got["token"].view(-1), shape=got["token"].shape)
-        masked = codec.multi_pixels_with_mask(codec.pre_process(images), keep)
         quant = codec.post_quant_conv(quant)
-        out["decoded"] = codec.decoder(quant, masked, mask=keep) if codec.decoder.requires_image else codec.decoder(quant)
+        masked = codec.multi_pixels_with_mask(codec.pre_process(images), keep)
+        with_reference = codec.decoder.requires_image
+        out["decoded"] = codec.decoder(quant, masked, mask=keep) if with_reference else codec.decoder(quant)
         # Code search on spread-out features: many distinct codes in both books.
         spread = np.random.RandomState(SEED + 1).normal(0, 3, out["features"].shape).astype(np.float32)
         out["search_features"] = out["features"] + torch.from_numpy(spread)
-        out["search_tokens"] = codec.quantize(out["search_features"], token_type=out["token_known"][:, None].long())["index"]
+        token_type = out["token_known"][:, None].long()  # 1: unmasked patch
+        out["search_tokens"] = codec.quantize(out["search_features"], token_type=token_type)["index"]
 
     # One training batch with every loss term on: the image erased by `erase`, reference mask `keep`.
     codec.train()
@@ -220,7 +222,8 @@ def fill_steps(known: torch.Tensor, steps: list[torch.Tensor]) -> np.ndarray:
     return filled.numpy()
 
 
-def sample(model, images: torch.Tensor, keep: torch.Tensor, tokens_per_step: int) -> tuple[np.ndarray, list, np.ndarray]:
+def sample(model, images: torch.Tensor, keep: torch.Tensor,
+           tokens_per_step: int) -> tuple[np.ndarray, list, np.ndarray]:
     """Their greedy (top-1) sample_largest: tokens (B, L), positions picked per step, completed images."""
     captured = {}
     decode = model.content_codec.decode
@@ -366,7 +369,8 @@ def main() -> None:
     }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     for name, sizes in (("demo", DEMO), ("tiny", TINY)):
-        (args.out / f"official_{name}_overrides.json").write_text(json.dumps(our_model_overrides(sizes), indent=1) + "\n")
+        overrides = json.dumps(our_model_overrides(sizes), indent=1)
+        (args.out / f"official_{name}_overrides.json").write_text(overrides + "\n")
     (args.out / "official_full_layouts.json").write_text(json.dumps(full_size_layouts(args.official)) + "\n")
     print(f"fixtures written to {args.out}")
 
