@@ -6,7 +6,7 @@ what they compute to tests/fixtures/parity/models/; the parity tests compare our
 the authors' code present. Their files are only read and imported, never edited; the shims below adapt
 the environment (current numpy / Python, no network for VGG19 weights).
 
-    .venv/bin/python tools/parity/make_model_fixtures.py --official /work/put_official
+    .venv/bin/python tools/parity/make_model_fixtures.py --official /path/to/PUT
 
 See tests/fixtures/parity/models/README.md for what each file holds.
 """
@@ -34,7 +34,7 @@ from seeded_weights import seeded_state, seeded_vgg19_features  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 0
 LOSS_START = 10  # disc/content/style/gradient start of the loss fixtures (all terms on at that step)
-# The demo preset's sizes (put/config/presets.py); the authors' code fixes the ladder at 64 * 2^level.
+# The demo preset's sizes; the authors' code fixes the ladder at 64 * 2^level.
 DEMO = dict(image=64, patch=8, e_dim=64, res_ch=32, num_res_block=2, K=128, n_layer=4, n_head=4, n_embd=128)
 # A pair small enough to commit as files in the authors' checkpoint format.
 TINY = dict(image=16, patch=2, e_dim=8, res_ch=8, num_res_block=1, K=8, n_layer=1, n_head=2, n_embd=16)
