@@ -96,6 +96,15 @@ def cmd_bench_suite(args: argparse.Namespace) -> None:
                                      steps=extra.get("steps", 5)))
 
 
+def cmd_import_official(args: argparse.Namespace) -> None:
+    from put.official import import_official, read_overrides
+
+    result = import_official(Path(args.out), args.preset, pvqvae=args.pvqvae, transformer=args.transformer,
+                             variant=args.variant,
+                             model_overrides=read_overrides(args.model_overrides) if args.model_overrides else None)
+    print(f"variant {result.variant}: {result.pvqvae}" + (f", {result.transformer}" if result.transformer else ""))
+
+
 def cmd_bench(args: argparse.Namespace) -> dict:
     from put import bench
 
@@ -275,6 +284,17 @@ def build_parser() -> argparse.ArgumentParser:
     dag = sub.add_parser("dag", help="generate dvc.yaml from the DAG declaration (put/dag/declaration.py)")
     dag.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dag.set_defaults(func=cmd_dag)
+
+    imp = sub.add_parser("import-official", help="convert the authors' released checkpoints into ours")
+    imp.add_argument("--pvqvae", help="their P-VQVAE checkpoint (.pth)")
+    imp.add_argument("--transformer", help="their transformer checkpoint (.pth; holds its P-VQVAE as content_codec)")
+    imp.add_argument("--preset", choices=list(PRESETS), required=True, help="model sizes (their files hold none)")
+    imp.add_argument("--model-overrides", help="YAML/JSON mapping of ModelConfig fields over the preset's, "
+                                               "e.g. {pvqvae: {base_channels: 64}}")
+    imp.add_argument("--variant", choices=VARIANTS,
+                     help="default: read from the P-VQVAE's tensors (tok and qua0 must be given)")
+    imp.add_argument("--out", required=True, help="folder for pvqvae.pt and transformer.pt")
+    imp.set_defaults(func=cmd_import_official)
 
     split = sub.add_parser("split", help="list the dataset's train/test images with checksums (builds the demo set)")
     add_params_arguments(split)

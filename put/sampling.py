@@ -45,7 +45,9 @@ def draw_top_k(logits: torch.Tensor, top_k: int, temperature: float, generator: 
 
 
 def position_scores(logits: torch.Tensor, rule: str) -> torch.Tensor:
-    """(B, L, K) -> (B, L) confidence of each position: max logit (released code) or max probability (paper text)."""
+    """(B, L, K) -> (B, L) confidence of each position: max logit (released code) or max probability (paper text).
+    fp32 whatever the caller's autocast (the transformer's head already returns fp32 logits)."""
+    logits = logits.float()
     max_logit = logits.amax(-1)
     return max_logit if rule == "logit" else torch.exp(max_logit - logits.logsumexp(-1))
 
@@ -58,7 +60,7 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
     transformer = model.transformer
     b, _, h, w = features.shape
     x = transformer.embed(features.flatten(2).transpose(1, 2), (h, w))           # (B, L, D)
-    code_inputs = transformer.input_proj(model.pvqvae.codebook.unmasked_book)    # (K, D): emb_proj(e)
+    code_inputs = transformer.project(model.pvqvae.codebook.unmasked_book)       # (K, D): emb_proj(e), fp32
     positions = transformer.position_embedding((h, w))[0]                         # (L, D)
     tokens = torch.where(known, tokens, torch.zeros_like(tokens)).flatten(1).clone()
     remaining = ~known.flatten(1)

@@ -7,7 +7,7 @@ from put.config import ModelConfig, PVQVAEConfig, TransformerConfig
 
 TINY = ModelConfig(
     image_size=32,
-    pvqvae=PVQVAEConfig(embed_dim=16, width=16, num_res_blocks=1, codebook_size=16),
+    pvqvae=PVQVAEConfig(embed_dim=16, width=16, base_channels=4, num_res_blocks=1, codebook_size=16),
     transformer=TransformerConfig(n_layer=2, n_head=2, n_embd=32),
 )
 

@@ -6,10 +6,11 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from put.config import PRESETS, VARIANTS, PVQVAEConfig, apply_variant, model_config
 from put.models.discriminator import PatchDiscriminator
-from put.models.encoder import ConvEncoder, PatchEncoder
+from put.models.encoder import ConvEncoder, ConvResBlock, LinearResBlock, PatchEncoder
 from put.models.put_model import PUTModel
 from put.models.pvqvae import PVQVAE, patch_is_known
 from put.models.transformer import MLP, count_parameters, gelu2
@@ -164,3 +165,78 @@ def test_position_embedding_resizes_for_other_resolutions():
     images, keep = random_batch(1, size=48)
     features, known, tokens = model.transformer_inputs(images, keep)
     assert model.transformer(features).shape == (1, 36, TINY.pvqvae.codebook_size)
+
+
+@pytest.mark.parametrize("variant", ["put", "conv", "one", "no_ref"])
+def test_res_blocks_add_relu_of_their_input_as_the_released_in_place_relu_does(variant):
+    """The released blocks open with nn.ReLU(inplace=True), which overwrites the input the skip adds back."""
+    model = PVQVAE(apply_variant(TINY, variant).pvqvae)
+    blocks = [m for m in model.modules() if isinstance(m, (LinearResBlock, ConvResBlock))]
+    assert len(blocks) == 2 * TINY.pvqvae.num_res_blocks
+    for block in blocks:
+        dim = block.fc1.in_features if isinstance(block, LinearResBlock) else block.conv1.in_channels
+        x = torch.randn((3, dim) if isinstance(block, LinearResBlock) else (1, dim, 4, 4))
+        assert (x < 0).any()
+        first, second = (block.fc1, block.fc2) if isinstance(block, LinearResBlock) else (block.conv1, block.conv2)
+        torch.testing.assert_close(block(x), x.relu() + second(first(x.relu()).relu()))
+
+
+@pytest.mark.parametrize("preset,width,base,ladder", [
+    ("ffhq", 256, 64, [64, 128, 256, 256]),   # the released FFHQ / Places2 / ImageNet models
+    ("demo", 32, 8, [8, 16, 32, 32]),         # the demo preset's own ladder
+    ("demo", 32, 64, [64, 128, 256, 32]),     # an authors'-code model with res_ch 32
+])
+def test_channel_ladder_is_base_times_two_per_level_and_width_at_the_tokens(preset, width, base, ladder):
+    config = PRESETS[preset].model.pvqvae.model_copy(update={"width": width, "base_channels": base})
+    assert config.level_channels() == ladder
+    with torch.device("meta"):
+        model = PVQVAE(config)
+        conv = ConvEncoder(config)
+    assert [(m.in_channels, m.out_channels) for m in model.decoder.up] == list(zip(ladder[:0:-1], ladder[-2::-1]))
+    assert [(m.in_channels, m.out_channels) for m in model.decoder.ref_down] == list(zip(ladder, ladder[1:]))
+    assert [m.out_channels for m in conv.down] == [base * 2 ** k for k in range(len(ladder) - 2)] + [width]
+
+
+@pytest.mark.parametrize("ema_update", ["per_book", "released"])
+def test_codes_of_a_training_step_are_read_before_the_ema_update(ema_update):
+    book = PVQVAE(TINY.pvqvae.model_copy(update={"ema_update": ema_update, "codebook_init": "randn"})).train().codebook
+    features = torch.randn(2, 16, 4, 4)
+    known = torch.rand(2, 4, 4) > 0.3
+    before = book.embed.clone()
+    q = book(features, known)
+    assert not torch.equal(book.embed, before)  # the EMA moved the table...
+    expected = before[q.indices].permute(0, 3, 1, 2)
+    torch.testing.assert_close(q.vectors, features + (expected - features))  # ...after the codes were read
+
+
+def test_released_ema_smooths_over_the_whole_table_and_decays_every_code():
+    """The released update: decayed counts and sums for every code, Laplace smoothing over all 2K codes."""
+    config = TINY.pvqvae.model_copy(update={"ema_update": "released", "codebook_init": "randn"})
+    book = PVQVAE(config).train().codebook
+    book.cluster_size.uniform_(0.5, 2.0)
+    size, avg = book.cluster_size.clone(), book.embed_avg.clone()
+    features = torch.randn(1, 16, 4, 4)
+    known = torch.ones(1, 4, 4, dtype=torch.bool)  # book e' gets nothing, yet decays
+    q = book(features, known)
+    onehot = F.one_hot(q.indices.flatten(), len(size)).float()
+    size = size * 0.99 + onehot.sum(0) * 0.01
+    avg = avg * 0.99 + (features.permute(0, 2, 3, 1).reshape(-1, 16).t() @ onehot).t() * 0.01
+    n = size.sum()
+    torch.testing.assert_close(book.cluster_size, size)
+    torch.testing.assert_close(book.embed, avg / ((size + 1e-5) / (n + len(size) * 1e-5) * n).unsqueeze(1))
+
+
+@pytest.mark.parametrize("decoder_keep", ["reference", "product"])
+def test_decoder_keep_mask_in_training(decoder_keep):
+    """released: the decoder is told only the reference mask m'; pixels erased by m show -1 there. paper: m x m'."""
+    model = PVQVAE(TINY.pvqvae.model_copy(update={"decoder_keep": decoder_keep})).eval()
+    images, erase = random_batch()
+    ref = torch.ones_like(erase)
+    ref[..., -8:, :] = 0
+    rec = model(images, erase, ref)
+    keep = ref if decoder_keep == "reference" else erase * ref
+    assert torch.equal(rec.ref_keep, keep)
+    expected = model.decode(model.codebook.lookup(rec.quantized.indices), keep, rec.target)
+    torch.testing.assert_close(rec.images, expected)
+    no_ref = PVQVAE(TINY.pvqvae.model_copy(update={"decoder_keep": decoder_keep, "reference_branch": False}))
+    assert no_ref(images, erase, ref).ref_keep is None  # losses then cover the whole image

@@ -24,7 +24,8 @@ TINY_PARAMS = {
     "preset": "demo",
     "overrides": {
         "model": {"image_size": 32,
-                  "pvqvae": {"embed_dim": 16, "width": 16, "num_res_blocks": 1, "codebook_size": 16},
+                  "pvqvae": {"embed_dim": 16, "width": 16, "base_channels": 4, "num_res_blocks": 1,
+                             "codebook_size": 16},
                   "transformer": {"n_layer": 2, "n_head": 2, "n_embd": 32}},
         "pvqvae_train": {"iterations": 8, "batch_size": 4, "warmup": 2, "checkpoint_every": 3, "log_every": 2,
                          "eval_every": 4, "eval_images": 4, "discriminator_width": 8,

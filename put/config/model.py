@@ -26,7 +26,11 @@ class StrictModel(BaseModel):
 class PVQVAEConfig(StrictModel):
     patch_size: int = Field(8, ge=2, description="r: side of the non-overlapping patches (a power of 2)")
     embed_dim: int = Field(256, ge=1, description="C: feature / codebook vector size")
-    width: int = Field(256, ge=4, description="channels of the encoder and of the decoder at token resolution")
+    width: int = Field(256, ge=2, description="channels of the encoder and of the decoder at token resolution "
+                       "(the released code's res_ch)")
+    base_channels: int = Field(64, ge=1, description="channels at full resolution, doubling per level below the "
+                               "token level (decoder, its reference branch, conv encoder); the released code "
+                               "hard-codes 64")
     num_res_blocks: int = Field(8, ge=0)
     codebook_size: int = Field(512, ge=2, description="K = K': vectors per book")
     encoder: Literal["patch", "conv"] = "patch"
@@ -37,18 +41,28 @@ class PVQVAEConfig(StrictModel):
         "randn: the released code's N(0, 1) init, whose codes unused in the first step are never used again")
     ema_decay: float = Field(0.99, gt=0, lt=1)
     ema_eps: float = Field(1e-5, gt=0)
+    ema_update: Literal["per_book", "released"] = Field(
+        "per_book", description="per_book: Laplace smoothing within each book and a book that got no feature "
+        "in a step is left as it is; released: one smoothing over the whole table, every code decayed each step")
+    decoder_keep: Literal["reference", "product"] = Field(
+        "reference", description="training pass: the decoder's keep-mask is the reference mask m' alone, erased "
+        "pixels shown to it as -1 (released code), or m x m' as the paper writes it")
 
     @model_validator(mode="after")
     def _patch_is_power_of_two(self) -> "PVQVAEConfig":
         if self.patch_size & (self.patch_size - 1):
             raise ValueError(f"patch_size must be a power of 2, got {self.patch_size}")
-        if self.width % (self.patch_size // 2) or self.width // (self.patch_size // 2) < 2:
-            raise ValueError(f"width {self.width} must be divisible by patch_size/2 = {self.patch_size // 2}")
         return self
 
     @property
     def num_upsamplings(self) -> int:
         return int(math.log2(self.patch_size))
+
+    def level_channels(self) -> list[int]:
+        """Channels at each resolution level, full resolution (0) up to the token grid (log2 r):
+        base * 2^level below the token level, `width` at it. r=8, base 64, width 256 -> [64, 128, 256, 256]."""
+        n = self.num_upsamplings
+        return [self.base_channels * 2 ** level for level in range(n)] + [self.width]
 
 
 class TransformerConfig(StrictModel):
@@ -111,6 +125,9 @@ class LossConfig(StrictModel):
     commitment: float = Field(1.0, ge=0)
     delayed_start: int = Field(5000, ge=0, description="iteration at which gradient, adversarial, "
                                "perceptual and style terms (and the discriminator) switch on")
+    discriminator_inputs: Literal["unit", "released"] = Field(
+        "unit", description="unit: the discriminator sees [0, 1] images in both steps; released: [0, 1] in the "
+        "generator step but the unclamped [-1, 1] images in its own step (the released code's mix)")
 
     @property
     def needs_vgg(self) -> bool:

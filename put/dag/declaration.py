@@ -132,7 +132,7 @@ PLOTS: tuple[Plot, ...] = (
 # Snakemake targets (the first is the default). DVC builds every stage.
 TARGETS: dict[str, tuple[str, ...]] = {
     "all": tuple(s.name for s in STAGES),
-    "ablations": ("evaluate",),  # every variant trained, sampled and evaluated
+    "ablations": ("config", "evaluate"),  # every variant trained, sampled and evaluated; its resolved parameters
 }
 
 

@@ -16,12 +16,6 @@ from put.config import PVQVAEConfig
 from put.models.encoder import ConvResBlock
 
 
-def level_channels(config: PVQVAEConfig) -> list[int]:
-    """Channels of the decoder features at each level; r=8, width=256 -> [64, 128, 256, 256]."""
-    n = config.num_upsamplings
-    return [config.width // 2 ** (n - 1 - level) for level in range(n)] + [config.width]
-
-
 def mask_guided_replace(x: torch.Tensor, reference: torch.Tensor, keep_mask: torch.Tensor) -> torch.Tensor:
     keep = F.interpolate(keep_mask, size=x.shape[-2:], mode="nearest")
     return x * (1 - keep) + reference * keep
@@ -30,7 +24,7 @@ def mask_guided_replace(x: torch.Tensor, reference: torch.Tensor, keep_mask: tor
 class MultiScaleGuidedDecoder(nn.Module):
     def __init__(self, config: PVQVAEConfig):
         super().__init__()
-        ch = level_channels(config)
+        ch = config.level_channels()
         self.num_levels = config.num_upsamplings
         self.conv_in = nn.Conv2d(config.embed_dim, config.width, 3, padding=1)
         self.blocks = nn.Sequential(*[ConvResBlock(config.width) for _ in range(config.num_res_blocks)])

@@ -10,7 +10,9 @@ from put.config import PVQVAEConfig
 
 
 class LinearResBlock(nn.Module):
-    """x + Linear(ReLU(Linear(ReLU(x)))) with a bottleneck of half the width."""
+    """relu(x) + Linear(ReLU(Linear(relu(x)))) with a bottleneck of half the width. The released blocks open
+    with an in-place ReLU, which also overwrites the input that the skip adds back: their checkpoints
+    were trained with relu(x), not x, on the skip."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -18,11 +20,13 @@ class LinearResBlock(nn.Module):
         self.fc2 = nn.Linear(dim // 2, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.fc2(F.relu(self.fc1(F.relu(x))))
+        x = F.relu(x)
+        return x + self.fc2(F.relu(self.fc1(x)))
 
 
 class ConvResBlock(nn.Module):
-    """x + Conv1x1(ReLU(Conv3x3(ReLU(x)))); the released code's second conv is 1x1 (7.40M generator)."""
+    """relu(x) + Conv1x1(ReLU(Conv3x3(relu(x)))): the skip adds relu(x) as in LinearResBlock; the released
+    code's second conv is 1x1 (7.40M generator)."""
 
     def __init__(self, channels: int):
         super().__init__()
@@ -30,7 +34,8 @@ class ConvResBlock(nn.Module):
         self.conv2 = nn.Conv2d(channels // 2, channels, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(F.relu(self.conv1(F.relu(x))))
+        x = F.relu(x)
+        return x + self.conv2(F.relu(self.conv1(x)))
 
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -59,12 +64,13 @@ class PatchEncoder(nn.Module):
 
 
 class ConvEncoder(nn.Module):
-    """Conv-Enc (ablation `conv`): stride-2 4x4 convs down to token resolution, then conv res blocks."""
+    """Conv-Enc (ablation `conv`): stride-2 4x4 convs down to token resolution, then conv res blocks.
+    Channels after the k-th conv: base * 2^k, and `width` after the last (released PatchConvEncoder2)."""
 
     def __init__(self, config: PVQVAEConfig):
         super().__init__()
         n = config.num_upsamplings
-        channels = [3] + [config.width // 2 ** (n - 1 - k) for k in range(n)]
+        channels = [3] + [config.base_channels * 2 ** k for k in range(n - 1)] + [config.width]
         self.down = nn.ModuleList(nn.Conv2d(c_in, c_out, 4, stride=2, padding=1)
                                   for c_in, c_out in zip(channels[:-1], channels[1:]))
         self.blocks = nn.Sequential(*[ConvResBlock(config.width) for _ in range(config.num_res_blocks)])

@@ -1,7 +1,10 @@
-"""P-VQVAE losses (supplementary Sec. B): pixel, gradient, adversarial, perceptual, style, commitment.
+"""P-VQVAE losses (supplementary Sec. B), term by term as the released EdgeConnectLoss computes them:
+pixel, gradient, adversarial, perceptual, style, commitment.
 
-All image terms are computed on [0, 1] images. Gradient, adversarial, perceptual and style terms (and
-the discriminator's own loss) switch on at `LossConfig.delayed_start`.
+All image terms are computed on [0, 1] images (clamped, as the released code's post-processing does).
+Gradient, adversarial, perceptual and style terms (and the discriminator's own loss) switch on at
+`LossConfig.delayed_start`. Without a reference branch (`no_ref`) the released code passes no mask:
+the pixel loss is not divided by a hole fraction and the style loss covers the whole image.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ def to_unit(images: torch.Tensor) -> torch.Tensor:
 
 
 def image_gradients(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward differences along x and y, zero in the last column / row."""
-    dx = F.pad(images[..., :, 1:] - images[..., :, :-1], (0, 1, 0, 0))
-    dy = F.pad(images[..., 1:, :] - images[..., :-1, :], (0, 0, 0, 1))
+    """Magnitudes |x[i+1] - x[i]| of the forward differences along x and y, zero in the last column / row."""
+    dx = F.pad((images[..., :, 1:] - images[..., :, :-1]).abs(), (0, 1, 0, 0))
+    dy = F.pad((images[..., 1:, :] - images[..., :-1, :]).abs(), (0, 0, 0, 1))
     return dx, dy
 
 
@@ -33,9 +36,12 @@ def gram(features: torch.Tensor) -> torch.Tensor:
     return f @ f.transpose(1, 2) / (c * h * w)
 
 
-def pixel_loss(fake: torch.Tensor, real: torch.Tensor, ref_keep: torch.Tensor) -> torch.Tensor:
-    """L1 over the whole image divided by the batch's hole fraction of the reference mask (released code);
-    a batch without holes is not divided (the released code divides by zero there)."""
+def pixel_loss(fake: torch.Tensor, real: torch.Tensor, ref_keep: torch.Tensor | None) -> torch.Tensor:
+    """L1 over the whole image divided by the batch's hole fraction of the decoder's keep-mask (released
+    code); not divided without a reference branch (ref_keep None) or for a batch without holes (where the
+    released code divides by zero)."""
+    if ref_keep is None:
+        return F.l1_loss(fake, real)
     hole_fraction = (1 - ref_keep).mean()
     return F.l1_loss(fake, real) / torch.where(hole_fraction > 0, hole_fraction, torch.ones_like(hole_fraction))
 
@@ -70,6 +76,7 @@ class GeneratorLoss(nn.Module):
         self.vgg = vgg
 
     def forward(self, rec: Reconstruction, discriminator: nn.Module, step: int) -> dict[str, torch.Tensor]:
+        """The weighted terms and their sum `total`; each term is reported unweighted."""
         cfg = self.config
         fake, real = to_unit(rec.images), to_unit(rec.target)
         terms = {"pixel": pixel_loss(fake, real, rec.ref_keep), "commitment": rec.quantized.commitment}
@@ -78,19 +85,21 @@ class GeneratorLoss(nn.Module):
             if cfg.adversarial > 0:
                 terms["adversarial"] = adversarial_target(discriminator(fake), real=True)
             if cfg.needs_vgg:
-                hole = 1 - rec.ref_keep
+                # Style only on the holes, where the decoder had to invent the content (whole image: no_ref).
+                hole = 1 - rec.ref_keep if rec.ref_keep is not None else torch.ones_like(fake[:, :1])
                 feats = self.vgg(torch.cat([fake, real, fake * hole, real * hole]))
                 fake_f, real_f, fake_h, real_h = zip(*(v.chunk(4) for v in feats.values()))
                 names = list(feats)
                 terms["perceptual"] = perceptual_loss(dict(zip(names, fake_f)), dict(zip(names, real_f)))
-                # Style only on the holes, where the decoder had to invent the content.
                 terms["style"] = style_loss(dict(zip(names, fake_h)), dict(zip(names, real_h)))
         terms["total"] = sum(getattr(cfg, name) * value for name, value in terms.items())
         return terms
 
 
-def discriminator_loss(discriminator: nn.Module, rec: Reconstruction) -> torch.Tensor:
-    """(BCE(D(real), 1) + BCE(D(fake), 0)) / 2, both in [0, 1] as in the generator step."""
-    real_logits = discriminator(to_unit(rec.target))
-    fake_logits = discriminator(to_unit(rec.images.detach()))
+def discriminator_loss(discriminator: nn.Module, rec: Reconstruction, inputs: str = "unit") -> torch.Tensor:
+    """(BCE(D(real), 1) + BCE(D(fake), 0)) / 2. inputs "unit": [0, 1] images as in the generator step;
+    "released": the unclamped [-1, 1] images, as the released code's discriminator step feeds them."""
+    scale = to_unit if inputs == "unit" else (lambda images: images)
+    real_logits = discriminator(scale(rec.target))
+    fake_logits = discriminator(scale(rec.images.detach()))
     return (adversarial_target(real_logits, True) + adversarial_target(fake_logits, False)) / 2

@@ -30,7 +30,7 @@ class Reconstruction:
     images: torch.Tensor       # decoder output x^R, [-1, 1] scale
     target: torch.Tensor       # x^ = x (x) m, the image the encoder saw
     quantized: Quantized
-    ref_keep: torch.Tensor     # m (x) m', what the decoder's reference branch could see
+    ref_keep: torch.Tensor | None  # the decoder's keep-mask (m' or m (x) m'); None without a reference branch
 
 
 class PVQVAE(nn.Module):
@@ -76,8 +76,11 @@ class PVQVAE(nn.Module):
         return self.codebook.nearest(flat, book).view(b, h, w)
 
     def forward(self, images: torch.Tensor, erase_keep: torch.Tensor, ref_keep: torch.Tensor) -> Reconstruction:
-        """Training pass: x^ = x (x) m is encoded; the decoder sees only x^ (x) m' (paper Sec. 3.1)."""
+        """Training pass: x^ = x (x) m is encoded; the decoder's reference image is x^ (x) m' (paper Sec. 3.1).
+        Its keep-mask is m' (released: erased pixels are shown to it as known, with x^'s value -1) or m (x) m'
+        (paper), see `PVQVAEConfig.decoder_keep`."""
         target = mask_image(images, erase_keep)
         quantized = self.quantize(self.encode(images, erase_keep), erase_keep)
-        keep = erase_keep * ref_keep
-        return Reconstruction(self.decode(quantized.vectors, keep, images), target, quantized, keep)
+        keep = ref_keep if self.config.decoder_keep == "reference" else erase_keep * ref_keep
+        images_out = self.decode(quantized.vectors, keep, target)
+        return Reconstruction(images_out, target, quantized, keep if self.config.reference_branch else None)

@@ -30,6 +30,7 @@ class DualCodebook(nn.Module):
         self.num_books = 2 if config.dual_codebook else 1
         self.decay = config.ema_decay
         self.eps = config.ema_eps
+        self.per_book = config.ema_update == "per_book"
         embed = torch.randn(self.num_books * config.codebook_size, config.embed_dim)
         self.register_buffer("embed", embed)
         self.register_buffer("cluster_size", torch.zeros(len(embed)))
@@ -49,24 +50,29 @@ class DualCodebook(nn.Module):
         return (~patch_known).long()
 
     def nearest(self, features: torch.Tensor, book: torch.Tensor) -> torch.Tensor:
-        """Index (into the whole table) of the nearest code of the given book. features (N, C), book (N,)."""
-        embed = self.embed.view(self.num_books, self.codebook_size, -1)
-        f = features.float()
-        # |f - e|^2 = |f|^2 - 2 f.e + |e|^2; |f|^2 does not change the argmin.
-        dist_all = (embed.pow(2).sum(-1)).unsqueeze(1) - 2 * torch.einsum("nc,bkc->bnk", f, embed)
-        within = dist_all.gather(0, book.view(1, -1, 1).expand(1, -1, self.codebook_size)).squeeze(0)
-        return within.argmin(-1) + book * self.codebook_size
+        """Index (into the whole table) of the nearest code of the given book. features (N, C), book (N,).
+
+        Always fp32, also inside a caller's bf16 autocast (whose matmul would flip near-tied codes), and
+        with the released code's arithmetic: |f|^2 + |e|^2 - 2 f.e over the whole table, then per book."""
+        with torch.autocast(features.device.type, enabled=False):
+            f, embed = features.float(), self.embed.float()
+            dist_all = f.pow(2).sum(1, keepdim=True) + embed.pow(2).sum(1) - 2 * torch.matmul(f, embed.t())
+            within = dist_all.view(len(f), self.num_books, self.codebook_size)
+            within = within.gather(1, book.view(-1, 1, 1).expand(-1, 1, self.codebook_size)).squeeze(1)
+            return within.argmin(-1) + book * self.codebook_size
 
     def forward(self, features: torch.Tensor, patch_known: torch.Tensor) -> Quantized:
         b, c, h, w = features.shape
         flat = features.permute(0, 2, 3, 1).reshape(-1, c)
         indices = self.nearest(flat.detach(), self.book_of(patch_known).reshape(-1))
-        if self.training and torch.is_grad_enabled():
-            if not self.initialized.all():
-                self._init_from_data(flat.detach().float(), self.book_of(patch_known).reshape(-1))
-                indices = self.nearest(flat.detach(), self.book_of(patch_known).reshape(-1))
-            self._ema_update(flat.detach().float(), indices)
+        training = self.training and torch.is_grad_enabled()
+        if training and not self.initialized.all():
+            self._init_from_data(flat.detach().float(), self.book_of(patch_known).reshape(-1))
+            indices = self.nearest(flat.detach(), self.book_of(patch_known).reshape(-1))
+        # The codes of this step are read before the EMA update moves them (released code).
         codes = self.embed[indices].view(b, h, w, c).permute(0, 3, 1, 2).to(features.dtype)
+        if training:
+            self._ema_update(flat.detach().float(), indices)
         commitment = F.mse_loss(features, codes.detach())
         vectors = features + (codes - features).detach()
         return Quantized(vectors, indices.view(b, h, w), commitment)
@@ -102,20 +108,26 @@ class DualCodebook(nn.Module):
 
     @torch.no_grad()
     def _ema_update(self, flat: torch.Tensor, indices: torch.Tensor) -> None:
-        """EMA of counts and sums (decay 0.99), Laplace-smoothed per book. A book that received no vector
-        in this (global) batch is left as it is: with small batches `e'` may see no masked patch in a step,
-        and decaying it then would blow all of its codes up."""
+        """EMA of counts and sums (decay 0.99) with Laplace smoothing (`ema_update`):
+        - per_book (default): smoothed within each book, and a book that received no vector in this (global)
+          batch is left as it is: with small batches `e'` may see no masked patch in a step, and decaying
+          it then would blow all of its codes up;
+        - released: one smoothing over the whole table and every code decayed in every step."""
         counts = torch.bincount(indices, minlength=len(self.embed)).to(flat.dtype)
         sums = torch.zeros_like(self.embed_avg).index_add_(0, indices, flat)
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(counts)
             dist.all_reduce(sums)
-        k = self.codebook_size
-        active = (counts.view(self.num_books, k).sum(1) > 0).repeat_interleave(k)  # (num_books * K,)
+        if self.per_book:
+            k, groups = self.codebook_size, self.num_books
+            active = (counts.view(groups, k).sum(1) > 0).repeat_interleave(k)  # (num_books * K,)
+        else:
+            k, groups = len(self.embed), 1
+            active = torch.ones_like(counts, dtype=torch.bool)
         decay = torch.where(active, self.decay, 1.0)
         self.cluster_size.mul_(decay).add_(counts * (1 - decay))
         self.embed_avg.mul_(decay.unsqueeze(1)).add_(sums * (1 - decay).unsqueeze(1))
-        size = self.cluster_size.view(self.num_books, k)
+        size = self.cluster_size.view(groups, k)
         total = size.sum(1, keepdim=True)
         # Laplace smoothing keeps unused codes from dividing by zero.
         smoothed = ((size + self.eps) / (total + k * self.eps) * total).view(-1, 1)

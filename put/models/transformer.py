@@ -2,6 +2,10 @@
 
 Read top to bottom: input projection + learned position embedding, n' pre-LN blocks of bidirectional
 multi-head self-attention (SDPA) and a GELU2 MLP, final LayerNorm + linear head onto K tokens.
+
+The input projection and the head always run in fp32, also inside a caller's bf16 autocast: the
+sampler ranks positions and tokens by these logits, and bf16 would flip near-ties (they cost ~1% of
+a forward). Only the blocks follow the caller's precision.
 """
 
 from __future__ import annotations
@@ -96,15 +100,25 @@ class UQTransformer(nn.Module):
         pos = F.interpolate(pos, size=tuple(grid), mode="bicubic", align_corners=False)
         return pos.flatten(2).transpose(1, 2)
 
+    def project(self, features: torch.Tensor) -> torch.Tensor:
+        """(..., C) encoder features or code vectors -> (..., D), in fp32 (the released emb_proj)."""
+        with torch.autocast(features.device.type, enabled=False):
+            return self.input_proj(features.float())
+
     def embed(self, features: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
         """(B, L, C) encoder features or code vectors -> (B, L, D) transformer inputs."""
-        return self.input_proj(features) + self.position_embedding(grid)
+        return self.project(features) + self.position_embedding(grid)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) last hidden states -> (B, L, K) fp32 logits."""
+        with torch.autocast(x.device.type, enabled=False):
+            return self.head(self.ln_f(x.float()))
 
     def forward_embedded(self, x: torch.Tensor) -> torch.Tensor:
         x = self.drop(x)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        return self.logits(x)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """(B, C, h, w) features -> (B, h*w, K) logits over book `e`."""

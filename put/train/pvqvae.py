@@ -64,7 +64,7 @@ class PVQVAETask:
         if adversarial:
             self.disc.requires_grad_(True)
             with autocast(self.dist.device):
-                terms["discriminator"] = discriminator_loss(self.disc_ddp, rec)
+                terms["discriminator"] = discriminator_loss(self.disc_ddp, rec, t.loss.discriminator_inputs)
             self.opt_d.zero_grad(set_to_none=True)
             terms["discriminator"].backward()
             self.opt_d.step()

@@ -1,0 +1,59 @@
+"""The parity fixtures made from the authors' code (tools/parity/make_model_fixtures.py), read back without it.
+
+Their models' weights are not stored: the manifest holds each model's key names and shapes, and the
+weights are regenerated from the same seed with tools/parity/seeded_weights.py, then written as a
+checkpoint in their trainer's format for `put import-official` to convert.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from put.official.keys import DROPPED_PREFIXES
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests/fixtures/parity/models"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
+DEMO_OVERRIDES = FIXTURES / "official_demo_overrides.json"
+TINY_OVERRIDES = FIXTURES / "official_tiny_overrides.json"
+PVQVAE_VARIANTS = ("put", "conv", "one", "no_ref")
+
+
+@cache
+def seeded_weights():
+    """tools/parity/seeded_weights.py, imported by path (tools/ is not a package of the project)."""
+    spec = importlib.util.spec_from_file_location("seeded_weights", ROOT / "tools/parity/seeded_weights.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def official_state(name: str) -> dict[str, torch.Tensor]:
+    """Their state dict `name` of the manifest (e.g. pvqvae_conv, transformer_put), seeded as the script did.
+    The loss module's VGG19 copies and BCE labels, which the importer drops, are zero-stride stand-ins."""
+    layout = MANIFEST["layouts"][name]
+    dropped = {k: torch.zeros(()).expand(shape) for k, shape in layout.items() if k.startswith(DROPPED_PREFIXES)}
+    return seeded_weights().seeded_state(layout, MANIFEST["seed"], dropped, MANIFEST["aliases"].get(name, ()))
+
+
+def write_official(path: Path, name: str) -> Path:
+    """A checkpoint in their trainer's format (Solver.save) holding the seeded model `name`."""
+    torch.save({"last_epoch": 0, "last_iter": 0, "spend_time": 0.0, "model": official_state(name)}, path)
+    return path
+
+
+def outputs(name: str) -> dict[str, torch.Tensor]:
+    with np.load(FIXTURES / f"{name}.npz") as data:
+        return {k: torch.from_numpy(data[k]) for k in data.files}
+
+
+def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(images in [-1, 1], keep-mask, erase keep-mask) as float tensors, from the fixture's uint8/bool arrays."""
+    data = outputs("inputs")
+    return data["images"].float() / 127.5 - 1, data["keep"].float(), data["erase"].float()
