@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import torch
@@ -16,15 +17,26 @@ class ImageReadError(ValueError):
 
 
 def open_image(path: str | os.PathLike) -> Image.Image:
-    """Fully decoded PIL image; a missing, truncated or non-image file raises ImageReadError naming it."""
+    """Fully decoded PIL image; a missing, truncated, oversized or non-image file raises ImageReadError naming
+    it. Every image the package reads comes through here."""
     try:
         with Image.open(path) as img:
             img.load()
             return img.copy()
     except FileNotFoundError:
         raise ImageReadError(f"{path}: no such image file") from None
+    except Image.DecompressionBombError as err:
+        raise ImageReadError(f"{path}: not a readable image ({too_large(err)})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ImageReadError(f"{path}: not a readable image ({err})") from err
+
+
+def too_large(err: Image.DecompressionBombError) -> str:
+    """What PIL refused: the pixel count the file claims (from PIL's message) against the decoding limit."""
+    claimed = re.search(r"\((\d+) pixels\)", str(err))
+    size = f"{int(claimed.group(1)):,} pixels" if claimed else "more pixels than the limit"
+    return (f"its header claims {size}, over the limit of {2 * (Image.MAX_IMAGE_PIXELS or 0):,} pixels that are "
+            "decoded (PIL's decompression-bomb guard, 2 x PIL.Image.MAX_IMAGE_PIXELS)")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
@@ -35,10 +47,14 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
+def read_rgb(path: str | os.PathLike) -> np.ndarray:
+    """(H, W, 3) uint8."""
+    return np.asarray(to_rgb(open_image(path)))
+
+
 def read_image(path: str | os.PathLike) -> torch.Tensor:
     """(3, H, W) float tensor in [-1, 1]."""
-    arr = np.asarray(to_rgb(open_image(path)), dtype=np.float32)
-    return torch.from_numpy(arr).permute(2, 0, 1) / 127.5 - 1
+    return torch.from_numpy(read_rgb(path).astype(np.float32)).permute(2, 0, 1) / 127.5 - 1
 
 
 def to_uint8(image: torch.Tensor) -> np.ndarray:
