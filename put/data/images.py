@@ -26,17 +26,19 @@ def open_image(path: str | os.PathLike) -> Image.Image:
     except FileNotFoundError:
         raise ImageReadError(f"{path}: no such image file") from None
     except Image.DecompressionBombError as err:
-        raise ImageReadError(f"{path}: not a readable image ({too_large(err)})") from None
+        raise ImageReadError(f"{path}: not a readable image: {too_large(err)}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ImageReadError(f"{path}: not a readable image ({err})") from err
 
 
 def too_large(err: Image.DecompressionBombError) -> str:
-    """What PIL refused: the pixel count the file claims (from PIL's message) against the decoding limit."""
-    claimed = re.search(r"\((\d+) pixels\)", str(err))
-    size = f"{int(claimed.group(1)):,} pixels" if claimed else "more pixels than the limit"
-    return (f"its header claims {size}, over the limit of {2 * (Image.MAX_IMAGE_PIXELS or 0):,} pixels that are "
-            "decoded (PIL's decompression-bomb guard, 2 x PIL.Image.MAX_IMAGE_PIXELS)")
+    """What PIL refused to decode: the pixel count the file claims and the limit, both from PIL's message."""
+    found = re.search(r"\((\d+) pixels\) exceeds limit of (\d+) pixels", str(err))
+    if found is None:
+        return f"{err} (PIL's decompression-bomb guard)"
+    claimed, limit = (int(n) for n in found.groups())
+    return (f"its header claims {claimed:,} pixels, more than the {limit:,} decoded at most (PIL's "
+            "decompression-bomb limit, set by PIL.Image.MAX_IMAGE_PIXELS)")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
