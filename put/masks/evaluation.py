@@ -57,9 +57,12 @@ def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.
     orders = {group: np.flatnonzero((ratios >= lo) & (ratios < hi)) for group, (lo, hi) in EVAL_GROUPS.items()}
     empty = [group for group, candidates in orders.items() if not len(candidates)]
     if empty:
+        # PConv sets hold 0-60% holes: mostly-hole masks mean white was read as the wrong colour.
+        hint = (f"; most are holes as read ({pconv.polarity}): is the polarity (masks.pconv_polarity) the other one?"
+                if np.median(ratios) > 0.5 else "")
         raise MaskError(f"{pconv.root}: no mask has a hole ratio (at {pconv.size[1]}x{pconv.size[0]}) in group(s) "
                         f"{', '.join(empty)}; its {len(ratios)} masks range from {ratios.min():.3f} to "
-                        f"{ratios.max():.3f}")
+                        f"{ratios.max():.3f}{hint}")
     return {group: _rng(seed, "pconv", group).permutation(candidates) for group, candidates in orders.items()}
 
 
