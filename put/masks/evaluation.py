@@ -46,8 +46,9 @@ def _stems(test_images: list[str]) -> list[str]:
 
 def pconv_ratios(pconv: MaskFolder, progress: bool = True) -> np.ndarray:
     """Hole ratio of every mask of a folder at the folder's size (each mask read once)."""
-    return np.array([hole_ratio(pconv.load(i))
-                     for i in tqdm(range(len(pconv)), desc="PConv mask ratios", disable=not progress)])
+    # Progress bars as context managers: closed before an error naming a bad file is printed after them.
+    with tqdm(range(len(pconv)), desc="PConv mask ratios", disable=not progress) as indices:
+        return np.array([hole_ratio(pconv.load(i)) for i in indices])
 
 
 def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.ndarray]:
@@ -87,22 +88,21 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
 
     orders = _pconv_orders(pconv, seed, progress) if pconv is not None else None
     rows = []
-    bar = tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress)
-    for group, (lo, hi) in EVAL_GROUPS.items():
-        for i, (image, stem) in enumerate(zip(test_images, stems)):
-            if orders is not None:
-                index = int(orders[group][i % len(orders[group])])
-                keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
-            else:
-                keep, source = mask_with_ratio(size, lo, hi, _rng(seed, group, stem)), "generated"
-            ratio = hole_ratio(keep)
-            if not lo <= ratio < hi:  # a broken generator or folder must not leak into the protocol
-                raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
-            relative = f"{group}/{stem}.png"
-            write_mask(out_dir / relative, keep)
-            rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
-            bar.update()
-    bar.close()
+    with tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress) as bar:
+        for group, (lo, hi) in EVAL_GROUPS.items():
+            for i, (image, stem) in enumerate(zip(test_images, stems)):
+                if orders is not None:
+                    index = int(orders[group][i % len(orders[group])])
+                    keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
+                else:
+                    keep, source = mask_with_ratio(size, lo, hi, _rng(seed, group, stem)), "generated"
+                ratio = hole_ratio(keep)
+                if not lo <= ratio < hi:  # a broken generator or folder must not leak into the protocol
+                    raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
+                relative = f"{group}/{stem}.png"
+                write_mask(out_dir / relative, keep)
+                rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
+                bar.update()
     atomic_write_text(manifest, pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n"))
     return manifest
 

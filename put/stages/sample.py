@@ -98,8 +98,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
           for image, mask in zip(jobs["image"], jobs["mask"])}
 
-    progress = tqdm(total=len(jobs), desc=f"sample {variant}", unit="img")
-    with atomic_dir(out_dir) as staging:
+    with atomic_dir(out_dir) as staging, tqdm(total=len(jobs), desc=f"sample {variant}", unit="img") as progress:
         for mode, rows in jobs.groupby("mode", sort=True):
             for start in range(0, len(rows), cfg.batch_size):
                 batch = rows.iloc[start:start + cfg.batch_size]
@@ -113,7 +112,6 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
                 for output, result in zip(batch["output"], results.float().cpu()):
                     write_image(staging / output, result)
                 progress.update(len(batch))
-        progress.close()
         atomic_write_text(staging / SAMPLES_MANIFEST, jobs.to_csv(index=False))
     return out_dir / SAMPLES_MANIFEST
 
