@@ -263,7 +263,7 @@ def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
     not_json.write_text("{")
     other.write_text('{"splits": {}}')
     wrong_preset.write_text('{"preset": "ffhq", "table": [], "curves": []}')
-    for path, message in [(tmp_path / "none.json", "file not found (expected a metrics file written by `put evaluate`)"),
+    for path, message in [(tmp_path / "none.json", "file not found (expected a metrics file written by `put eval"),
                           (not_json, "not valid JSON"),
                           (other, "not a metrics file written by `put evaluate` (expected an object with 'table'"),
                           (wrong_preset, "metrics of the 'ffhq' preset, expected 'demo'")]:

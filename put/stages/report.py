@@ -66,7 +66,7 @@ def run_report(params: Params, metrics_files: list[Path], samples_root: Path, ma
         tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit)
         if shutil.which("pdflatex"):
             compile_pdf(tex)
-            for byproduct in (".aux", ".log", ".out"):  # kept by compile_pdf for diagnosing failures only
+            for byproduct in (".aux", ".log", ".out"):  # a failure's LatexError quotes the log
                 tex.with_suffix(byproduct).unlink(missing_ok=True)
         else:
             print("pdflatex not found: report.tex written but not compiled (Debian: texlive-latex-base "
