@@ -11,7 +11,10 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextmanager
@@ -79,6 +82,16 @@ def read_json(path: str | os.PathLike, expected: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: not valid JSON ({err}); expected {expected}") from None
+
+
+def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> "pd.DataFrame":
+    """pandas.read_csv(path, **options); a file that does not parse as CSV is an error naming it."""
+    import pandas as pd  # only the readers of tables need it
+
+    try:
+        return pd.read_csv(path, **options)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ValueError(f"{path}: not a readable CSV file ({err}); expected {expected}") from None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

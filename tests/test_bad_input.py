@@ -25,9 +25,9 @@ from put.config.evaluation import MetricProtocol
 from put.config.params import load_params
 from put.data.dataset import ImageListDataset
 from put.data.images import ImageReadError, read_image
-from put.data.split import check_image
+from put.data.split import check_image, read_split
 from put.fileio import atomic_dir
-from put.masks.evaluation import write_eval_masks
+from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.metrics.diversity import _load_group
 from put.metrics.image import metrics_table
@@ -269,3 +269,12 @@ def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
                           (wrong_preset, "metrics of the 'ffhq' preset, expected 'demo'")]:
         with pytest.raises((ValueError, FileNotFoundError), match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
             read_metrics([path], "demo")
+
+
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"], ids=["empty", "binary"])
+@pytest.mark.parametrize("name,read", [("test.csv", lambda folder: read_split(folder / "test.csv")),
+                                       ("manifest.csv", read_manifest), ("samples.csv", read_samples)])
+def test_unreadable_tables_are_named(tmp_path, content, name, read):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / name}: not a readable CSV file")):
+        read(tmp_path)

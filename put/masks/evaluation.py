@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from put.fileio import atomic_write_text
+from put.fileio import atomic_write_text, read_csv
 from put.masks.bins import EVAL_GROUPS, hole_ratio
 from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
@@ -112,7 +112,8 @@ def read_manifest(out_dir: Path) -> pd.DataFrame:
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         raise MaskError(f"{path}: no evaluation-mask manifest (run the `put masks` stage first)")
-    frame = pd.read_csv(path, dtype={"image": str, "mask": str, "group": str, "source": str}, keep_default_na=False)
+    frame = read_csv(path, "the manifest `put masks` writes", keep_default_na=False,
+                     dtype={"image": str, "mask": str, "group": str, "source": str})
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise MaskError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
-from put.fileio import atomic_dir, atomic_write_text
+from put.fileio import atomic_dir, atomic_write_text, read_csv
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import read_manifest
 from put.masks.io import read_mask
@@ -53,8 +53,8 @@ def read_samples(samples: Path) -> pd.DataFrame:
     path = Path(samples) / SAMPLES_MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
-    jobs = pd.read_csv(path, dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str},
-                       keep_default_na=False)
+    jobs = read_csv(path, "the samples manifest `put sample` writes", keep_default_na=False,
+                    dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
     missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
     if missing:
         raise ValueError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
