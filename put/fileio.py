@@ -1,5 +1,6 @@
-"""Writing files so that a crash never leaves half of one: everything goes to a temporary name beside
-the target and is renamed onto it (atomic on POSIX), and content hashes."""
+"""Files in and out: writes that a crash or a bad input never leaves half done (everything goes to a
+temporary name beside the target, file or folder, and is renamed onto it: atomic on POSIX), checks that an
+output can be written before the work starts, JSON and CSV reads whose errors name the file, content hashes."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def read_json(path: str | os.PathLike, expected: str) -> Any:
         raise ValueError(f"{path}: not valid JSON ({err}); expected {expected}") from None
 
 
-def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> "pd.DataFrame":
+def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> pd.DataFrame:
     """pandas.read_csv(path, **options); a file that does not parse as CSV is an error naming it."""
     import pandas as pd  # only the readers of tables need it
 
