@@ -91,6 +91,11 @@ def test_every_dag_output_lies_where_working_copies_leave_products_out():
     roots = product_roots()
     assert {"data", "runs", "results", "reports"} <= roots
     assert [name for name in dvc_outputs(ROOT) if not is_product(Path(name).as_posix(), roots)] == []
+    # and no code does: a location added to put/paths.py must not take a code folder or file with it
+    tracked = filter(None, subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True,
+                                          text=True).stdout.split("\0"))
+    code_like = [n for n in tracked if n.endswith((".py", ".smk")) or "/" not in n]
+    assert [n for n in code_like if is_product(n, roots)] == ["dvc.lock"]
 
 
 @pytest.mark.parametrize("text,message", [
