@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from put.fileio import atomic_path, file_sha256
 
 FORMAT = "put-checkpoint/1"
 KINDS = ("pvqvae", "transformer")
+PAYLOAD_KEYS = ("kind", "config", "model", "weights_digest")
 
 
 class CheckpointError(RuntimeError):
@@ -77,23 +80,54 @@ def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> None:
     }, path)
 
 
-def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> Checkpoint:
+def pickled_objects_message(path: str | os.PathLike, refusal: str = "", expected: str = "a PUT checkpoint") -> str:
+    """Why a file that a weights-only `torch.load` refused is not loaded: the Python objects it holds, named when
+    torch can list them without executing anything, else from `refusal` (torch's error text, of which only the
+    object's name is kept, never its advice to load with weights_only=False: that would run them)."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # not a zip archive torch.save wrote (a legacy or raw pickle): torch's text names one
+        names = re.findall(r"GLOBAL ([\w.]+)", refusal)[:1]
+    held = (f"pickled Python objects ({', '.join(names)})" if names else
+            "data a weights-only load refuses (pickled Python objects, or not a file torch.save wrote)")
+    return (f"{path}: holds {held}, which {expected} never contains (only tensors, numbers, strings and "
+            "containers of them); it will not be loaded, since unpickling it could run arbitrary code")
+
+
+def load_torch_file(path: str | os.PathLike, expected: str = "a PUT checkpoint") -> Any:
+    """`torch.load(weights_only=True)` on the CPU, with errors that name the file and what was expected."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint file not found")
+        raise CheckpointError(f"{path}: file not found (expected {expected})")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(pickled_objects_message(path, str(err), expected)) from None
     except Exception as err:  # zip/unpickling errors of a truncated or foreign file
-        raise CheckpointError(f"{path}: not a readable PUT checkpoint (truncated or corrupt?): {err}") from err
+        raise CheckpointError(f"{path}: not readable as {expected} (truncated or corrupt?): {err}") from None
+
+
+def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> Checkpoint:
+    path = Path(path)
+    payload = load_torch_file(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a PUT checkpoint (expected format {FORMAT!r})")
+    if missing := [key for key in PAYLOAD_KEYS if key not in payload]:
+        raise CheckpointError(f"{path}: PUT checkpoint lacks {', '.join(missing)} (file altered or damaged)")
     if kind is not None and payload["kind"] != kind:
         raise CheckpointError(f"{path}: is a {payload['kind']} checkpoint, expected a {kind} checkpoint")
-    if weights_digest(payload["model"]) != payload["weights_digest"]:
+    model = payload["model"]
+    if not (isinstance(model, dict) and all(isinstance(t, torch.Tensor) for t in model.values())):
+        raise CheckpointError(f"{path}: its weights are not a mapping of names to tensors (file altered or damaged)")
+    if weights_digest(model) != payload["weights_digest"]:
         raise CheckpointError(f"{path}: weights do not match their recorded digest (file altered or damaged)")
+    try:
+        config = json.loads(payload["config"])
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: its config is not valid JSON ({err}; file altered or damaged)") from None
     pvqvae = payload.get("pvqvae") or {}
-    return Checkpoint(payload["kind"], json.loads(payload["config"]), payload["model"], payload.get("training") or {},
-                      pvqvae.get("path"), pvqvae.get("sha256"), path)
+    return Checkpoint(payload["kind"], config, model, payload.get("training") or {}, pvqvae.get("path"),
+                      pvqvae.get("sha256"), path)
 
 
 def relative_reference(target: str | os.PathLike, from_file: str | os.PathLike) -> str:

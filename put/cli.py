@@ -14,9 +14,38 @@ import torch
 
 from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
-from put.fileio import tee_output
+from put.fileio import check_output, tee_output
 
-USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
+# Bad input, and files or folders that are missing, of the wrong kind or not writable: exit status 2.
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
+                                            NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def describe(err: Exception) -> str:
+    """The error for the user: an operating-system error as "PATH: reason", others as their message."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def device_name(text: str) -> str:
+    """A device this machine has: checked when the command line is read, not after loading a model."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (expected cpu, cuda or cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: no CUDA device is available here (use --device cpu)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
 
 
 def threads_per_process(processes: int = 1) -> int | None:
@@ -260,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--mask", required=True, help="binary mask image of the same size")
     inp.add_argument("--mask-polarity", choices=["hole-white", "keep-white"], default="hole-white",
                      help="which pixels of the mask file are white: the holes (default, as PConv masks) or the kept")
-    inp.add_argument("--samples", type=int, default=1, help="number of diverse results")
+    inp.add_argument("--samples", type=positive_int, default=1, help="number of diverse results")
     inp.add_argument("--top-k", type=int, default=50)
     inp.add_argument("--temperature", type=float, default=1.0, help="multiplies the logits (released code)")
     inp.add_argument("--tokens-per-step", type=int, default=1, help="tokens sampled per forward pass")
@@ -271,15 +300,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep the decoder's output everywhere, as the paper's evaluation does")
     inp.add_argument("--pad", action="store_true", help="pad to a multiple of the patch size (result cropped back)")
     inp.add_argument("--seed", type=int, default=0)
-    inp.add_argument("--batch-size", type=int, help="samples per forward batch (default: all at once)")
-    inp.add_argument("--device", default=default_device())
+    inp.add_argument("--batch-size", type=positive_int, help="samples per forward batch (default: all at once)")
+    inp.add_argument("--device", type=device_name, default=default_device())
     inp.add_argument("--out", required=True, help="output folder")
-    inp.set_defaults(func=cmd_inpaint)
+    inp.set_defaults(func=cmd_inpaint, out_folder=True)
 
     config = sub.add_parser("config", help="write every parameter the stages use, resolved (the DAG tracks it)")
     add_params_arguments(config)
     config.add_argument("--out", required=True, help="YAML file")
-    config.set_defaults(func=cmd_config)
+    config.set_defaults(func=cmd_config, out_folder=False)
 
     dag = sub.add_parser("dag", help="generate dvc.yaml from the DAG declaration (put/dag/declaration.py)")
     dag.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
@@ -294,18 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--variant", choices=VARIANTS,
                      help="default: read from the P-VQVAE's tensors (tok and qua0 must be given)")
     imp.add_argument("--out", required=True, help="folder for pvqvae.pt and transformer.pt")
-    imp.set_defaults(func=cmd_import_official)
+    imp.set_defaults(func=cmd_import_official, out_folder=True)
 
     split = sub.add_parser("split", help="list the dataset's train/test images with checksums (builds the demo set)")
     add_params_arguments(split)
     split.add_argument("--out", default="data/splits", help="folder for train.csv, test.csv, split_report.json")
-    split.set_defaults(func=cmd_split)
+    split.set_defaults(func=cmd_split, out_folder=True)
 
     masks = sub.add_parser("masks", help="write the frozen evaluation masks and their manifest")
     add_params_arguments(masks)
     masks.add_argument("--split", default="data/splits", help="folder written by `put split`")
     masks.add_argument("--out", default="data/masks", help="output folder")
-    masks.set_defaults(func=cmd_masks)
+    masks.set_defaults(func=cmd_masks, out_folder=True)
 
     for name, func, variants, what in [
             ("train-pvqvae", cmd_train_pvqvae, PVQVAE_VARIANTS, "train a P-VQVAE (resumes if interrupted)"),
@@ -320,11 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--curves", help="folder for the loss and held-out metric curves (train.csv, eval.csv)")
         train.add_argument("--restart", action="store_true",
                            help="discard a saved state (e.g. one made with other settings) and train afresh")
-        train.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+        train.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")
         train.add_argument("--gpus", type=int, default=0,
                            help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
                                 "(DDP; gloo on CPU); 0 or 1: one process")
-        train.set_defaults(func=func)
+        train.set_defaults(func=func, out_folder=False)
 
     sample = sub.add_parser("sample", help="inpaint the evaluation set with one variant (deterministic, top-K, "
                                            "diversity samples)")
@@ -334,8 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint records)")
     sample.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
     sample.add_argument("--out", required=True, help="output folder (samples.csv + PNGs)")
-    sample.add_argument("--device", default=None)
-    sample.set_defaults(func=cmd_sample)
+    sample.add_argument("--device", type=device_name)
+    sample.set_defaults(func=cmd_sample, out_folder=True)
 
     evaluate = sub.add_parser("evaluate", help="metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)")
     add_params_arguments(evaluate, tags=True)
@@ -343,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--samples", required=True, help="folder written by `put sample`")
     evaluate.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
     evaluate.add_argument("--out", required=True, help="metrics JSON")
-    evaluate.set_defaults(func=cmd_evaluate)
+    evaluate.set_defaults(func=cmd_evaluate, out_folder=False)
 
     report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
     add_params_arguments(report, tags=True)
@@ -353,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--masks", required=True, help="folder written by `put masks`")
     report.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
     report.add_argument("--out", required=True, help="report folder")
-    report.set_defaults(func=cmd_report)
+    report.set_defaults(func=cmd_report, out_folder=True)
 
     weights = sub.add_parser("weights", help="which pretrained files are present or missing, and where each belongs")
     weights.add_argument("--json", action="store_true")
@@ -362,32 +391,34 @@ def build_parser() -> argparse.ArgumentParser:
     suite = sub.add_parser("bench-suite", help="the DAG's benchmarks of a preset's models (random weights)")
     add_params_arguments(suite)
     suite.add_argument("--out", required=True, help="folder for sampling.json and pvqvae.json")
-    suite.set_defaults(func=cmd_bench_suite)
+    suite.set_defaults(func=cmd_bench_suite, out_folder=True)
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])
     bench.add_argument("--preset", choices=list(PRESETS), default="ffhq")
-    bench.add_argument("--steps", type=int, default=5, help="sampling steps to time")
-    bench.add_argument("--batch", type=int, default=1)
-    bench.add_argument("--tokens-per-step", type=int, default=1)
-    bench.add_argument("--device", default=default_device())
+    bench.add_argument("--steps", type=positive_int, default=5, help="sampling steps to time")
+    bench.add_argument("--batch", type=positive_int, default=1)
+    bench.add_argument("--tokens-per-step", type=positive_int, default=1)
+    bench.add_argument("--device", type=device_name, default=default_device())
     bench.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
     bench.add_argument("--out", help="write the figures as JSON here")
-    bench.set_defaults(func=cmd_bench)
+    bench.set_defaults(func=cmd_bench, out_folder=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "gpus", 0) > 1 and "WORLD_SIZE" not in os.environ:
-        launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
-    if threads := threads_per_process():
-        torch.set_num_threads(threads)
     with tee_output(args.log) if getattr(args, "log", None) else nullcontext():
         try:
+            if getattr(args, "out", None) is not None:  # before any work: a bad --out fails now, not hours later
+                check_output(args.out, folder=args.out_folder)
+            if getattr(args, "gpus", 0) > 1 and "WORLD_SIZE" not in os.environ:
+                launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
+            if threads := threads_per_process():
+                torch.set_num_threads(threads)
             args.func(args)
         except USER_ERRORS as err:
-            print(f"put {args.command}: error: {err}", file=sys.stderr)
+            print(f"put {args.command}: error: {describe(err)}", file=sys.stderr)
             return 2
     return 0

@@ -1,22 +1,44 @@
-"""Shared by the slow tests that run the DAG: a throwaway copy of the repository as it is now."""
+"""Shared by the slow tests that run the DAG: a throwaway copy of the repository's code as it is now."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+import put.paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# DVC's record of the last run's outputs: `dvc repro` and `make record` rewrite it.
+DVC_LOCK = "dvc.lock"
 
-def working_copy(dst: Path) -> Path:
-    """A git clone of this repository with the working tree's files (committed or not, minus ignored ones)
-    copied over it, so the DAG under test is the code being tested."""
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(dst)], check=True, timeout=120)
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+
+def product_roots() -> set[str]:
+    """The top folders of every path pattern in put/paths.py (data, runs, results, reports, logs): whatever lies
+    under them, committed or not, is made by the pipeline (or `make bench`), never code."""
+    patterns = [value for name, value in vars(put.paths).items() if name.isupper() and isinstance(value, str)]
+    return {PurePosixPath(pattern).parts[0] for pattern in patterns} | {put.paths.benchmark_dir().parts[0]}
+
+
+def is_product(name: str, roots: set[str]) -> bool:
+    """`name` (a path relative to the repository root, as git lists it) is a pipeline product."""
+    return name == DVC_LOCK or PurePosixPath(name).parts[0] in roots
+
+
+def working_copy(dst: Path, source: Path = ROOT) -> Path:
+    """A git clone of `source` with the working tree's changes to its code (edited, new or deleted files,
+    minus ignored ones) copied over it, so that the DAG under test is the code being tested. Pipeline
+    products are left as committed: outputs of an earlier `make demo` in `source` (metrics, benchmarks,
+    checkpoints, a rewritten dvc.lock or report) would make Snakemake or DVC find targets done and skip them."""
+    subprocess.run(["git", "clone", "-q", str(source), str(dst)], check=True, timeout=120)
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=source,
                            check=True, capture_output=True, text=True).stdout.split("\0")
+    roots = product_roots()
     for name in filter(None, files):
-        src = ROOT / name
+        if is_product(name, roots):
+            continue
+        src = source / name
         if src.is_file():
             (dst / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / name)

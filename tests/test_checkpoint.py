@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
+import collections
+import os
 import pickle
 import shutil
 
 import pytest
 import torch
 
-from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from put.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    pickled_objects_message,
+    save_checkpoint,
+    weights_digest,
+)
 from put.model_io import load_put_model, save_pvqvae
 from put.models.put_model import PUTModel
 from tests.conftest import TINY
@@ -55,15 +65,49 @@ def test_tampered_weights_are_rejected(tiny_checkpoints, tmp_path):
         load_checkpoint(pvqvae_path)
 
 
-def test_pickled_objects_are_refused(tmp_path):
-    class Evil:
-        def __reduce__(self):
-            return (print, ("pwned",))
+class Payload:
+    """Unpickling this runs os.mkdir(marker): the marker's absence shows nothing ran."""
 
-    path = tmp_path / "evil.pt"
-    with open(path, "wb") as f:
-        torch.save({"format": "put-checkpoint/1", "x": Evil()}, f, pickle_module=pickle)
-    with pytest.raises(CheckpointError, match="not a readable PUT checkpoint"):
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["torch.save", "legacy"])
+def test_pickled_objects_are_refused_naming_them_and_nothing_runs(tmp_path, zip_format):
+    path, marker = tmp_path / "evil.pt", tmp_path / "pwned"
+    torch.save({"format": "put-checkpoint/1", "x": Payload(marker)}, path, pickle_module=pickle,
+               _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: holds pickled Python objects ({os.mkdir.__module__}.mkdir)")
+    assert "which a PUT checkpoint never contains" in message and "it will not be loaded" in message
+    assert "weights_only=False" not in message and "allowlist" not in message
+    assert not marker.exists()
+
+
+def test_pickled_objects_message_names_every_global_torch_lists(tmp_path):
+    path = tmp_path / "objects.pt"
+    torch.save({"args": argparse.Namespace(lr=1), "opt": collections.OrderedDict(a=Payload(tmp_path / "x"))}, path)
+    message = pickled_objects_message(path, expected="the authors' checkpoint")
+    assert "argparse.Namespace" in message and f"{os.mkdir.__module__}.mkdir" in message
+    assert "which the authors' checkpoint never contains" in message
+
+
+@pytest.mark.parametrize("payload,message", [
+    ({"format": "put-checkpoint/1", "kind": "pvqvae"}, "lacks config, model, weights_digest"),
+    ({"format": "put-checkpoint/1", "kind": "pvqvae", "config": "{}", "model": {"w": 1}, "weights_digest": ""},
+     "not a mapping of names to tensors"),
+    ({"format": "put-checkpoint/1", "kind": "pvqvae", "config": "{", "model": {}, "weights_digest": weights_digest({})},
+     "config is not valid JSON"),
+])
+def test_incomplete_put_checkpoints_are_named_errors(tmp_path, payload, message):
+    path = tmp_path / "odd.pt"
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=message):
         load_checkpoint(path)
 
 

@@ -23,8 +23,9 @@ from put.config.params import ParamsError, load_params
 from put.dag import dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
 from put.dag.graph import downstream, instances, output_paths
-from put.paths import metrics_file, path_of, report_dir, REPORT_PDF
-from tests.helpers import ROOT, working_copy
+from put.paths import (REPORT_PDF, metrics_file, path_of, pvqvae_checkpoint, report_dir, samples_dir, split_dir,
+                       transformer_checkpoint)
+from tests.helpers import ROOT, is_product, product_roots, working_copy
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -192,6 +193,57 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
         # The report reads the whole resolved file (it prints it).
         assert status == {"config", "report"} | per_variant("train_transformer")
         assert plan == downstream({"config"} | per_variant("train_transformer"))
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@put", *args], cwd=repo, check=True,
+                   capture_output=True, timeout=60)
+
+
+def test_working_copy_takes_the_code_and_leaves_pipeline_products_out(tmp_path):
+    """Issue 13: after `make demo`, the metrics and benchmark files (DVC outputs with cache: false, which DVC
+    does not git-ignore) were copied into the cluster test's repository, and Snakemake found nothing to do."""
+    source = tmp_path / "checkout"
+    committed = {"put/stage.py": "v1", "put/gone.py": "", "dvc.lock": "committed", ".gitignore": "mlflow.db\n",
+                 f"{report_dir('demo')}/table1.tex": "committed"}
+    for name, text in committed.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text)
+    git(source, "init", "-q")
+    git(source, "add", "-A")
+    git(source, "commit", "-q", "-m", "code")
+    # The code under test: edited, new and deleted files.
+    (source / "put/stage.py").write_text("v2")
+    (source / "put/new.py").write_text("new")
+    (source / "put/gone.py").unlink()
+    # What a `make demo` leaves: untracked outputs, DVC's .gitignore files, a regenerated report, a new lock.
+    products = [metrics_file("demo", "put"), Path("results/demo/bench/sampling.json"), pvqvae_checkpoint("demo", "put"),
+                transformer_checkpoint("demo", "tok"), split_dir("demo") / "train.csv", Path("data/demo/.gitignore"),
+                samples_dir("demo", "put") / "samples.csv", report_dir("demo") / "curve_fid.png", Path("mlflow.db")]
+    for name in products:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text("made by the pipeline")
+    (source / report_dir("demo") / "table1.tex").write_text("regenerated")
+    (source / "dvc.lock").write_text("rewritten")
+
+    copy = working_copy(tmp_path / "copy", source=source)
+    assert (copy / "put/stage.py").read_text() == "v2" and (copy / "put/new.py").is_file()
+    assert not (copy / "put/gone.py").exists()
+    assert [str(name) for name in products if (copy / name).exists()] == []
+    assert (copy / report_dir("demo") / "table1.tex").read_text() == "committed"
+    assert (copy / "dvc.lock").read_text() == "committed"
+
+
+def test_every_dag_output_lies_where_working_copies_leave_products_out():
+    roots = product_roots()
+    assert {"data", "runs", "results", "reports", "logs"} <= roots
+    outputs = {out for stage in dvc_stages(ROOT).values() for out in stage["outs"]}
+    assert [name for name in outputs if not is_product(Path(name).as_posix(), roots)] == []
+    # and no code does: a location added to put/paths.py must not take a code folder or file with it
+    tracked = filter(None, subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True,
+                                          text=True).stdout.split("\0"))
+    code_like = [n for n in tracked if n.endswith((".py", ".smk")) or "/" not in n]
+    assert [n for n in code_like if is_product(n, roots)] == ["dvc.lock"]
 
 
 @pytest.mark.parametrize("text,message", [

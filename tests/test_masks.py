@@ -308,6 +308,12 @@ def test_write_eval_masks_errors(tmp_path):
     with pytest.raises(MaskError, match=r"pconv.*group\(s\) 40-60, 30-40, 40-50, 50-60;"):
         write_eval_masks(IMAGES, tmp_path / "out", (32, 32), seed=0, pconv=folder, progress=False)
     assert not (tmp_path / "out" / "manifest.csv").exists()
+    # A PConv set (0-60% holes) read with the wrong polarity: the message points at it.
+    inverted = fake_pconv(tmp_path / "inverted", (32, 32), [0.05, 0.15, 0.25, 0.35, 0.4])
+    with pytest.raises(MaskError, match=r"group\(s\) 20-40, 10-20, 20-30.*most are holes as read \(keep-white\): "
+                                        r"is the polarity \(masks.pconv_polarity\) the other one\?"):
+        write_eval_masks(IMAGES, tmp_path / "out", (32, 32), seed=0, progress=False,
+                         pconv=MaskFolder(inverted, "keep-white", (32, 32)))
     with pytest.raises(ValueError, match="share the stem"):
         write_eval_masks(["a/x.png", "b/x.jpg"], tmp_path / "out2", (32, 32), seed=0, progress=False)
     with pytest.raises(MaskError, match="manifest"):

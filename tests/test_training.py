@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from put.checkpoint import load_checkpoint
+from put.checkpoint import CheckpointError, load_checkpoint
 from put.config.params import load_params
 from put.pretrained import MissingWeightsError
 from put.stages.split import run_split
@@ -317,3 +317,11 @@ def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monke
     assert run.data.tags["put.stage.train_pvqvae.dvc_stage"] == "train_pvqvae@put"
     assert run.data.tags["put.slurm_job_id"] == "4242" and run.data.tags["put.variant"] == "put"
     assert run.data.tags["put.dag_id"] == p.dag_id() and run.info.status == "FINISHED"
+
+
+def test_a_damaged_resume_state_is_named_with_what_to_do(workdir, tmp_path):
+    out = tmp_path / "pvqvae.pt"
+    resume_path(out).write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(CheckpointError, match=f"{resume_path(out)}: not readable as a PUT checkpoint .*"
+                                              "this run would resume from it: move it away to start afresh"):
+        train_pvqvae(params(workdir), "put", workdir / "splits", out, "cpu")

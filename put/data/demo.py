@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from put.data.images import open_image, to_rgb, write_png
+from put.data.images import read_rgb, write_png
 
 # name -> (package, file inside the package folder)
 DEMO_SOURCES: dict[str, tuple[str, str]] = {
@@ -53,7 +53,7 @@ def package_file(package: str, relative: str) -> Path:
 def load_photo(package: str, relative: str) -> np.ndarray:
     """HxWx3 uint8 colour photo; a grayscale file is refused (the demo wants RGB content)."""
     path = package_file(package, relative)
-    arr = np.asarray(to_rgb(open_image(path)))
+    arr = read_rgb(path)
     if np.array_equal(arr[..., 0], arr[..., 1]) and np.array_equal(arr[..., 1], arr[..., 2]):
         raise ValueError(f"{path}: grayscale image, expected an RGB photo")
     return arr

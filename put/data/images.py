@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import torch
@@ -16,15 +17,28 @@ class ImageReadError(ValueError):
 
 
 def open_image(path: str | os.PathLike) -> Image.Image:
-    """Fully decoded PIL image; a missing, truncated or non-image file raises ImageReadError naming it."""
+    """Fully decoded PIL image; a missing, truncated, oversized or non-image file raises ImageReadError naming
+    it. Every image the package reads comes through here."""
     try:
         with Image.open(path) as img:
             img.load()
             return img.copy()
     except FileNotFoundError:
         raise ImageReadError(f"{path}: no such image file") from None
+    except Image.DecompressionBombError as err:
+        raise ImageReadError(f"{path}: not a readable image: {too_large(err)}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ImageReadError(f"{path}: not a readable image ({err})") from err
+
+
+def too_large(err: Image.DecompressionBombError) -> str:
+    """What PIL refused to decode: the pixel count the file claims and the limit, both from PIL's message."""
+    found = re.search(r"\((\d+) pixels\) exceeds limit of (\d+) pixels", str(err))
+    if found is None:
+        return f"{err} (PIL's decompression-bomb guard)"
+    claimed, limit = (int(n) for n in found.groups())
+    return (f"its header claims {claimed:,} pixels, more than the {limit:,} decoded at most (PIL's "
+            "decompression-bomb limit, set by PIL.Image.MAX_IMAGE_PIXELS)")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
@@ -35,10 +49,14 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
+def read_rgb(path: str | os.PathLike) -> np.ndarray:
+    """(H, W, 3) uint8."""
+    return np.asarray(to_rgb(open_image(path)))
+
+
 def read_image(path: str | os.PathLike) -> torch.Tensor:
     """(3, H, W) float tensor in [-1, 1]."""
-    arr = np.asarray(to_rgb(open_image(path)), dtype=np.float32)
-    return torch.from_numpy(arr).permute(2, 0, 1) / 127.5 - 1
+    return torch.from_numpy(read_rgb(path).astype(np.float32)).permute(2, 0, 1) / 127.5 - 1
 
 
 def to_uint8(image: torch.Tensor) -> np.ndarray:

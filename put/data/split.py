@@ -15,7 +15,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, open_image
-from put.fileio import atomic_write_text, file_sha256
+from put.fileio import atomic_write_text, file_sha256, read_csv
 
 COLUMNS = ["path", "sha256", "width", "height"]
 
@@ -92,7 +92,8 @@ def read_split(csv: Path, base: Path | None = None) -> list[Path]:
     csv = Path(csv)
     if not csv.is_file():
         raise FileNotFoundError(f"{csv}: split file not found; run `put split` first")
-    table = pd.read_csv(csv, dtype={"path": str, "sha256": str}, keep_default_na=False)
+    table = read_csv(csv, "a split file written by `put split`", dtype={"path": str, "sha256": str},
+                     keep_default_na=False)
     if "path" not in table.columns:
         raise ValueError(f"{csv}: expected a 'path' column (columns: {', '.join(COLUMNS)}), "
                          f"got {', '.join(table.columns)}")

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from put.fileio import atomic_write_text
+from put.fileio import atomic_write_text, read_csv
 from put.masks.bins import EVAL_GROUPS, hole_ratio
 from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
@@ -46,8 +46,9 @@ def _stems(test_images: list[str]) -> list[str]:
 
 def pconv_ratios(pconv: MaskFolder, progress: bool = True) -> np.ndarray:
     """Hole ratio of every mask of a folder at the folder's size (each mask read once)."""
-    return np.array([hole_ratio(pconv.load(i))
-                     for i in tqdm(range(len(pconv)), desc="PConv mask ratios", disable=not progress)])
+    # Progress bars as context managers: closed before an error naming a bad file is printed after them.
+    with tqdm(range(len(pconv)), desc="PConv mask ratios", disable=not progress) as indices:
+        return np.array([hole_ratio(pconv.load(i)) for i in indices])
 
 
 def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.ndarray]:
@@ -57,9 +58,12 @@ def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.
     orders = {group: np.flatnonzero((ratios >= lo) & (ratios < hi)) for group, (lo, hi) in EVAL_GROUPS.items()}
     empty = [group for group, candidates in orders.items() if not len(candidates)]
     if empty:
+        # PConv sets hold 0-60% holes: mostly-hole masks mean white was read as the wrong colour.
+        hint = (f"; most are holes as read ({pconv.polarity}): is the polarity (masks.pconv_polarity) the other one?"
+                if np.median(ratios) > 0.5 else "")
         raise MaskError(f"{pconv.root}: no mask has a hole ratio (at {pconv.size[1]}x{pconv.size[0]}) in group(s) "
                         f"{', '.join(empty)}; its {len(ratios)} masks range from {ratios.min():.3f} to "
-                        f"{ratios.max():.3f}")
+                        f"{ratios.max():.3f}{hint}")
     return {group: _rng(seed, "pconv", group).permutation(candidates) for group, candidates in orders.items()}
 
 
@@ -84,22 +88,21 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
 
     orders = _pconv_orders(pconv, seed, progress) if pconv is not None else None
     rows = []
-    bar = tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress)
-    for group, (lo, hi) in EVAL_GROUPS.items():
-        for i, (image, stem) in enumerate(zip(test_images, stems)):
-            if orders is not None:
-                index = int(orders[group][i % len(orders[group])])
-                keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
-            else:
-                keep, source = mask_with_ratio(size, lo, hi, _rng(seed, group, stem)), "generated"
-            ratio = hole_ratio(keep)
-            if not lo <= ratio < hi:  # a broken generator or folder must not leak into the protocol
-                raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
-            relative = f"{group}/{stem}.png"
-            write_mask(out_dir / relative, keep)
-            rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
-            bar.update()
-    bar.close()
+    with tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress) as bar:
+        for group, (lo, hi) in EVAL_GROUPS.items():
+            for i, (image, stem) in enumerate(zip(test_images, stems)):
+                if orders is not None:
+                    index = int(orders[group][i % len(orders[group])])
+                    keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
+                else:
+                    keep, source = mask_with_ratio(size, lo, hi, _rng(seed, group, stem)), "generated"
+                ratio = hole_ratio(keep)
+                if not lo <= ratio < hi:  # a broken generator or folder must not leak into the protocol
+                    raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
+                relative = f"{group}/{stem}.png"
+                write_mask(out_dir / relative, keep)
+                rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
+                bar.update()
     atomic_write_text(manifest, pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n"))
     return manifest
 
@@ -109,7 +112,8 @@ def read_manifest(out_dir: Path) -> pd.DataFrame:
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         raise MaskError(f"{path}: no evaluation-mask manifest (run the `put masks` stage first)")
-    frame = pd.read_csv(path, dtype={"image": str, "mask": str, "group": str, "source": str}, keep_default_na=False)
+    frame = read_csv(path, "the manifest `put masks` writes", keep_default_na=False,
+                     dtype={"image": str, "mask": str, "group": str, "source": str})
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise MaskError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")

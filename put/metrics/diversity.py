@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from put.metrics import MetricValue
-from put.metrics.image import MetricProtocol, read_rgb
+from put.data.images import read_rgb
+from put.metrics.image import MetricProtocol
 from put.pretrained import LPIPS_BACKBONES
 
 Distance = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

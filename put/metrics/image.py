@@ -10,6 +10,7 @@ from PIL import Image
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from put.config.evaluation import MetricProtocol
+from put.data.images import read_rgb
 
 
 def _check_rgb_uint8(name: str, a: np.ndarray) -> None:
@@ -50,11 +51,6 @@ def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtoc
         a, b, win_size=protocol.ssim_window, gaussian_weights=protocol.ssim_gaussian,
         data_range=protocol.data_range, channel_axis=None if protocol.grayscale else 2)
     return {"psnr": float(psnr), "ssim": float(ssim), "mae": relative_mae(a, b)}
-
-
-def read_rgb(path: Path) -> np.ndarray:
-    with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
 
 
 def metrics_table(pairs: list[tuple[Path, Path]], protocol: MetricProtocol) -> pd.DataFrame:

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torchvision.models.vgg import cfgs, make_layers
 
+from put.checkpoint import load_torch_file
 from put.pretrained import VGG19, MissingWeightsError
 
 # Index of each ReLU in torchvision's vgg19().features.
@@ -35,7 +36,7 @@ class VGG19Features(nn.Module):
     def pretrained(cls) -> "VGG19Features":
         """Loads torchvision's ImageNet weights from the hub cache; MissingWeightsError names the file if absent."""
         path = VGG19.require()
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_torch_file(path, expected="torchvision's VGG19 weights file")
         features = make_layers(cfgs["E"])[: max(RELU_INDEX.values()) + 1]
         try:
             features.load_state_dict({k: state[f"features.{k}"] for k in features.state_dict()})

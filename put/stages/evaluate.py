@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 
 from put.config.params import Params
-from put.fileio import atomic_write_text
+from put.fileio import atomic_write_text, read_json
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
+from put.masks.evaluation import read_manifest
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips
 from put.metrics.fid import fid
 from put.metrics.image import metrics_table
-from put.stages.sample import TABLE_MODES
+from put.stages.sample import TABLE_MODES, read_samples
 from put.tracking import stage_tracker, tracked
 
 
@@ -61,7 +62,8 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
     preset = params.resolved()
     protocol, top_k = preset.evaluate, preset.sample.top_k
     samples, masks = Path(samples), Path(masks)
-    jobs = pd.read_csv(samples / "samples.csv")
+    read_manifest(masks)  # the folder `put masks` wrote, or an error saying so
+    jobs = read_samples(samples)
     jobs["result"] = [samples / o for o in jobs["output"]]
     jobs["target"] = [masks / "gt" / f"{Path(m).stem}.png" for m in jobs["mask"]]
 
@@ -109,9 +111,16 @@ def without_nan(value):
     return value
 
 
-def read_metrics(files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The evaluate stage's JSON files -> (table rows, curve rows) for the report."""
-    records = [json.loads(Path(f).read_text()) for f in files]
+def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The evaluate stage's JSON files (all of `preset`, when given) -> (table rows, curve rows) for the report."""
+    expected = "a metrics file written by `put evaluate`"
+    records = [read_json(f, expected) for f in files]
+    for path, record in zip(files, records):
+        if not (isinstance(record, dict) and isinstance(record.get("table"), list)
+                and isinstance(record.get("curves"), list)):
+            raise ValueError(f"{path}: not {expected} (expected an object with 'table' and 'curves' lists)")
+        if preset is not None and record.get("preset") != preset:
+            raise ValueError(f"{path}: metrics of the {record.get('preset')!r} preset, expected {preset!r}")
     table = pd.DataFrame([row for r in records for row in r["table"]])
     curves = pd.DataFrame([row for r in records for row in r["curves"]])
     return table.fillna({"fid_unavailable": ""}), curves.fillna({"fid_unavailable": "", "lpips_unavailable": ""})

@@ -8,6 +8,7 @@ from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.data.images import write_image
 from put.data.split import read_split
+from put.fileio import atomic_dir
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskFolder
 
@@ -22,10 +23,11 @@ def run_masks(params: Params, split_dir: Path, out_dir: Path) -> Path:
         pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
     test_csv = Path(split_dir) / "test.csv"
     test_images = [p.as_posix() for p in read_split(test_csv)]
-    manifest = write_eval_masks(test_images, Path(out_dir), size, preset.masks.seed, pconv)
     dataset = ImageListDataset(test_csv, preset.model.image_size, train=False)
-    stems = read_manifest(Path(out_dir)).drop_duplicates("image").set_index("image")["mask"].map(
-        lambda mask: Path(mask).stem)
-    for index, image in enumerate(test_images):
-        write_image(Path(out_dir) / "gt" / f"{stems[image]}.png", dataset[index])
-    return manifest
+    with atomic_dir(out_dir) as staging:
+        manifest = write_eval_masks(test_images, staging, size, preset.masks.seed, pconv)
+        stems = read_manifest(staging).drop_duplicates("image").set_index("image")["mask"].map(
+            lambda mask: Path(mask).stem)
+        for index, image in enumerate(test_images):
+            write_image(staging / "gt" / f"{stems[image]}.png", dataset[index])
+    return Path(out_dir) / manifest.name

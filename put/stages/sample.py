@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from PIL import Image
 from tqdm import tqdm
 
 from put.config.params import Params
-from put.data.images import read_image, write_image
-from put.fileio import atomic_write_text
+from put.data.images import read_image, read_rgb, write_image
+from put.fileio import atomic_dir, atomic_write_text, read_csv
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import read_manifest
 from put.masks.io import read_mask
@@ -30,6 +29,8 @@ from put.train.schedule import derive_seed
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
 MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
 TABLE_MODES = ("all", "topk")
+SAMPLES_MANIFEST = "samples.csv"
+SAMPLE_COLUMNS = ("image", "mask", "group", "mode", "sample", "output")
 
 
 def sampling_jobs(manifest: pd.DataFrame, diversity_samples: int, diversity_images: int | None) -> pd.DataFrame:
@@ -47,16 +48,29 @@ def sampling_jobs(manifest: pd.DataFrame, diversity_samples: int, diversity_imag
     return jobs.drop(columns=["stem"])
 
 
+def read_samples(samples: Path) -> pd.DataFrame:
+    """The manifest of a samples folder; an error names a missing manifest or column."""
+    path = Path(samples) / SAMPLES_MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
+    jobs = read_csv(path, "the samples manifest `put sample` writes", keep_default_na=False,
+                    dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
+    missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
+    if missing:
+        raise ValueError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
+    return jobs
+
+
 def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np.ndarray:
     """Masked input | PUT_all | PUT_K | ground truth for a few 40-60% inputs, as one uint8 image."""
     picked = jobs[(jobs["group"] == "40-60") & jobs["mode"].isin(TABLE_MODES)]
     lines = []
     for image, results in list(picked.groupby("image", sort=True))[:rows]:
         mask = results["mask"].iloc[0]
-        gt = np.asarray(Image.open(masks / "gt" / f"{Path(mask).stem}.png").convert("RGB"))
-        hole = np.asarray(Image.open(masks / mask)) > 127
+        gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
+        hole = read_mask(masks / mask)[0].numpy() == 0
         masked = np.where(hole[..., None], 255, gt).astype(np.uint8)
-        outs = [np.asarray(Image.open(out_dir / o).convert("RGB")) for o in results.sort_values("mode")["output"]]
+        outs = [read_rgb(out_dir / o) for o in results.sort_values("mode")["output"]]
         lines.append(np.concatenate([masked, *outs, gt], axis=1))
     return np.concatenate(lines, axis=0)
 
@@ -66,7 +80,7 @@ def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out
     with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags)) as tracker:
         tracker.log_params(params.resolved().sample.model_dump())
         manifest = sample_variant(params, variant, transformer, masks, out_dir, device, pvqvae)
-        tracker.log_image(preview(pd.read_csv(manifest), Path(masks), Path(out_dir)), "preview_40-60.png")
+        tracker.log_image(preview(read_samples(out_dir), Path(masks), Path(out_dir)), "preview_40-60.png")
         return manifest
 
 
@@ -84,22 +98,21 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
           for image, mask in zip(jobs["image"], jobs["mask"])}
 
-    progress = tqdm(total=len(jobs), desc=f"sample {variant}", unit="img")
-    for mode, rows in jobs.groupby("mode", sort=True):
-        for start in range(0, len(rows), cfg.batch_size):
-            batch = rows.iloc[start:start + cfg.batch_size]
-            images = torch.stack([gt[image] for image in batch["image"]]).to(device)
-            keep = torch.stack([read_mask(masks / m, "hole-white", size) for m in batch["mask"]]).to(device)
-            # A generator per batch, keyed by the mode and the batch's first row: reproducible for a seed.
-            generator = torch.Generator(device).manual_seed(derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start))
-            with autocast(torch.device(device)):
-                results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
-                                        generator, composite=cfg.composite)
-            for output, result in zip(batch["output"], results.float().cpu()):
-                write_image(out_dir / output, result)
-            progress.update(len(batch))
-    progress.close()
-    # Last: a manifest only ever describes files that exist.
-    return atomic_write_text(out_dir / "samples.csv", jobs.to_csv(index=False))
+    with atomic_dir(out_dir) as staging, tqdm(total=len(jobs), desc=f"sample {variant}", unit="img") as progress:
+        for mode, rows in jobs.groupby("mode", sort=True):
+            for start in range(0, len(rows), cfg.batch_size):
+                batch = rows.iloc[start:start + cfg.batch_size]
+                images = torch.stack([gt[image] for image in batch["image"]]).to(device)
+                keep = torch.stack([read_mask(masks / m, "hole-white", size) for m in batch["mask"]]).to(device)
+                # A generator per batch, keyed by the mode and the batch's first row: reproducible for a seed.
+                generator = torch.Generator(device).manual_seed(derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start))
+                with autocast(torch.device(device)):
+                    results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
+                                            generator, composite=cfg.composite)
+                for output, result in zip(batch["output"], results.float().cpu()):
+                    write_image(staging / output, result)
+                progress.update(len(batch))
+        atomic_write_text(staging / SAMPLES_MANIFEST, jobs.to_csv(index=False))
+    return out_dir / SAMPLES_MANIFEST
 
 

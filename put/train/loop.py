@@ -162,7 +162,10 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     start, source, history = 0, None, {"train": [], "eval": []}
     for candidate in () if restart else (out, partial):  # both exist only if a run was killed after writing `out`
         if candidate.exists():
-            ckpt = load_checkpoint(candidate, kind=task.kind)
+            try:
+                ckpt = load_checkpoint(candidate, kind=task.kind)
+            except CheckpointError as err:
+                raise CheckpointError(f"{err}; this run would resume from it: move it away to start afresh") from None
             check_identity(ckpt, identity)
             task.restore(ckpt)
             start, source = int(ckpt.training.get("step", 0)), candidate

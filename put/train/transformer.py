@@ -26,8 +26,8 @@ class TransformerTask:
                  train_images, test_images, masks, dist: Distributed, labels: dict[str, str] | None = None):
         self.config, self.train, self.dist, self.labels = config, train, dist, labels or {}
         self.train_images, self.masks, self.out = train_images, masks, Path(out)
+        pvqvae, _ = load_pvqvae(pvqvae_path)  # first: its errors name a missing or wrong file
         self.pvqvae_path, self.pvqvae_sha256 = Path(pvqvae_path), file_sha256(pvqvae_path)
-        pvqvae, _ = load_pvqvae(pvqvae_path)
         if pvqvae.config != config.pvqvae:
             raise CheckpointError(f"{pvqvae_path}: its P-VQVAE config differs from the one this variant needs "
                                   f"({config.pvqvae.model_dump()})")

@@ -1,0 +1,280 @@
+"""Hostile and wrong input to every command gets a named error, exit status 2 and no partial output (issue 13):
+decompression bombs in every image reader, pickled checkpoints, unusable --out / --device / counts, broken
+stage folders and metrics files."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from put.checkpoint import CheckpointError
+from put.cli import main
+from put.config.evaluation import MetricProtocol
+from put.config.params import load_params
+from put.data.dataset import ImageListDataset
+from put.data.images import ImageReadError, read_image
+from put.data.split import check_image, read_split
+from put.fileio import atomic_dir
+from put.masks.evaluation import read_manifest, write_eval_masks
+from put.masks.io import MaskError, MaskFolder, read_mask
+from put.metrics.diversity import _load_group
+from put.metrics.image import metrics_table
+from put.stages.evaluate import read_metrics
+from put.stages.report import grid_rows
+from put.stages.sample import read_samples, sample_variant
+from tests.test_checkpoint import Payload
+
+ROOT = Path(__file__).resolve().parents[1]
+BOMB_MESSAGE = "not a readable image: its header claims 900,000,000 pixels, more than the 178,956,970 decoded at most"
+
+
+def bomb_png(path: Path, width: int = 30000, height: int = 30000) -> Path:
+    """A 65-byte PNG whose header claims width x height RGB pixels (issue 13's example: 30000x30000)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b""))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def run_put(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PUT_TRACKING": "0"}
+    return subprocess.run([sys.executable, "-m", "put", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def write_inputs(folder: Path, size: int = 32) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    image = folder / "image.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (size, size, 3), dtype=np.uint8)).save(image)
+    hole = np.zeros((size, size), np.uint8)
+    hole[8:20, 4:24] = 255
+    mask = folder / "mask.png"
+    Image.fromarray(hole).save(mask)
+    return image, mask
+
+
+# ---------------------------------------------------------------- decompression bombs (issue 13, item 3)
+
+def test_put_inpaint_names_a_decompression_bomb_and_exits_2(tiny_checkpoints, tmp_path):
+    _, _, transformer = tiny_checkpoints
+    _, mask = write_inputs(tmp_path)
+    bomb = bomb_png(tmp_path / "huge.png")
+    result = run_put("inpaint", "--checkpoint", str(transformer), "--image", str(bomb), "--mask", str(mask),
+                     "--out", str(tmp_path / "out"), "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"put inpaint: error: {bomb}: {BOMB_MESSAGE} (PIL's decompression-bomb limit" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _split_of(path: Path) -> ImageListDataset:
+    csv = path.parent / "split.csv"
+    csv.write_text(f"path\n{path}\n")
+    return ImageListDataset(csv, 32, train=False)
+
+
+READERS = {
+    "inpaint/sample (read_image)": (lambda p: read_image(p), ImageReadError),
+    "masks (read_mask)": (lambda p: read_mask(p), MaskError),
+    "PConv mask folder": (lambda p: MaskFolder(p.parent, "hole-white", (32, 32)).load(0), MaskError),
+    "dataset loading": (lambda p: _split_of(p)[0], ImageReadError),
+    "evaluation (metrics' read_rgb)": (lambda p: metrics_table([(p, p)], MetricProtocol()), ImageReadError),
+    "diversity (LPIPS inputs)": (lambda p: _load_group([p, p]), ImageReadError),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_image_reader_turns_a_bomb_into_the_named_error(tmp_path, reader):
+    read, error = READERS[reader]
+    bomb = bomb_png(tmp_path / "bomb" / "huge.png")
+    with pytest.raises(error) as err:
+        read(bomb)
+    assert str(err.value).startswith(f"{bomb}: {BOMB_MESSAGE}")
+
+
+def test_split_excludes_a_bomb_with_the_reason(tmp_path):
+    bomb = bomb_png(tmp_path / "huge.png")
+    assert check_image(bomb)["reason"].startswith(f"{bomb}: {BOMB_MESSAGE}")
+
+
+def test_images_are_opened_in_one_place_only():
+    """Every reader goes through put.data.images.open_image, which names the file whatever is wrong with it."""
+    opened = [str(p.relative_to(ROOT)) for p in (ROOT / "put").rglob("*.py") if "Image.open(" in p.read_text()]
+    assert opened == ["put/data/images.py"]
+
+
+# ---------------------------------------------------------------- pickled checkpoints (issue 13, item 4)
+
+def test_put_inpaint_refuses_a_pickled_checkpoint_naming_its_objects(tmp_path):
+    image, mask = write_inputs(tmp_path)
+    evil, marker = tmp_path / "evil.pt", tmp_path / "pwned"
+    torch.save({"format": "put-checkpoint/1", "x": Payload(marker)}, evil, pickle_module=pickle)
+    result = run_put("inpaint", "--checkpoint", str(evil), "--image", str(image), "--mask", str(mask),
+                     "--out", str(tmp_path / "out"), "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert (f"put inpaint: error: {evil}: holds pickled Python objects ({os.mkdir.__module__}.mkdir), which a PUT "
+            "checkpoint never contains") in result.stderr
+    assert "it will not be loaded" in result.stderr
+    assert "weights_only=False" not in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_pretrained_vgg_weights_are_loaded_by_the_same_safe_loader(tmp_path, monkeypatch):
+    from put.models.vgg import VGG19Features
+    from put.pretrained import VGG19
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    VGG19.path.parent.mkdir(parents=True)
+    torch.save({"features.0.weight": Payload(tmp_path / "pwned")}, VGG19.path)
+    with pytest.raises(CheckpointError, match=re.escape(f"{VGG19.path}: holds pickled Python objects")):
+        VGG19Features.pretrained()
+    assert not (tmp_path / "pwned").exists()
+
+
+# ---------------------------------------------------------------- the command line
+
+@pytest.mark.parametrize("args,message", [
+    (["bench", "sampling", "--device", "tpu"], "argument --device: 'tpu' is not a torch device"),
+    (["bench", "sampling", "--steps", "0"], "argument --steps: expected a positive integer, got 0"),
+    (["bench", "pvqvae", "--batch", "-1"], "argument --batch: expected a positive integer, got -1"),
+    (["inpaint", "--checkpoint", "c.pt", "--image", "i.png", "--mask", "m.png", "--out", "o", "--samples", "0"],
+     "argument --samples: expected a positive integer"),
+    (["inpaint", "--checkpoint", "c.pt", "--image", "i.png", "--mask", "m.png", "--out", "o", "--batch-size", "0"],
+     "argument --batch-size: expected a positive integer"),
+])
+def test_bad_arguments_are_refused_before_any_work(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_device_without_cuda_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "sampling", "--device", "cuda"])
+    assert "argument --device: cuda: no CUDA device is available here (use --device cpu)" in capsys.readouterr().err
+
+
+def test_unusable_outputs_are_named_before_any_work(tmp_path, capsys, monkeypatch):
+    a_file, a_folder = tmp_path / "file.txt", tmp_path / "folder"
+    a_file.write_text("x")
+    a_folder.mkdir()
+    cases = [
+        (["split", "--out", str(a_file)], f"{a_file}: exists and is not a folder (expected an output folder)"),
+        (["evaluate", "--samples", "s", "--out", str(a_folder)],
+         f"{a_folder}: is a folder (expected an output file name)"),
+        (["train-pvqvae", "--out", str(a_file / "pvqvae.pt")],
+         f"{a_file}: is not a folder, so {a_file / 'pvqvae.pt'} cannot be written"),
+        (["bench", "pvqvae", "--out", str(a_file / "deeper" / "b.json")], f"{a_file}: is not a folder"),
+    ]
+    for args, message in cases:
+        assert main(args) == 2
+        assert f"put {args[0]}: error: {message}" in capsys.readouterr().err
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != a_folder)  # root may write anywhere
+    assert main(["masks", "--out", str(a_folder / "masks")]) == 2
+    assert f"{a_folder}: folder not writable, so {a_folder / 'masks'} cannot be written" in capsys.readouterr().err
+
+
+def test_an_existing_file_in_the_way_of_an_output_folder_is_named(tiny_checkpoints, tmp_path, capsys):
+    _, _, transformer = tiny_checkpoints
+    image, mask = write_inputs(tmp_path)
+    assert main(["inpaint", "--checkpoint", str(transformer), "--image", str(image), "--mask", str(mask),
+                 "--device", "cpu", "--out", str(image)]) == 2
+    assert f"{image}: exists and is not a folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- stage folders and files
+
+def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):
+    out = tmp_path / "out"
+    with atomic_dir(out) as staging:
+        (staging / "a.txt").write_text("first")
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out) as staging:
+            (staging / "b.txt").write_text("half")
+            raise RuntimeError("bad input")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert [p.name for p in out.iterdir()] == ["a.txt"]
+    with atomic_dir(out) as staging:
+        (staging / "c.txt").write_text("second")
+    assert [p.name for p in out.iterdir()] == ["c.txt"] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.fixture
+def eval_masks(tmp_path) -> Path:
+    """A `put masks` folder at 32 px for two test images: masks, manifest and ground truth."""
+    images = []
+    for i in range(2):
+        image, _ = write_inputs(tmp_path / "test" / str(i))
+        images.append(str(image.rename(image.with_name(f"img{i}.png"))))
+    masks = tmp_path / "masks"
+    write_eval_masks(images, masks, (32, 32), seed=0, progress=False)
+    for i, image in enumerate(images):
+        (masks / "gt").mkdir(exist_ok=True)
+        Image.open(image).save(masks / "gt" / f"img{i}.png")
+    return masks
+
+
+def test_sample_fails_on_a_broken_mask_without_touching_its_output(tiny_checkpoints, eval_masks, tmp_path):
+    _, _, transformer = tiny_checkpoints
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump({"overrides": {"sample": {"diversity_samples": 2, "diversity_images": 1}}}))
+    params = load_params(params_file)
+    out = tmp_path / "samples"
+    sample_variant(params, "put", transformer, eval_masks, out, "cpu")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # Fewer diversity samples than the report's four columns: the grid shows those there are.
+    rows, titles = grid_rows(out, eval_masks)
+    assert titles == ["masked input", "sample 1", "sample 2", "ground truth"] and len(rows[0]) == 4
+
+    broken = sorted((eval_masks / "40-60").glob("*.png"))[-1]
+    Image.fromarray(np.full((32, 32), 128, np.uint8)).save(broken)
+    with pytest.raises(MaskError, match=f"{re.escape(str(broken))}: mask is not binary"):
+        sample_variant(params, "put", transformer, eval_masks, out, "cpu")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match="samples.csv: no samples manifest"):
+        read_samples(tmp_path)
+    (tmp_path / "samples.csv").write_text("image,mask\na,b\n")
+    with pytest.raises(ValueError, match="samples.csv: manifest lacks column.s. group, mode, sample, output"):
+        read_samples(tmp_path)
+
+    not_json, other, wrong_preset = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    not_json.write_text("{")
+    other.write_text('{"splits": {}}')
+    wrong_preset.write_text('{"preset": "ffhq", "table": [], "curves": []}')
+    for path, message in [(tmp_path / "none.json", "file not found (expected a metrics file written by `put eval"),
+                          (not_json, "not valid JSON"),
+                          (other, "not a metrics file written by `put evaluate` (expected an object with 'table'"),
+                          (wrong_preset, "metrics of the 'ffhq' preset, expected 'demo'")]:
+        with pytest.raises((ValueError, FileNotFoundError), match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
+            read_metrics([path], "demo")
+
+
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"], ids=["empty", "binary"])
+@pytest.mark.parametrize("name,read", [("test.csv", lambda folder: read_split(folder / "test.csv")),
+                                       ("manifest.csv", read_manifest), ("samples.csv", read_samples)])
+def test_unreadable_tables_are_named(tmp_path, content, name, read):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / name}: not a readable CSV file")):
+        read(tmp_path)
