@@ -23,7 +23,8 @@ def run_masks(params: Params, split_dir: Path, out_dir: Path) -> Path:
     test_csv = Path(split_dir) / "test.csv"
     test_images = [p.as_posix() for p in read_split(test_csv)]
     manifest = write_eval_masks(test_images, Path(out_dir), size, preset.masks.seed, pconv)
-    dataset = ImageListDataset(test_csv, preset.model.image_size, train=False)
+    dataset = ImageListDataset(test_csv, preset.model.image_size, train=False,
+                               resize_filter=preset.data.resize_filter)
     stems = read_manifest(Path(out_dir)).drop_duplicates("image").set_index("image")["mask"].map(
         lambda mask: Path(mask).stem)
     for index, image in enumerate(test_images):
