@@ -10,9 +10,9 @@ import pytest
 import torch
 from PIL import Image
 
+from put.config import PVQVAETrainConfig, TransformerTrainConfig
 from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
 from put.masks.evaluation import read_manifest, write_eval_masks
-from put.config import PVQVAETrainConfig, TransformerTrainConfig
 from put.masks.generate import blocky, irregular_mask, mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.masks.strokes import fill_small_holes, stroke_keep_mask

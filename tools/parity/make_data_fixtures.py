@@ -39,8 +39,8 @@ SEED = 0
 
 def apply_shims(official: Path) -> None:
     # numpy.ma and matplotlib must be imported before np.bool is redefined (they use numpy's own bool).
-    import numpy.ma  # noqa: F401
     import matplotlib
+    import numpy.ma  # noqa: F401
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
     np.int = int  # type: ignore[attr-defined]
