@@ -3,14 +3,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from PIL import Image
 
-from put.data.dataset import ImageListDataset
+from put.data.dataset import ImageListDataset, resize_shorter
 from put.data.demo import DEMO_PHOTOS, build_demo
 from put.data.images import ImageReadError
 from put.data.sources import PLACES2_NATURE_CATEGORIES, DatasetLayoutError, list_dataset
@@ -99,45 +101,72 @@ def test_ffhq_duplicate_number_is_an_error(tmp_path):
 PLACES_CATEGORIES = ["/a/airfield", *PLACES2_NATURE_CATEGORIES, "/f/field/wild"]
 
 
-def make_places(root: Path, with_lists: bool) -> None:
+def make_places(root: Path, with_lists: bool, images: str = "large", train_set: str = "challenge",
+                per_category: int = 2) -> None:
+    data, val = {"large": ("data_large", "val_large"), "256": ("data_256", "val_256")}[images]
     for label, category in enumerate(PLACES_CATEGORIES):
-        for k in range(2):
-            save_image(root / "data_256" / category.lstrip("/") / f"{k:08d}.jpg", seed=label * 10 + k)
+        for k in range(per_category):
+            save_image(root / data / category.lstrip("/") / f"{k:08d}.jpg", seed=label * 10 + k)
     # val images 1..5: airfield, mountain, field/cultivated, field/wild, valley
     val_labels = [0, 1, 6, 9, 8]
     for k, _ in enumerate(val_labels):
-        save_image(root / "val_256" / f"Places365_val_{k + 1:08d}.jpg", seed=100 + k)
+        save_image(root / val / f"Places365_val_{k + 1:08d}.jpg", seed=100 + k)
     (root / "categories_places365.txt").write_text(
         "".join(f"{c} {i}\n" for i, c in enumerate(PLACES_CATEGORIES)))
     (root / "places365_val.txt").write_text(
         "".join(f"Places365_val_{k + 1:08d}.jpg {label}\n" for k, label in enumerate(val_labels)))
     if with_lists:
-        (root / "places365_train_standard.txt").write_text(
-            "".join(f"{c}/{k:08d}.jpg {i}\n" for i, c in enumerate(PLACES_CATEGORIES) for k in range(2)))
+        (root / f"places365_train_{train_set}.txt").write_text(
+            "".join(f"{c}/{k:08d}.jpg {i}\n" for i, c in enumerate(PLACES_CATEGORIES) for k in range(per_category)))
 
 
+@pytest.mark.parametrize("images", ["large", "256"])
 @pytest.mark.parametrize("with_lists", [False, True])
-def test_places2_full_and_nature(tmp_path, with_lists):
-    make_places(tmp_path, with_lists)
-    full = list_dataset("places2", tmp_path)
+def test_places2_full_and_nature(tmp_path, with_lists, images):
+    make_places(tmp_path, with_lists, images)
+    options = {"places_images": images}
+    with pytest.warns(UserWarning, match="Places365-standard") if not with_lists else nullcontext():
+        full = list_dataset("places2", tmp_path, **options)
     assert len(full["train"]) == 20 and len(full["test"]) == 5
 
-    nature = list_dataset("places2_nature", tmp_path)
-    train_folders = {"/" + p.parent.relative_to(tmp_path / "data_256").as_posix() for p in nature["train"]}
+    with pytest.warns(UserWarning, match="Places365-standard") if not with_lists else nullcontext():
+        nature = list_dataset("places2_nature", tmp_path, **options)
+    data = tmp_path / ("data_large" if images == "large" else "data_256")
+    train_folders = {"/" + p.parent.relative_to(data).as_posix() for p in nature["train"]}
     assert train_folders == set(PLACES2_NATURE_CATEGORIES)  # not airfield, not field/wild
     assert len(nature["train"]) == 16
     assert [p.name for p in nature["test"]] == [f"Places365_val_{k:08d}.jpg" for k in (2, 3, 5)]
     assert all(p.is_file() for p in nature["train"] + nature["test"])
 
 
+def test_places2_training_sets(tmp_path, monkeypatch):
+    """The list of the asked-for training set selects it; without one, the folder's images are the set, and
+    a folder that cannot hold the asked-for set is reported."""
+    make_places(tmp_path, with_lists=True, train_set="standard", per_category=3)
+    (tmp_path / "places365_train_standard.txt").write_text(  # the standard list: the first 2 of each category
+        "".join(f"{c}/{k:08d}.jpg {i}\n" for i, c in enumerate(PLACES_CATEGORIES) for k in range(2)))
+    assert len(list_dataset("places2_nature", tmp_path, places_train="standard")["train"]) == 16
+    monkeypatch.setattr("put.data.sources.PLACES2_STANDARD_PER_CATEGORY", 2)
+    challenge = list_dataset("places2_nature", tmp_path, places_train="challenge")  # no challenge list: folders
+    assert len(challenge["train"]) == 24
+    (tmp_path / "places365_train_standard.txt").unlink()
+    with pytest.raises(DatasetLayoutError, match="more than Places365-standard's 2.*places365_train_standard.txt"):
+        list_dataset("places2_nature", tmp_path, places_train="standard")
+    with pytest.raises(DatasetLayoutError, match="data_256: missing folder"):
+        list_dataset("places2_nature", tmp_path, places_images="256")
+    with pytest.raises(ValueError, match="places_train must be one of challenge, standard"):
+        list_dataset("places2_nature", tmp_path, places_train="extended")
+
+
 def test_places2_nature_errors_name_the_missing_piece(tmp_path):
     make_places(tmp_path, with_lists=False)
     (tmp_path / "categories_places365.txt").unlink()
     with pytest.raises(DatasetLayoutError, match="categories_places365.txt"):
-        list_dataset("places2_nature", tmp_path)
-    for image in (tmp_path / "data_256" / "t" / "tundra").iterdir():
+        with pytest.warns(UserWarning):
+            list_dataset("places2_nature", tmp_path)
+    for image in (tmp_path / "data_large" / "t" / "tundra").iterdir():
         image.unlink()
-    (tmp_path / "data_256" / "t" / "tundra").rmdir()
+    (tmp_path / "data_large" / "t" / "tundra").rmdir()
     with pytest.raises(DatasetLayoutError, match="tundra: missing folder"):
         list_dataset("places2_nature", tmp_path)
 
@@ -266,3 +295,41 @@ def test_dataset_unreadable_file_names_it(split_csv):
     (base / "1.png").write_bytes(b"broken")
     with pytest.raises(ImageReadError, match="1.png"):
         ds[(1, 0)]
+
+
+def test_resize_shorter_filters():
+    row = np.array([0, 2, 4, 6, 200, 210, 220, 230], dtype=np.uint8)
+    image = Image.fromarray(np.repeat(np.tile(row, (8, 1))[..., None], 3, axis=2))
+    bilinear = resize_shorter(image, 4, "bilinear")
+    # OpenCV's INTER_LINEAR at half-pixel centres: a 2x reduction averages pixel pairs, no wider kernel
+    assert bilinear.dtype == np.float32 and np.array_equal(bilinear[0, :, 0], [1, 5, 205, 225])
+    bicubic = resize_shorter(image, 4, "bicubic-antialias")
+    assert bicubic.shape == (4, 4, 3) and not np.array_equal(bicubic, bilinear)  # the wider kernel mixes the step
+    assert resize_shorter(image, 8).shape == (8, 8, 3)  # already the size: unchanged
+    wide = Image.fromarray(np.zeros((10, 25, 3), np.uint8))
+    assert resize_shorter(wide, 4).shape == (4, 10, 3)  # 25 * 0.4 = 10
+    with pytest.raises(ValueError, match="resize_filter"):
+        resize_shorter(image, 4, "lanczos")
+
+
+@pytest.mark.parametrize("resize_filter", ["bilinear", "bicubic-antialias"])
+def test_dataset_train_resize_then_crop(split_csv, resize_filter):
+    csv, base = split_csv
+    ds = ImageListDataset(csv, 32, train=True, base=base, train_resize=48, resize_filter=resize_filter)
+    big = resize_shorter(Image.open(base / "2.png").convert("RGB"), 48, resize_filter)
+    top, left = (big.shape[0] - 32) // 2, (big.shape[1] - 32) // 2
+    expected = torch.from_numpy(big[top:top + 32, left:left + 32].copy()).permute(2, 0, 1) / 127.5 - 1
+    assert ds[2].shape == (3, 32, 32) and torch.allclose(ds[2], expected)  # int key: centre crop, no flip
+    test = ImageListDataset(csv, 32, train=False, base=base, train_resize=48, resize_filter=resize_filter)
+    assert not torch.equal(test[2], ds[2])  # test images are resized to the image size, not train_resize
+    with pytest.raises(ValueError, match="train_resize"):
+        ImageListDataset(csv, 32, train=True, base=base, train_resize=24)
+
+
+def test_preset_train_resize_must_cover_the_crop():
+    from put.config import PRESETS, Preset
+    data = PRESETS["imagenet"].model_dump()
+    assert data["data"]["train_resize"] == 264
+    data["data"]["train_resize"] = 200
+    with pytest.raises(ValueError, match="train_resize"):
+        Preset.model_validate(data)

@@ -10,11 +10,13 @@ import pytest
 import torch
 from PIL import Image
 
+from put.config import PVQVAETrainConfig, TransformerTrainConfig
 from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
 from put.masks.evaluation import read_manifest, write_eval_masks
-from put.masks.generate import blocky, irregular_mask, mask_with_ratio, stroke_mask
+from put.masks.generate import blocky, irregular_mask, mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, read_mask
-from put.masks.training import TrainingMasks, batch_of
+from put.masks.strokes import fill_small_holes, stroke_keep_mask
+from put.masks.training import TrainingMasks, batch_of, pconv_candidates
 
 SIZES = [(32, 32), (64, 48), (128, 128)]
 
@@ -58,14 +60,46 @@ def test_bin_edges():
 
 # ------------------------------------------------------------------------------------------- generators
 
+STROKE = TransformerTrainConfig.model_fields["masks"].default.stroke.model_dump()
+
+
+def strokes(size, g, **changes):
+    return stroke_keep_mask(size, g, **{**STROKE, **changes})
+
+
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("make", [stroke_mask, irregular_mask])
+@pytest.mark.parametrize("make", [strokes, irregular_mask])
 def test_generators_deterministic_binary(make, size):
     a, b = make(size, rng(3)), make(size, rng(3))
     assert a.shape == size and a.dtype == np.float32
     assert np.array_equal(a, b)
     assert set(np.unique(a)) == {0.0, 1.0}
     assert not np.array_equal(a, make(size, rng(4)))
+
+
+@pytest.mark.parametrize("keep", [(0.0, 0.5), (0.3, 0.6), (0.7, 0.9)])
+def test_stroke_keep_mask_reaches_its_keep_ratio(keep):
+    g = rng(5)
+    known = [1 - hole_ratio(strokes((64, 64), g, keep_ratio=keep)) for _ in range(40)]
+    assert min(known) >= keep[0] and np.mean(known) > np.mean(keep)  # strokes are added until the target is met
+    assert max(known) < 1
+
+
+def test_stroke_keep_mask_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="keep_ratio"):
+        strokes((32, 32), rng(0), keep_ratio=(0.5, 0.4))
+    with pytest.raises(ValueError, match="min_vertices"):
+        strokes((32, 32), rng(0), min_vertices=0)
+
+
+def test_fill_small_holes_uses_the_contour_area():
+    known = np.ones((40, 40), dtype=bool)
+    known[5:12, 5:12] = False  # 7x7 hole: contour area 49 + 28 / 2 - 1 = 62 < 64, filled
+    known[20:27, 5:13] = False  # 7x8 hole: 56 + 30 / 2 - 1 = 70, kept
+    known[0:3, 30:33] = False  # touches the border: background, not a hole
+    filled = fill_small_holes(known, 64)
+    assert filled[5:12, 5:12].all() and not filled[20:27, 5:13].any() and not filled[0:3, 30:33].any()
+    assert not fill_small_holes(known, 62)[5:12, 5:12].any()  # 62 is not below 62
 
 
 @pytest.mark.parametrize("size", [(32, 32), (64, 96), (128, 128)])
@@ -92,18 +126,16 @@ def test_mask_with_ratio_narrow_and_impossible():
         mask_with_ratio((32, 32), 0.4, 0.3, rng(0))
 
 
-def test_blocky_whole_patches_and_idempotent():
+def test_blocky_takes_each_patch_top_left_pixel():
     keep = np.ones((32, 48), dtype=np.float32)
-    keep[3, 5] = 0  # one hole pixel in patch (0, 0)
-    keep[17:19, 40] = 0  # patch (2, 5)
+    keep[3, 5] = 0  # inside patch (0, 0), not its top-left pixel: dropped
+    keep[16, 40] = 0  # top-left pixel of patch (2, 5): the whole patch becomes hole
     out = blocky(keep, 8)
     assert out.shape == keep.shape and out.dtype == np.float32
-    assert (out[:8, :8] == 0).all() and (out[16:24, 40:48] == 0).all()
-    assert out.sum() == keep.size - 2 * 64
+    assert (out[:8, :8] == 1).all() and (out[16:24, 40:48] == 0).all()
+    assert out.sum() == keep.size - 64
     assert np.array_equal(blocky(out, 8), out)
-    irregular = irregular_mask((64, 64), rng(2))
-    b = blocky(irregular, 8)
-    assert (b <= irregular).all()  # holes only grow
+    b = blocky(irregular_mask((64, 64), rng(2)), 8)
     patches = b.reshape(8, 8, 8, 8)
     assert ((patches.min(axis=(1, 3)) == patches.max(axis=(1, 3)))).all()  # each patch uniform
     with pytest.raises(ValueError, match="not divisible"):
@@ -135,6 +167,15 @@ def test_mask_folder_both_polarities_and_resize(tmp_path):
     inverted = MaskFolder(root, "keep-white", (16, 24))
     keep = inverted.load(0)
     assert keep.shape == (16, 24) and hole_ratio(keep) == 0.75
+
+
+def test_mask_folder_resizes_like_opencv_nearest(tmp_path):
+    """Halving keeps the top-left pixel of each 2x2 block (OpenCV INTER_NEAREST, as the released code)."""
+    values = np.zeros((8, 8))
+    values[0, 0] = values[3, 3] = values[4:6, 6:8] = 255  # holes
+    write_gray(tmp_path / "m.png", values)
+    keep = MaskFolder(tmp_path, "hole-white", (4, 4)).load(0)
+    assert np.argwhere(keep == 0).tolist() == [[0, 0], [2, 3]]
 
 
 def test_mask_folder_errors_name_the_file(tmp_path):
@@ -185,68 +226,79 @@ def fake_pconv(root: Path, size: tuple[int, int], ratios: list[float], upscale: 
     return root
 
 
+def stage_masks(stage: str = "pvqvae", pconv: MaskFolder | None = None, size=(32, 32), select: str = "ratio",
+                **changes) -> TrainingMasks:
+    train = PVQVAETrainConfig if stage == "pvqvae" else TransformerTrainConfig
+    config = train.model_fields["masks"].default.model_copy(update=changes)
+    erase_prob = PVQVAETrainConfig.model_fields["erase_prob"].default if stage == "pvqvae" else 0.0
+    return TrainingMasks(size, 8, config, pconv, pconv_select=select, erase_prob=erase_prob)
+
+
 def test_pvqvae_pair_frequencies():
-    masks = TrainingMasks((32, 32), 8)
+    masks = stage_masks("pvqvae")
     g = rng(0)
     pairs = [masks.pvqvae_pair(g) for _ in range(400)]
     erased = np.mean([e.min() == 0 for e, _ in pairs])
     all_hole = np.mean([r.max() == 0 for _, r in pairs])
     assert 0.12 < erased < 0.28 and 0.22 < all_hole < 0.38
-    assert all((e.max() == 1) for e, _ in pairs)  # an erase mask never hides the whole image
+    assert all((e.max() == 1) for e, _ in pairs)  # an erase mask is never all-hole
     assert all(r.min() == 0 for _, r in pairs)  # the reference mask always hides something
     for e, r in pairs:
         assert e.shape == r.shape == (32, 32) and e.dtype == r.dtype == np.float32
     g = rng(0)
-    again = [TrainingMasks((32, 32), 8).pvqvae_pair(g) for _ in range(5)]
+    again = [stage_masks("pvqvae").pvqvae_pair(g) for _ in range(5)]
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(pairs, again))
 
 
-def test_irregular_vs_stroke_choice(monkeypatch):
-    masks = TrainingMasks((32, 32), 8, pvqvae_irregular_prob=0.7, transformer_irregular_prob=0.8)
+@pytest.mark.parametrize("stage, share", [("pvqvae", 0.7), ("transformer", 0.8)])
+def test_irregular_vs_stroke_choice(monkeypatch, stage, share):
+    masks = stage_masks(stage)
+    assert masks.config.irregular_prob == share
     calls: list[str] = []
-    monkeypatch.setattr(masks, "stroke", lambda g: calls.append("stroke") or stroke_mask((32, 32), g))
-    irregular = masks.irregular
+    stroke, irregular = masks.stroke, masks.irregular
+    monkeypatch.setattr(masks, "stroke", lambda g: calls.append("stroke") or stroke(g))
     monkeypatch.setattr(masks, "irregular", lambda g: calls.append("irregular") or irregular(g))
     g = rng(1)
     for _ in range(400):
-        masks.transformer_mask(g)
-    assert 0.72 < calls.count("irregular") / len(calls) < 0.88
-    calls.clear()
-    for _ in range(400):
-        masks.pvqvae_pair(g)
-    assert 0.6 < calls.count("irregular") / len(calls) < 0.8
+        masks.pvqvae_pair(g) if stage == "pvqvae" else masks.transformer_mask(g)
+    assert share - 0.08 < calls.count("irregular") / len(calls) < share + 0.08
 
 
 def test_transformer_masks_blocky_and_masked_patch():
-    masks = TrainingMasks((32, 32), 8, blocky_prob=0.5)
+    masks = stage_masks("transformer", blocky_prob=0.5)
     g = rng(2)
     draws = [masks.transformer_mask(g) for _ in range(200)]
     assert all(k.min() == 0 for k in draws)
     is_blocky = [np.array_equal(blocky(k, 8), k) for k in draws]
-    assert 0.35 < np.mean(is_blocky) < 0.75  # blocky ones plus the rare irregular mask that happens to be
-    default = TrainingMasks((32, 32), 8)
+    assert 0.35 < np.mean(is_blocky) < 0.75  # blocky ones plus the rare mask that happens to be
+    default = stage_masks("transformer")
     assert 0.03 < np.mean([np.array_equal(blocky(k, 8), k) for k in
                             (default.transformer_mask(g) for _ in range(400))]) < 0.2
 
 
-def test_training_masks_from_pconv_folder(tmp_path):
-    root = fake_pconv(tmp_path / "pconv", (32, 32), [0.1, 0.3, 0.5])
-    masks = TrainingMasks((32, 32), 8, MaskFolder(root, "hole-white", (32, 32)), transformer_irregular_prob=1.0,
-                          blocky_prob=0.0)
+def test_training_masks_from_pconv_folder_by_ratio_or_list(tmp_path):
+    root = fake_pconv(tmp_path / "pconv", (32, 32), [0.5, 0.1, 0.3])  # not sorted by ratio
+    folder = MaskFolder(root, "hole-white", (32, 32))
     g = rng(0)
-    ratios = {round(hole_ratio(masks.transformer_mask(g)), 2) for _ in range(50)}
-    assert ratios == {0.1, 0.3, 0.5}
-    nonsquare = TrainingMasks((32, 48), 8, MaskFolder(root, "hole-white", (32, 48)))
-    assert all(nonsquare.irregular(g).shape == (32, 48) for _ in range(20))
+    for select, expected in (("ratio", {0.3, 0.5}), ("list", {0.1, 0.3})):
+        masks = stage_masks("transformer", folder, select=select, irregular_prob=1.0, pconv_hole_ratio=(0.2, 0.6))
+        assert {round(hole_ratio(masks.irregular(g)), 2) for _ in range(40)} == expected
+    assert pconv_candidates(folder, (0.0, 0.6), "list").tolist() == [0, 1, 2]
+    with pytest.raises(MaskError, match=r"no mask has a hole ratio.*\[0.55, 0.6\]"):
+        stage_masks("transformer", folder, pconv_hole_ratio=(0.55, 0.6))
+    with pytest.raises(MaskError, match="slice"):
+        stage_masks("transformer", folder, select="list", pconv_hole_ratio=(0.0, 0.1))
+    nonsquare = stage_masks("pvqvae", MaskFolder(root, "hole-white", (32, 48)), size=(32, 48))
+    assert all(nonsquare.irregular(g).shape == (32, 48) for _ in range(5))
     with pytest.raises(ValueError, match="training size"):
-        TrainingMasks((64, 64), 8, MaskFolder(root, "hole-white", (32, 32)))
+        stage_masks("pvqvae", folder, size=(64, 64))
 
 
 def test_batch_of():
-    masks = TrainingMasks((32, 32), 8)
+    masks, pair_masks = stage_masks("transformer"), stage_masks("pvqvae")
     batch = batch_of(masks.transformer_mask, rng(0), 4)
     assert batch.shape == (4, 1, 32, 32) and batch.dtype == torch.float32
-    erase, ref = batch_of(masks.pvqvae_pair, rng(0), 3)
+    erase, ref = batch_of(pair_masks.pvqvae_pair, rng(0), 3)
     assert erase.shape == ref.shape == (3, 1, 32, 32)
     assert torch.equal(batch, batch_of(masks.transformer_mask, rng(0), 4))
 

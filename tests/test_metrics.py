@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips, mean_pairwise
 from put.metrics.fid import fid
-from put.metrics.image import MetricProtocol, image_metrics, metrics_table
+from put.metrics.image import MetricProtocol, image_metrics, metrics_table, opencv_gray
 from put.pretrained import INCEPTION_FID, LPIPS_ALEXNET, LPIPS_VGG16, PRETRAINED_FILES, weights_report
 
 SMALL = MetricProtocol(ssim_window=7)  # the paper's 51-px window needs images of at least 51 px
@@ -34,14 +34,16 @@ def save_png(path, array: np.ndarray):
 
 def test_protocol_defaults_are_the_papers_and_strict():
     p = MetricProtocol()
-    assert (p.grayscale, p.ssim_window, p.ssim_gaussian, p.data_range) == (True, 51, False, 255)
+    assert (p.grayscale, p.ssim_window, p.ssim_gaussian, p.data_range) == ("opencv", 51, False, 255)
     assert (p.lpips_net, p.lpips_pairs, p.lpips_spatial, p.fid_backend) == ("vgg", 5, True, "torch-fidelity")
     with pytest.raises(ValidationError):
         MetricProtocol(ssim_windw=7)
     with pytest.raises(ValidationError):
         MetricProtocol(ssim_window=8)
     with pytest.raises(ValidationError):
-        p.grayscale = False
+        p.grayscale = "none"
+    with pytest.raises(ValidationError):
+        MetricProtocol(grayscale=True)
 
 
 def test_identical_images():
@@ -51,7 +53,7 @@ def test_identical_images():
 
 
 def test_constant_offset_psnr_and_mae():
-    a, b = const(100), const(110)  # gray pixels: the 'L' conversion keeps 100 and 110 exactly
+    a, b = const(100), const(110)  # gray pixels: the grey conversion keeps 100 and 110 exactly
     m = image_metrics(a, b, SMALL)
     assert m["psnr"] == pytest.approx(10 * math.log10(255**2 / 10**2))
     assert m["mae"] == pytest.approx(10 / 210)  # sum|a-b| / sum(a+b), scale-free
@@ -68,14 +70,20 @@ def test_mae_formula_on_small_arrays():
     assert image_metrics(a, b, SMALL.model_copy(update={"ssim_window": 3}))["mae"] == pytest.approx(1.2 / 3.2)
 
 
-def test_grayscale_switch_hides_colour_only_differences():
-    gray, colour = const(100), const((130, 90, 70))
-    assert np.array_equal(np.asarray(Image.fromarray(gray).convert("L")),
-                          np.asarray(Image.fromarray(colour).convert("L")))  # same ITU-R 601-2 luma
-    g = image_metrics(gray, colour, SMALL)
-    c = image_metrics(gray, colour, SMALL.model_copy(update={"grayscale": False}))
+@pytest.mark.parametrize("grayscale", ["opencv", "pil"])
+def test_grayscale_switch_hides_colour_only_differences(grayscale):
+    gray, colour = const(100), const((130, 90, 70))  # the same luma in both conversions
+    g = image_metrics(gray, colour, SMALL.model_copy(update={"grayscale": grayscale}))
+    c = image_metrics(gray, colour, SMALL.model_copy(update={"grayscale": "none"}))
     assert g["psnr"] == math.inf and g["mae"] == 0
     assert math.isfinite(c["psnr"]) and c["mae"] > 0
+
+
+def test_opencv_gray_formula():
+    rgb = np.array([[[255, 255, 255], [0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255], [187, 1, 0]]], np.uint8)
+    # (9798 R + 19235 G + 3735 B + 2^14) >> 15; PIL's convert("L") gives 56 for (187, 1, 0) where OpenCV gives 57
+    assert opencv_gray(rgb).tolist() == [[255, 0, 76, 150, 29, 57]]
+    assert np.asarray(Image.fromarray(rgb).convert("L"))[0, 5] == 56
 
 
 def test_image_metrics_rejects_small_images_and_bad_arrays():

@@ -28,9 +28,11 @@ class MetricProtocol(StrictModel):
     Store `model_dump()` next to every result so numbers from different protocols are never mixed.
     """
 
-    # The released scripts convert result and target with PIL's .convert('L') (ITU-R 601-2 luma,
-    # L = 0.299 R + 0.587 G + 0.114 B, rounded to uint8) before PSNR/SSIM/MAE; we do the same.
-    grayscale: bool = True
+    # The released scripts (scripts/metrics/cal_psnr.py) read both images with PIL as RGB and convert them
+    # with OpenCV's cv2.cvtColor(RGB2GRAY) before PSNR/SSIM/MAE: uint8 fixed point
+    # (9798 R + 19235 G + 3735 B + 2^14) >> 15. "pil": PIL's convert('L') (16-bit fixed point, differs by 1
+    # on about 0.13% of colours); "none": metrics on the RGB channels.
+    grayscale: Literal["opencv", "pil", "none"] = "opencv"
     # Uniform 51x51 window as in the released scripts. With ssim_gaussian=True scikit-image uses an
     # 11-tap sigma=1.5 Gaussian and win_size only sets the border it crops.
     ssim_window: int = Field(51, ge=3)

@@ -8,13 +8,17 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from put.config.evaluation import MetricProtocol, SampleConfig
+from put.config.masks import PConvSelect
 from put.config.model import ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 
 Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
+PlacesTrainSet = Literal["challenge", "standard"]
+PlacesImages = Literal["large", "256"]
+ResizeFilter = Literal["bilinear", "bicubic-antialias"]
 
 
 class DataConfig(StrictModel):
@@ -23,11 +27,21 @@ class DataConfig(StrictModel):
                              "into <split folder>/images")
     eval_count: int | None = Field(None, ge=1, description="seeded subsample of the test split (ImageNet: 1000)")
     seed: int = 0
+    places_train: PlacesTrainSet = Field("challenge", description="Places2 training set: Places365-challenge "
+                                         "(released) or -standard")
+    places_images: PlacesImages = Field("large", description="Places2 image folders: data_large + val_large "
+                                        "(released; shortest side 512) or data_256 + val_256")
+    train_resize: int | None = Field(None, ge=1, description="shortest side before the random training crop "
+                                     "(None: the image size); test images: image size, centre crop")
+    resize_filter: ResizeFilter = Field("bilinear", description="bilinear: OpenCV INTER_LINEAR as released (no "
+                                        "antialiasing); bicubic-antialias: PIL bicubic")
 
 
 class MaskConfig(StrictModel):
     pconv_root: str | None = Field(None, description="NVIDIA's PConv irregular mask set; None: generated masks")
     pconv_polarity: Literal["hole-white", "keep-white"] = "hole-white"
+    pconv_select: PConvSelect = Field("ratio", description="how a training stage picks the PConv masks of its "
+                                      "hole-ratio window: by measured ratio, or by the released list slicing")
     seed: int = 0
 
 
@@ -39,6 +53,13 @@ class Preset(StrictModel):
     transformer_train: TransformerTrainConfig
     sample: SampleConfig = SampleConfig()
     evaluate: MetricProtocol = MetricProtocol()
+
+    @model_validator(mode="after")
+    def _resize_covers_crop(self) -> "Preset":
+        if self.data.train_resize is not None and self.data.train_resize < self.model.image_size:
+            raise ValueError(f"data.train_resize ({self.data.train_resize}) must be at least model.image_size "
+                             f"({self.model.image_size}): training crops are image_size pixels wide")
+        return self
 
 
 PRESET_FILE = Path(__file__).with_name("presets.yaml")

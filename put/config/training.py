@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from put.config.masks import StrokeConfig, TrainingMaskConfig
 from put.config.model import LossConfig, StrictModel
 
 
@@ -37,9 +38,12 @@ class PVQVAETrainConfig(TrainConfig):
     betas: tuple[float, float] = (0.0, 0.9)
     loss: LossConfig = LossConfig()
     discriminator_width: int = Field(64, ge=1, description="channels of the PatchGAN's first conv (EdgeConnect: 64)")
-    erase_prob: float = Field(0.2, ge=0, le=1, description="p of erasing part of the training image itself (m)")
-    ref_all_hole_prob: float = Field(0.3, ge=0, le=1, description="p of a reference mask m' that hides everything")
-    irregular_prob: float = Field(0.7, ge=0, le=1, description="p of an irregular (PConv) mask, else strokes")
+    erase_prob: float = Field(0.2, ge=0, le=1, description="p of erasing part of the training image itself "
+                              "(erase_image_with_mask)")
+    # The reference mask m' (and, without its all-hole and blocky steps, the erase mask); released
+    # Places2/ImageNet values, FFHQ narrows the PConv window (see presets).
+    masks: TrainingMaskConfig = TrainingMaskConfig(irregular_prob=0.7, pconv_hole_ratio=(0.2, 0.6),
+                                                   stroke=StrokeConfig(keep_ratio=(0.0, 0.5)), all_hole_prob=0.3)
 
 
 class TransformerTrainConfig(TrainConfig):
@@ -48,5 +52,6 @@ class TransformerTrainConfig(TrainConfig):
     min_lr: float = 1e-5
     betas: tuple[float, float] = (0.9, 0.95)
     weight_decay: float = Field(0.01, ge=0, description="on Linear weights only")
-    irregular_prob: float = Field(0.8, ge=0, le=1, description="p of an irregular (PConv) mask, else strokes")
-    blocky_prob: float = Field(0.1, ge=0, le=1, description="p of making the mask blocky at token resolution")
+    # Released ImageNet values; FFHQ and Places2 differ (see presets).
+    masks: TrainingMaskConfig = TrainingMaskConfig(irregular_prob=0.8, pconv_hole_ratio=(0.2, 0.6),
+                                                   stroke=StrokeConfig(keep_ratio=(0.3, 0.6)), blocky_prob=0.1)

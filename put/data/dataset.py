@@ -3,41 +3,68 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import Dataset
 
+from put.config.presets import ResizeFilter
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
 
 
-def resize_shorter(image: Image.Image, size: int) -> Image.Image:
-    """Scale so the shorter side is exactly `size` (bicubic; PIL widens the kernel when shrinking)."""
+def resize_shorter(image: Image.Image, size: int, resize_filter: ResizeFilter = "bilinear") -> np.ndarray:
+    """(H, W, 3) float32 in [0, 255], scaled so the shorter side is exactly `size` (the longer side rounded
+    half to even, as albumentations' SmallestMaxSize).
+
+    "bilinear": OpenCV's INTER_LINEAR (half-pixel centres, no antialiasing) in float, as the released
+    pipeline resizes its float images (torch's bilinear interpolation computes the same, within 0.005).
+    "bicubic-antialias": PIL bicubic, whose kernel widens when shrinking (no aliasing), rounded to uint8.
+    """
     width, height = image.size
     scale = size / min(width, height)
     target = (max(size, round(width * scale)), max(size, round(height * scale)))
-    return image if target == image.size else image.resize(target, Image.Resampling.BICUBIC)
+    if target == image.size:
+        return np.asarray(image, dtype=np.float32)
+    if resize_filter == "bicubic-antialias":
+        return np.asarray(image.resize(target, Image.Resampling.BICUBIC), dtype=np.float32)
+    if resize_filter == "bilinear":
+        pixels = torch.from_numpy(np.asarray(image, dtype=np.float32)).permute(2, 0, 1)[None]
+        resized = F.interpolate(pixels, size=(target[1], target[0]), mode="bilinear", align_corners=False,
+                                antialias=False)
+        return resized[0].permute(1, 2, 0).clamp(0, 255).numpy()  # clamp: float rounding only
+    raise ValueError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, got {resize_filter!r}")
 
 
 class ImageListDataset(Dataset):
     """Images of a split CSV as (3, S, S) float32 tensors in [-1, 1].
 
-    Test (or an int index): centre crop, no flip. Train with a key (index, seed): crop position
-    and horizontal flip drawn from numpy.random.default_rng((seed, index)), so a resumed run
-    sees the same pixels whatever the worker count or order.
+    Test (or an int index): shorter side resized to S, centre crop, no flip (the released validation
+    pipeline). Train: shorter side resized to `train_resize` (default S), then with a key (index, seed) a
+    random crop and horizontal flip drawn from numpy.random.default_rng((seed, index)), so a resumed run sees
+    the same pixels whatever the worker count or order.
     """
 
-    def __init__(self, csv: Path, image_size: int, train: bool, base: Path | None = None) -> None:
+    def __init__(self, csv: Path, image_size: int, train: bool, base: Path | None = None, *,
+                 train_resize: int | None = None, resize_filter: ResizeFilter = "bilinear") -> None:
         self.csv = Path(csv)
         self.paths = read_split(self.csv, base)
         if not self.paths:
             raise ValueError(f"{self.csv}: split lists no images")
         if image_size < 1:
             raise ValueError(f"image_size must be positive, got {image_size}")
+        if train_resize is not None and train_resize < image_size:
+            raise ValueError(f"train_resize ({train_resize}) must be at least the image size ({image_size})")
+        if resize_filter not in get_args(ResizeFilter):
+            raise ValueError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, "
+                             f"got {resize_filter!r}")
         self.image_size = image_size
         self.train = train
+        self.resize = (train_resize or image_size) if train else image_size
+        self.resize_filter = resize_filter
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -47,8 +74,7 @@ class ImageListDataset(Dataset):
         index = int(index)
         if not 0 <= index < len(self.paths):
             raise IndexError(f"index {index} out of range for {len(self.paths)} images in {self.csv}")
-        image = resize_shorter(to_rgb(open_image(self.paths[index])), self.image_size)
-        arr = np.asarray(image)
+        arr = resize_shorter(to_rgb(open_image(self.paths[index])), self.resize, self.resize_filter)
         size = self.image_size
         height, width = arr.shape[:2]
         flip = False
@@ -63,5 +89,5 @@ class ImageListDataset(Dataset):
         arr = arr[top:top + size, left:left + size]
         if flip:
             arr = arr[:, ::-1]
-        tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).permute(2, 0, 1)
+        tensor = torch.from_numpy(np.ascontiguousarray(arr)).permute(2, 0, 1)
         return tensor / 127.5 - 1

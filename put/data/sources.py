@@ -31,10 +31,17 @@ PLACES2_NATURE_CATEGORIES = (
     "/v/valley",
 )
 
+# Training lists of the two Places365 training sets (filelist_places365-<set>.tar) and the image folders
+# the archives extract to: train_large_places365<set>.tar -> data_large (shortest side 512, what the released
+# code trained on), train_256_places365<set>.tar -> data_256; val_large.tar / val_256.tar likewise.
+PLACES2_TRAIN_LISTS = {"challenge": "places365_train_challenge.txt", "standard": "places365_train_standard.txt"}
+PLACES2_FOLDERS = {"large": ("data_large", "val_large"), "256": ("data_256", "val_256")}
+PLACES2_STANDARD_PER_CATEGORY = 5000  # Places365-standard has at most 5,000 training images per category
+
 PLACES2_LAYOUT = (
-    "Places365-standard layout: ROOT/data_256/<letter>/<category>[/<sub>]/*.jpg (train), "
-    "ROOT/val_256/*.jpg (test), optionally with the lists ROOT/places365_train_standard.txt, "
-    "ROOT/places365_val.txt and ROOT/categories_places365.txt"
+    "Places365 layout: ROOT/data_large (or data_256)/<letter>/<category>[/<sub>]/*.jpg (train), ROOT/val_large "
+    "(or val_256)/*.jpg (test), optionally with the lists ROOT/places365_train_challenge.txt or "
+    "ROOT/places365_train_standard.txt, ROOT/places365_val.txt and ROOT/categories_places365.txt"
 )
 LAYOUTS = {
     "ffhq": "FFHQ layout: ROOT/**/<NNNNN>.png or .jpg, stems 00000-69999 (69000-69999 = test)",
@@ -121,30 +128,55 @@ def _places_categories(root: Path, dataset: str) -> dict[str, str]:
     return {label: name for name, label in rows}
 
 
-def _places_train_list(root: Path, data: Path, categories: tuple[str, ...] | None) -> list[Path]:
-    rows = _read_list(root / "places365_train_standard.txt")
-    names = [name for name, _ in rows]
-    if categories is not None:
-        # '/f/field/cultivated/00000001.jpg' belongs to '/f/field/cultivated'; the name's folder
-        # must equal the category exactly ('/m/mountain_path' is not inside '/m/mountain').
-        wanted = set(categories)
-        names = [n for n in names if "/" + n.strip("/").rsplit("/", 1)[0] in wanted]
-    return sorted(data / n.lstrip("/") for n in names)
+def _in_categories(name: str, categories: tuple[str, ...] | None) -> bool:
+    """'/f/field/cultivated/00000001.jpg' belongs to '/f/field/cultivated'; the name's folder must equal the
+    category exactly ('/m/mountain_path' is not inside '/m/mountain')."""
+    return categories is None or "/" + name.strip("/").rsplit("/", 1)[0] in categories
 
 
-def places2(root: Path, nature: bool = False) -> dict[str, list[Path]]:
-    dataset = "places2_nature" if nature else "places2"
-    data = _require(root / "data_256", dataset)
-    val = _require(root / "val_256", dataset)
-    categories = PLACES2_NATURE_CATEGORIES if nature else None
-
-    if (root / "places365_train_standard.txt").is_file():
-        train = _places_train_list(root, data, categories)
-    elif nature:
-        train = sorted(p for c in categories
-                       for p in _images_under(_require(data / c.lstrip("/"), dataset), recursive=False))
-    else:
+def _places_train(root: Path, data: Path, dataset: str, categories: tuple[str, ...] | None,
+                  train_set: str) -> list[Path]:
+    """The training images of a Places365 training set: from its list when ROOT has it, else every image in
+    the (category) folders, as the released code reads them; a folder that cannot hold the asked-for set
+    (too few or too many images per category for it) is reported."""
+    list_file = root / PLACES2_TRAIN_LISTS[train_set]
+    if list_file.is_file():
+        names = (name for name, _ in _read_list(list_file) if _in_categories(name, categories))
+        return sorted(data / name.lstrip("/") for name in names)
+    if categories is None:
         train = _images_under(data)
+        per_category = np.unique([p.relative_to(data).parent.as_posix() for p in train], return_counts=True)[1]
+    else:
+        folders = [_images_under(_require(data / c.lstrip("/"), dataset), recursive=False) for c in categories]
+        train = sorted(p for images in folders for p in images)
+        per_category = np.array([len(images) for images in folders])
+    largest = int(per_category.max()) if len(per_category) else 0
+    if train_set == "standard" and largest > PLACES2_STANDARD_PER_CATEGORY:
+        raise DatasetLayoutError(
+            f"{data}: a category folder holds {largest} images, more than Places365-standard's "
+            f"{PLACES2_STANDARD_PER_CATEGORY}: these are Places365-challenge images; put {list_file.name} in "
+            f"{root} to train on the standard set, or set data.places_train: challenge")
+    if train_set == "challenge" and 0 < largest <= PLACES2_STANDARD_PER_CATEGORY:
+        warnings.warn(f"{data}: at most {largest} images per category, as in Places365-standard, although "
+                      "data.places_train is challenge (the released training set); extract "
+                      "train_large_places365challenge.tar here, or set data.places_train: standard", stacklevel=4)
+    return train
+
+
+def places2(root: Path, nature: bool = False, train_set: str = "challenge",
+            images: str = "large") -> dict[str, list[Path]]:
+    """Places365 in its published layout; `train_set` "challenge" (released) or "standard", `images` "large"
+    (data_large + val_large, released) or "256" (data_256 + val_256)."""
+    dataset = "places2_nature" if nature else "places2"
+    if train_set not in PLACES2_TRAIN_LISTS:
+        raise ValueError(f"places_train must be one of {', '.join(PLACES2_TRAIN_LISTS)}, got {train_set!r}")
+    if images not in PLACES2_FOLDERS:
+        raise ValueError(f"places_images must be one of {', '.join(PLACES2_FOLDERS)}, got {images!r}")
+    data_name, val_name = PLACES2_FOLDERS[images]
+    data = _require(root / data_name, dataset)
+    val = _require(root / val_name, dataset)
+    categories = PLACES2_NATURE_CATEGORIES if nature else None
+    train = _places_train(root, data, dataset, categories, train_set)
 
     val_list = root / "places365_val.txt"
     if nature:
@@ -176,26 +208,29 @@ def demo(root: Path) -> dict[str, list[Path]]:
     return splits
 
 
-LISTERS: dict[str, Callable[[Path], dict[str, list[Path]]]] = {
+LISTERS: dict[str, Callable[..., dict[str, list[Path]]]] = {
     "ffhq": ffhq,
     "places2": places2,
-    "places2_nature": lambda root: places2(root, nature=True),
+    "places2_nature": lambda root, **places: places2(root, nature=True, **places),
     "imagenet": imagenet,
     "demo": demo,
 }
 
 
-def list_dataset(dataset: str, root: Path, seed: int = 0, eval_count: int | None = None) -> dict[str, list[Path]]:
+def list_dataset(dataset: str, root: Path, seed: int = 0, eval_count: int | None = None, *,
+                 places_train: str = "challenge", places_images: str = "large") -> dict[str, list[Path]]:
     """{'train': [...], 'test': [...]} for a dataset in its published layout under root.
 
     eval_count (ImageNet default 1000, others all) keeps that many test images, drawn with seed.
+    places_train / places_images choose the Places365 training set and image folders (see `places2`).
     """
     if dataset not in LISTERS:
         raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(LISTERS)}")
     root = Path(root)
     if not root.is_dir():
         raise DatasetLayoutError(f"{root}: dataset folder not found; expected the {LAYOUTS[dataset]}")
-    splits = LISTERS[dataset](root)
+    places = {"train_set": places_train, "images": places_images} if dataset.startswith("places2") else {}
+    splits = LISTERS[dataset](root, **places)
     if eval_count is None and dataset == "imagenet":
         eval_count = IMAGENET_EVAL_COUNT
     if eval_count is not None:

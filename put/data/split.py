@@ -47,15 +47,16 @@ def _stored_path(path: Path, base: Path | None) -> str:
 
 
 def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None = None,
-                workers: int | None = None) -> dict:
-    """Write out_dir/<split>.csv (path, sha256, width, height) and out_dir/split_report.json.
+                workers: int | None = None, info: dict | None = None) -> dict:
+    """Write out_dir/<split>.csv (path, sha256, width, height) and out_dir/split_report.json, which starts
+    with `info` (what the split is of, e.g. the dataset's name).
 
     Returns the report. Raises SplitError when some split has no usable image left.
     """
     out_dir = Path(out_dir)
     base = Path(base) if base is not None else None
     workers = workers or min(8, os.cpu_count() or 1)
-    report: dict = {"base": str(base) if base is not None else None, "splits": {}, "excluded": []}
+    report: dict = {**(info or {}), "base": str(base) if base is not None else None, "splits": {}, "excluded": []}
     tables = {}
     for split, paths in files.items():
         paths = [Path(p) for p in paths]

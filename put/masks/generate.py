@@ -1,5 +1,6 @@
-"""Random keep-masks (float32, 1 = known, 0 = hole): free-form strokes, PConv-style irregular holes,
-masks with a hole ratio in a given range, and the token-resolution blocky mask.
+"""Random keep-masks (float32, 1 = known, 0 = hole): PConv-style irregular holes, masks of irregular holes
+or DeepFill-style strokes with a hole ratio in a given range, and the token-resolution blocky mask. (The
+released training pipeline's strokes, drawn as known pixels up to a keep ratio, are in put.masks.strokes.)
 
 Every random choice comes from the `numpy.random.Generator` passed in. Lengths are given at 256x256 (the
 paper's resolution) and scaled by `unit` = sqrt(H * W) / 256, so a mask looks alike at 32 and at 512
@@ -70,7 +71,7 @@ def _random_point(size: Size, rng: np.random.Generator) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Strokes (DeepFill v2 / ICT free-form masks)
+# Strokes (DeepFill v2 / ICT free-form masks), an element of mask_with_ratio
 
 def _stroke_part(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator, scale: float = 1.0, *,
                  max_vertices: int = 25, max_length: float = 100, min_length: float = 0, min_brush: int = 10,
@@ -82,21 +83,6 @@ def _stroke_part(draw: ImageDraw.ImageDraw, size: Size, rng: np.random.Generator
     lengths = rng.uniform(min_length, max_length, n) * unit
     brush = (int(rng.integers(min_brush, max_brush + 1)) // 2 * 2) * unit
     _thick_polyline(draw, _walk(_random_point(size, rng), angles, lengths, size), brush)
-
-
-def stroke_mask(size: Size, rng: np.random.Generator, *, max_parts: int = 15, max_vertices: int = 25,
-                max_length: float = 100, max_brush: int = 24) -> np.ndarray:
-    """Free-form brush-stroke keep-mask (H, W) as in DeepFill v2 / ICT: 1..max_parts strokes of up to
-    max_vertices random vertices; lengths and brush widths are given at 256 px and scale with the size."""
-    size = _check_size(size)
-
-    def draw_once() -> np.ndarray:
-        img, draw = _canvas(size)
-        for _ in range(int(rng.integers(1, max_parts + 1))):
-            _stroke_part(draw, size, rng, max_vertices=max_vertices, max_length=max_length, max_brush=max_brush)
-        return _holes(img)
-
-    return _non_trivial(draw_once, "stroke_mask", size)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -219,16 +205,14 @@ def mask_with_ratio(size: Size, lo: float, hi: float, rng: np.random.Generator, 
 # Token-resolution blocky masks
 
 def blocky(keep: np.ndarray, patch_size: int) -> np.ndarray:
-    """Keep-mask (..., H, W) where a patch becomes entirely hole if any of its pixels is a hole.
-
-    This is how the P-VQVAE sees a mask (any hole pixel makes a masked patch), so the transformer's
-    targets do not change; the pixels' known content inside masked patches is what disappears.
-    """
+    """Keep-mask (..., H, W) resampled at token resolution and back by nearest neighbour, as the released
+    `mask_low_to_high`: OpenCV's nearest-neighbour downsampling picks each patch's top-left pixel, and every
+    pixel of the patch takes its value. The hole ratio is kept on average (not grown)."""
     keep = np.asarray(keep)
     *lead, height, width = keep.shape
     p = int(patch_size)
     if p < 1 or height % p or width % p:
         raise ValueError(f"blocky: mask of {height}x{width} (HxW) is not divisible into {patch_size}x{patch_size} "
                          "patches")
-    patches = keep.reshape(*lead, height // p, p, width // p, p).min(axis=(-3, -1), keepdims=True)
-    return np.broadcast_to(patches, (*lead, height // p, p, width // p, p)).reshape(keep.shape).astype(np.float32)
+    corners = keep[..., ::p, ::p]
+    return np.repeat(np.repeat(corners, p, axis=-2), p, axis=-1).astype(np.float32)

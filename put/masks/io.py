@@ -12,7 +12,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from PIL import Image
 
 from put.data.images import ImageReadError, open_image, write_png
 
@@ -47,6 +46,14 @@ def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | No
         raise MaskError(f"{source}: mask is all hole (no known pixel); check --mask-polarity")
 
 
+def _nearest(values: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """OpenCV's INTER_NEAREST resize (as the released code reads masks): output pixel i takes source pixel
+    floor(i * source / target), e.g. the top-left pixel of each 2x2 block when halving."""
+    rows, cols = (np.minimum(np.floor(np.arange(n) * (1.0 / (n / m))).astype(int), m - 1)
+                  for n, m in zip(size, values.shape[:2]))
+    return values[rows][:, cols]
+
+
 def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = None) -> np.ndarray:
     """(H, W) uint8 gray values of a mask file, resized to `size` (H, W) by nearest neighbour if given (the
     only resampling that keeps a mask binary). Color masks must be gray (R = G = B)."""
@@ -55,9 +62,9 @@ def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = Non
     except ImageReadError as err:
         raise MaskError(str(err)) from None
     img = img.convert("RGB") if img.mode not in ("L", "1") else img.convert("L")
-    if size is not None and img.size != (size[1], size[0]):
-        img = img.resize((size[1], size[0]), Image.Resampling.NEAREST)
     values = np.asarray(img)
+    if size is not None and values.shape[:2] != tuple(size):
+        values = _nearest(values, size)
     if values.ndim == 3:
         if not ((values[..., 0] == values[..., 1]) & (values[..., 1] == values[..., 2])).all():
             raise MaskError(f"{path}: mask has colored pixels; expected a black/white mask")

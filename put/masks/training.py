@@ -1,9 +1,12 @@
-"""Training-mask sampling (DESIGN.md section 2), pure functions of a numpy Generator.
+"""Training-mask sampling of one stage (DESIGN.md section 2), pure functions of a numpy Generator, following
+the released ImageListDataset (image_synthesis/data/image_list_dataset.py of the authors' code).
 
-P-VQVAE: an erase mask m (p = 0.2, multiplies the training image, so it decides which codebook each patch
-uses) and an independent reference mask m' (always; all-hole with p = 0.3 so the decoder must work from
-tokens alone). UQ-Transformer: PConv/irregular masks (p = 0.8) else strokes, made blocky at token
-resolution with p = 0.1. Each non-trivial mask is irregular with p = 0.7 (P-VQVAE), else strokes.
+Every mask starts as a base mask: a PConv mask whose hole ratio lies in the stage's window (or, with no PConv
+set configured, a generated irregular mask) with `irregular_prob`, else strokes drawn as known pixels up to
+a keep ratio. The stage's mask m is then all-hole with `all_hole_prob`, else made blocky at token resolution
+with `blocky_prob`. The P-VQVAE also erases the training image itself with an independent base mask (no
+all-hole, no blocky) with `erase_prob`, which decides the codebook of each patch; its m hides pixels from
+the decoder's reference branch. Draw order as released: erase mask first, then m.
 """
 
 from __future__ import annotations
@@ -13,24 +16,52 @@ from typing import Callable
 import numpy as np
 import torch
 
-from put.masks.generate import blocky, irregular_mask, stroke_mask
-from put.masks.io import MaskFolder
+from put.config.masks import PConvSelect, TrainingMaskConfig
+from put.masks.evaluation import pconv_ratios
+from put.masks.generate import blocky, irregular_mask
+from put.masks.io import MaskError, MaskFolder
+from put.masks.strokes import stroke_keep_mask
 
+# The released slicing maps a hole ratio r to the index r / 0.6 * len(list) of NVIDIA's 12,000 masks, sorted
+# in six groups of 2,000 by hole ratio (0.01-0.1, 0.1-0.2, ..., 0.5-0.6): 20000 * r in their code.
+LIST_TOP_RATIO = 0.6
 _REDRAWS = 100
 
 
-def _check_prob(name: str, value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"TrainingMasks: {name} must be a probability in [0, 1], got {value}")
-    return float(value)
+def pconv_candidates(pconv: MaskFolder, window: tuple[float, float], select: PConvSelect,
+                     progress: bool = False) -> np.ndarray:
+    """Indices of the folder's masks that a stage may use.
+
+    "ratio": masks whose hole ratio at the folder's size lies in [lo, hi] (any mask set, any order).
+    "list": the released slicing of the sorted file list, files int(n * lo / 0.6) to int(n * hi / 0.6); on
+    NVIDIA's set the same files as the released code. A bound inside a group cuts it by file order, not by
+    ratio (lo = 1/3 starts two thirds of the way through the files of the 30-40% group).
+    """
+    lo, hi = window
+    if select == "ratio":
+        ratios = pconv_ratios(pconv, progress)
+        chosen = np.flatnonzero((ratios >= lo) & (ratios <= hi))
+        if not len(chosen):
+            raise MaskError(f"{pconv.root}: no mask has a hole ratio (at {pconv.size[1]}x{pconv.size[0]}) in "
+                            f"[{lo}, {hi}]; its {len(ratios)} masks range from {ratios.min():.3f} to "
+                            f"{ratios.max():.3f}")
+        return chosen
+    if select == "list":
+        n = len(pconv)
+        start, end = (min(n, int(round(n * r / LIST_TOP_RATIO, 6))) for r in (lo, hi))
+        if start >= end:
+            raise MaskError(f"{pconv.root}: the slice [{start}, {end}) of its {n} sorted masks for hole ratios "
+                            f"[{lo}, {hi}] is empty")
+        return np.arange(start, end)
+    raise ValueError(f"pconv_select must be 'ratio' or 'list', got {select!r}")
 
 
 class TrainingMasks:
-    """Random keep-masks (H, W) float32 (1 = known, 0 = hole) for the two training stages."""
+    """Random keep-masks (H, W) float32 (1 = known, 0 = hole) of one training stage."""
 
-    def __init__(self, size: tuple[int, int], patch_size: int, pconv: MaskFolder | None = None, *,
-                 erase_prob: float = 0.2, ref_all_hole_prob: float = 0.3, pvqvae_irregular_prob: float = 0.7,
-                 transformer_irregular_prob: float = 0.8, blocky_prob: float = 0.1) -> None:
+    def __init__(self, size: tuple[int, int], patch_size: int, config: TrainingMaskConfig,
+                 pconv: MaskFolder | None = None, *, pconv_select: PConvSelect = "ratio",
+                 erase_prob: float = 0.0) -> None:
         self.size = (int(size[0]), int(size[1]))
         self.patch_size = int(patch_size)
         if self.patch_size < 1 or self.size[0] % self.patch_size or self.size[1] % self.patch_size:
@@ -38,54 +69,47 @@ class TrainingMasks:
         if pconv is not None and tuple(pconv.size) != self.size:
             raise ValueError(f"TrainingMasks: PConv masks from {pconv.root} are read at {pconv.size}, "
                              f"expected the training size {self.size}")
-        self.pconv = pconv
-        self.erase_prob = _check_prob("erase_prob", erase_prob)
-        self.ref_all_hole_prob = _check_prob("ref_all_hole_prob", ref_all_hole_prob)
-        self.pvqvae_irregular_prob = _check_prob("pvqvae_irregular_prob", pvqvae_irregular_prob)
-        self.transformer_irregular_prob = _check_prob("transformer_irregular_prob", transformer_irregular_prob)
-        self.blocky_prob = _check_prob("blocky_prob", blocky_prob)
+        if not 0.0 <= erase_prob <= 1.0:
+            raise ValueError(f"TrainingMasks: erase_prob must be a probability in [0, 1], got {erase_prob}")
+        self.config, self.pconv, self.erase_prob = config, pconv, float(erase_prob)
+        self.candidates = (pconv_candidates(pconv, config.pconv_hole_ratio, pconv_select)
+                           if pconv is not None else None)
 
     def irregular(self, rng: np.random.Generator) -> np.ndarray:
-        """A random PConv mask, flipped/rotated by multiples of 90 degrees, or a generated irregular mask."""
+        """A random PConv mask of the stage's window (used as stored, as released), or a generated irregular mask."""
         if self.pconv is None:
             return irregular_mask(self.size, rng)
-        keep = self.pconv.load(int(rng.integers(len(self.pconv))))
-        # Quarter turns would swap H and W of a non-square mask: those get half turns only.
-        turns = int(rng.integers(4)) if self.size[0] == self.size[1] else 2 * int(rng.integers(2))
-        keep = np.rot90(keep, turns)
-        if rng.random() < 0.5:
-            keep = keep[:, ::-1]
-        return np.ascontiguousarray(keep, dtype=np.float32)
+        return self.pconv.load(int(self.candidates[rng.integers(len(self.candidates))]))
 
     def stroke(self, rng: np.random.Generator) -> np.ndarray:
-        return stroke_mask(self.size, rng)
+        return stroke_keep_mask(self.size, rng, **self.config.stroke.model_dump())
 
-    def _mixed(self, rng: np.random.Generator, irregular_prob: float) -> np.ndarray:
-        return self.irregular(rng) if rng.random() < irregular_prob else self.stroke(rng)
+    def base(self, rng: np.random.Generator) -> np.ndarray:
+        return self.irregular(rng) if rng.random() < self.config.irregular_prob else self.stroke(rng)
+
+    def mask(self, rng: np.random.Generator) -> np.ndarray:
+        """The stage's mask m: a base mask, all-hole with all_hole_prob, else blocky with blocky_prob."""
+        keep = self.base(rng)
+        if rng.random() < self.config.all_hole_prob:
+            return np.zeros(self.size, dtype=np.float32)
+        if rng.random() < self.config.blocky_prob:
+            return blocky(keep, self.patch_size)
+        return keep
 
     def pvqvae_pair(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(erase_keep, ref_keep): the mask applied to the training image (all ones unless drawn) and the
-        reference mask hiding pixels from the decoder's reference branch."""
-        erase = self._mixed(rng, self.pvqvae_irregular_prob) if rng.random() < self.erase_prob else self._known()
-        if rng.random() < self.ref_all_hole_prob:
-            ref = np.zeros(self.size, dtype=np.float32)
-        else:
-            ref = self._mixed(rng, self.pvqvae_irregular_prob)
-        return erase, ref
+        reference mask m hiding pixels from the decoder's reference branch."""
+        erase = self.base(rng) if rng.random() < self.erase_prob else np.ones(self.size, dtype=np.float32)
+        return erase, self.mask(rng)
 
     def transformer_mask(self, rng: np.random.Generator) -> np.ndarray:
-        """A keep-mask with at least one masked patch (a patch with a hole pixel); blocky with blocky_prob."""
+        """m with at least one hole pixel (so at least one masked patch, the loss's denominator); the
+        released code does not redraw, but its masks practically always have holes."""
         for _ in range(_REDRAWS):
-            keep = self._mixed(rng, self.transformer_irregular_prob)
-            if rng.random() < self.blocky_prob:
-                keep = blocky(keep, self.patch_size)
-            # A patch is masked as soon as one pixel is a hole: a masked patch exists iff a hole pixel does.
+            keep = self.mask(rng)
             if keep.min() < 0.5:
                 return keep
-        raise RuntimeError(f"TrainingMasks: no mask with a masked patch in {_REDRAWS} draws")
-
-    def _known(self) -> np.ndarray:
-        return np.ones(self.size, dtype=np.float32)
+        raise RuntimeError(f"TrainingMasks: no mask with a hole in {_REDRAWS} draws")
 
 
 def batch_of(fn: Callable[[np.random.Generator], np.ndarray | tuple[np.ndarray, ...]], rng: np.random.Generator,

@@ -18,12 +18,24 @@ def _check_rgb_uint8(name: str, a: np.ndarray) -> None:
         raise ValueError(f"{name} must be an HxWx3 uint8 array, got {a.dtype} {a.shape}")
 
 
-def _prepare(a: np.ndarray, grayscale: bool) -> np.ndarray:
-    return np.asarray(Image.fromarray(a, "RGB").convert("L")) if grayscale else a
+def opencv_gray(rgb: np.ndarray) -> np.ndarray:
+    """OpenCV's cvtColor(RGB2GRAY) of an HxWx3 uint8 RGB image, bit-exact (its uint8 path is this 15-bit
+    fixed-point sum; checked on all 2^24 colours against opencv-python-headless 4.5.5 and 5.0.0)."""
+    r, g, b = (rgb[..., k].astype(np.uint32) for k in range(3))
+    return ((9798 * r + 19235 * g + 3735 * b + (1 << 14)) >> 15).astype(np.uint8)
+
+
+def _prepare(a: np.ndarray, grayscale: str) -> np.ndarray:
+    if grayscale == "opencv":
+        return opencv_gray(a)
+    if grayscale == "pil":
+        return np.asarray(Image.fromarray(a, "RGB").convert("L"))
+    return a
 
 
 def relative_mae(a: np.ndarray, b: np.ndarray) -> float:
-    """sum|a-b| / sum(a+b) on [0,1] (scale-free). Two all-black images count as identical: 0."""
+    """sum|a-b| / sum(a+b) on [0,1] (scale-free). Two all-black images count as identical: 0. (The released
+    code sums in float32, here float64: on the parity fixtures the two differ by less than 4e-8.)"""
     a = a.astype(np.float64) / 255.0
     b = b.astype(np.float64) / 255.0
     denom = float(np.sum(a + b))
@@ -31,7 +43,9 @@ def relative_mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtocol) -> dict[str, float]:
-    """PSNR, SSIM and MAE of one result against its target (HxWx3 uint8 each).
+    """PSNR, SSIM and MAE of one result against its target (HxWx3 uint8 each), computed as the released
+    scripts/metrics/cal_psnr.py does: PSNR by scikit-image on float32 images divided by the data range
+    (data range 1), SSIM by scikit-image on the uint8 images, target first.
 
     PSNR of identical images is +inf (zero error); it is kept as inf rather than clipped, so callers
     averaging PSNR must decide how to treat it.
@@ -45,11 +59,12 @@ def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtoc
         raise ValueError(f"image {h}x{w} is smaller than the SSIM window {protocol.ssim_window}; "
                          "choose a smaller odd ssim_window in the protocol")
     a, b = _prepare(result, protocol.grayscale), _prepare(target, protocol.grayscale)
+    scale = np.float32(protocol.data_range)
     with np.errstate(divide="ignore"):  # identical images: log10(x / 0) -> inf, intended
-        psnr = peak_signal_noise_ratio(b, a, data_range=protocol.data_range)
+        psnr = peak_signal_noise_ratio(b.astype(np.float32) / scale, a.astype(np.float32) / scale, data_range=1.0)
     ssim = structural_similarity(
-        a, b, win_size=protocol.ssim_window, gaussian_weights=protocol.ssim_gaussian,
-        data_range=protocol.data_range, channel_axis=None if protocol.grayscale else 2)
+        b, a, win_size=protocol.ssim_window, gaussian_weights=protocol.ssim_gaussian,
+        data_range=protocol.data_range, channel_axis=2 if protocol.grayscale == "none" else None)
     return {"psnr": float(psnr), "ssim": float(ssim), "mae": relative_mae(a, b)}
 
 

@@ -23,7 +23,8 @@ def run_masks(params: Params, split_dir: Path, out_dir: Path) -> Path:
         pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
     test_csv = Path(split_dir) / "test.csv"
     test_images = [p.as_posix() for p in read_split(test_csv)]
-    dataset = ImageListDataset(test_csv, preset.model.image_size, train=False)
+    dataset = ImageListDataset(test_csv, preset.model.image_size, train=False,
+                               resize_filter=preset.data.resize_filter)
     with atomic_dir(out_dir) as staging:
         manifest = write_eval_masks(test_images, staging, size, preset.masks.seed, pconv)
         stems = read_manifest(staging).drop_duplicates("image").set_index("image")["mask"].map(

@@ -21,7 +21,9 @@ def run_split(params: Params, out_dir: Path) -> dict:
                          f"(set overrides.data.root in params.yaml)")
     else:
         root = Path(data.root)
-    files = list_dataset(data.dataset, root, seed=data.seed, eval_count=data.eval_count)
-    report = write_split(files, Path(out_dir))
-    report["dataset"] = data.dataset  # which split a run used (e.g. places2 vs places2_nature)
-    return report
+    files = list_dataset(data.dataset, root, seed=data.seed, eval_count=data.eval_count,
+                         places_train=data.places_train, places_images=data.places_images)
+    info = {"dataset": data.dataset}  # which split a run used (e.g. places2 vs places2_nature) ...
+    if data.dataset.startswith("places2"):  # ... and which Places365 training set and image folders
+        info.update(places_train=data.places_train, places_images=data.places_images)
+    return write_split(files, Path(out_dir), info=info)

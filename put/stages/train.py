@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
+from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, DataConfig, ModelConfig, Preset
 from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.fileio import file_sha256
@@ -17,15 +17,16 @@ from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask
 
 
-def training_masks(preset: Preset, config: ModelConfig) -> TrainingMasks:
+def training_masks(preset: Preset, config: ModelConfig, stage: str) -> TrainingMasks:
+    """The training masks of stage "pvqvae" or "transformer" (each has its own mask settings)."""
     size = (config.image_size, config.image_size)
     pconv = None
     if preset.masks.pconv_root is not None:
         pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
-    p, t = preset.pvqvae_train, preset.transformer_train
-    return TrainingMasks(size, config.pvqvae.patch_size, pconv, erase_prob=p.erase_prob,
-                         ref_all_hole_prob=p.ref_all_hole_prob, pvqvae_irregular_prob=p.irregular_prob,
-                         transformer_irregular_prob=t.irregular_prob, blocky_prob=t.blocky_prob)
+    train = {"pvqvae": preset.pvqvae_train, "transformer": preset.transformer_train}[stage]
+    erase_prob = preset.pvqvae_train.erase_prob if stage == "pvqvae" else 0.0
+    return TrainingMasks(size, config.pvqvae.patch_size, train.masks, pconv, pconv_select=preset.masks.pconv_select,
+                         erase_prob=erase_prob)
 
 
 def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: dict[str, str] | None,
@@ -45,10 +46,12 @@ def training_identity(preset: Preset, config: ModelConfig, train: dict, split_di
             **extra}
 
 
-def split_datasets(split_dir: Path, image_size: int) -> tuple[ImageListDataset, ImageListDataset]:
+def split_datasets(split_dir: Path, image_size: int,
+                   data: DataConfig) -> tuple[ImageListDataset, ImageListDataset]:
     split_dir = Path(split_dir)
-    return (ImageListDataset(split_dir / "train.csv", image_size, train=True),
-            ImageListDataset(split_dir / "test.csv", image_size, train=False))
+    return (ImageListDataset(split_dir / "train.csv", image_size, train=True, train_resize=data.train_resize,
+                             resize_filter=data.resize_filter),
+            ImageListDataset(split_dir / "test.csv", image_size, train=False, resize_filter=data.resize_filter))
 
 
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
@@ -59,10 +62,10 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
-        train_images, test_images = split_datasets(split_dir, config.image_size)
+        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data)
         labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
-        task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images, training_masks(preset, config),
-                          dist, labels)
+        task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images,
+                          training_masks(preset, config, "pvqvae"), dist, labels)
         with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags,
                                   {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()})) as t:
             identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
@@ -80,10 +83,10 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
-        train_images, test_images = split_datasets(split_dir, config.image_size)
+        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data)
         labels = {"preset": params.preset, "variant": variant, "stage": "transformer"}
         task = TransformerTask(config, preset.transformer_train, Path(pvqvae), Path(out), train_images, test_images,
-                               training_masks(preset, config), dist, labels)
+                               training_masks(preset, config, "transformer"), dist, labels)
         stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
                         "pvqvae_sha256": task.pvqvae_sha256}
         with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params)) as t:

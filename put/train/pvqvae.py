@@ -36,7 +36,7 @@ class PVQVAETask:
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=train.lr_discriminator, betas=train.betas)
         vgg = VGG19Features.pretrained().to(device) if train.loss.needs_vgg else None
         self.loss = GeneratorLoss(train.loss, vgg)
-        self.eval_images, self.eval_keep = held_out_batch(test_images, train.eval_images, masks.irregular,
+        self.eval_images, self.eval_keep = held_out_batch(test_images, train.eval_images, masks.base,
                                                           train.seed, device)
 
     def batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, ...]]:
