@@ -13,8 +13,9 @@ import torch
 
 from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
+from put.pretrained import DownloadError
 
-USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError)
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError, DownloadError)
 
 
 def threads_per_process(processes: int = 1) -> int | None:
@@ -177,8 +178,21 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_weights(args: argparse.Namespace) -> list[dict]:
-    from put.pretrained import weights_report
+    from put.pretrained import PRETRAINED_FILES, DownloadError, download, weights_report
 
+    if args.download:
+        failed = []
+        for file in PRETRAINED_FILES:
+            if file.path.is_file():
+                print(f"present  {file.path}")
+                continue
+            try:
+                print(f"fetched  {download(file)}")
+            except DownloadError as err:
+                print(f"FAILED   {file.filename}: {err}", file=sys.stderr)
+                failed.append(file.filename)
+        if failed:
+            raise DownloadError(f"{len(failed)} file(s) not fetched: {', '.join(failed)}")
     rows = weights_report()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -186,7 +200,7 @@ def cmd_weights(args: argparse.Namespace) -> list[dict]:
         for row in rows:
             state = "present" if row["present"] else "MISSING"
             print(f"{state:8} {row['name']:<28} {row['folder']}/{row['file']}\n         used by: {row['used_by']}"
-                  + ("" if row["present"] else f"\n         get it from: {row['url']}"))
+                  + ("" if row["present"] else f"\n         get it from: {row['url']} (or: put weights --download)"))
     return rows
 
 
@@ -286,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
 
     weights = sub.add_parser("weights", help="which pretrained files are present or missing, and where each belongs")
+    weights.add_argument("--download", action="store_true",
+                         help="fetch every missing file into torch's hub cache, checking its published SHA-256")
     weights.add_argument("--json", action="store_true")
     weights.set_defaults(func=cmd_weights)
 
