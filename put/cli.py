@@ -13,6 +13,7 @@ import torch
 
 from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
+from put.fileio import atomic_write_text
 from put.pretrained import DownloadError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError, CheckpointError, DownloadError)
@@ -86,24 +87,31 @@ def cmd_inpaint(args: argparse.Namespace) -> None:
         print(path)
 
 
-def cmd_bench(args: argparse.Namespace) -> dict:
+def cmd_bench(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
+    results = []
     if args.what == "sampling":
-        result = bench.bench_sampling(args.preset, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
-                                      device=args.device, bf16=args.bf16)
-        print(f"{args.preset} sampling on {result['device_name']} ({result['dtype']}, batch {args.batch}, "
-              f"{args.tokens_per_step} token/step): {result['seconds_per_step']:.3f} s/step, "
-              f"{result['tokens_per_second']:.2f} tokens/s, {result['achieved_gflops']:.1f} GFLOP/s = "
-              f"{result['fraction_of_matmul']:.0%} of the measured matmul rate {result['matmul_gflops']:.1f} GFLOP/s")
+        dtype = torch.bfloat16 if args.bf16 else torch.float32
+        matmul = bench.matmul_gflops(torch.device(args.device), dtype)  # once for every preset
+        for name in args.preset:
+            r = bench.bench_sampling(name, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
+                                     device=args.device, bf16=args.bf16, matmul=matmul)
+            print(f"{name} sampling ({r['n_layer']} layers x {r['n_embd']}) on {r['device_name']} ({r['dtype']}, "
+                  f"batch {args.batch}, {args.tokens_per_step} token/step): {r['seconds_per_step']:.3f} s/step, "
+                  f"{r['tokens_per_second']:.2f} tokens/s, {r['achieved_gflops']:.1f} GFLOP/s = "
+                  f"{r['fraction_of_matmul']:.0%} of the measured matmul rate {matmul:.1f} GFLOP/s "
+                  f"(bench took {r['wall_seconds']:.1f} s)")
+            results.append(r)
     else:
-        result = bench.bench_pvqvae(args.preset, batch=args.batch, device=args.device, bf16=args.bf16)
-        print(f"{args.preset} P-VQVAE on {result['device_name']} ({result['dtype']}): "
-              f"{result['images_per_second']:.2f} images/s at {result['image_size']}px")
+        for name in args.preset:
+            r = bench.bench_pvqvae(name, batch=args.batch, device=args.device, bf16=args.bf16)
+            print(f"{name} P-VQVAE on {r['device_name']} ({r['dtype']}): {r['images_per_second']:.2f} images/s at "
+                  f"{r['image_size']}px (bench took {r['wall_seconds']:.1f} s)")
+            results.append(r)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+        atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
+    return results
 
 
 def load_cli_params(args: argparse.Namespace):
@@ -307,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])
-    bench.add_argument("--preset", choices=list(PRESETS), default="ffhq")
+    bench.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
+                       help="one or more presets, each timed with its own model size (one JSON list)")
     bench.add_argument("--steps", type=int, default=5, help="sampling steps to time")
     bench.add_argument("--batch", type=int, default=1)
     bench.add_argument("--tokens-per-step", type=int, default=1)

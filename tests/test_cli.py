@@ -121,8 +121,12 @@ def test_deterministic_mode_ignores_seed(tiny_checkpoints, tmp_path):
 
 def test_bench_sampling_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert main(["bench", "sampling", "--preset", "demo", "--steps", "3", "--device", "cpu", "--out", str(out)]) == 0
-    result = json.loads(out.read_text())
-    assert result["steps"] == 3 and result["seconds_per_step"] > 0
-    assert 0 < result["fraction_of_matmul"] and result["matmul_gflops"] > 0
+    assert main(["bench", "sampling", "--preset", "demo", "demo", "--steps", "3", "--device", "cpu",
+                 "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert len(results) == 2 and results[0]["matmul_gflops"] == results[1]["matmul_gflops"] > 0  # measured once
+    result = results[0]
+    assert result["steps"] == 3 and result["seconds_per_step"] > 0 and result["wall_seconds"] > 0
+    assert 0 < result["fraction_of_matmul"]
+    assert (result["n_layer"], result["n_embd"], result["image_size"]) == (4, 128, 64) and result["parameters"] > 0
     assert "tokens/s" in capsys.readouterr().out
