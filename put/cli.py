@@ -1,4 +1,4 @@
-"""`put` command line: one subcommand per pipeline stage plus inpaint, info and bench."""
+"""`put` command line: one subcommand per pipeline stage plus inpaint, info, bench and weights."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def cmd_inpaint(args: argparse.Namespace) -> None:
         checkpoint=Path(args.checkpoint), image=Path(args.image), mask=Path(args.mask), out=Path(args.out),
         samples=args.samples, seed=args.seed, deterministic=args.deterministic, composite=args.composite,
         options=SamplingOptions(top_k=args.top_k, temperature=args.temperature,
-                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule),
+                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule,
+                                steps=args.steps),
         mask_polarity=args.mask_polarity, pad=args.pad, pvqvae=Path(args.pvqvae) if args.pvqvae else None,
         batch_size=args.batch_size, device=args.device)
     for path in inpaint(request):
@@ -177,11 +178,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(f"metrics of {args.variant}: {args.out} ({len(result['table'])} table cells, {len(result['curves'])} bins)")
 
 
+def cmd_frontier(args: argparse.Namespace) -> None:
+    from put.stages.frontier import run_frontier
+
+    frame = run_frontier(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks), Path(args.out),
+                         args.device, parse_tags(args.tag))
+    for row in frame.itertuples():
+        print(f"{row.group:>6} {row.label:<22} K={'--' if row.top_k != row.top_k else int(row.top_k):<4} "
+              f"{row.forward_passes:7.1f} forwards/image {1000 * row.seconds_per_image:9.2f} ms/image  "
+              f"PSNR {row.psnr:.3f}  SSIM {row.ssim:.4f}  MAE {row.mae:.4f}")
+    print(f"frontier of {args.variant}: {args.out}")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     from put.stages.report import run_report
 
     out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples_root),
-                     Path(args.masks), Path(args.benchmarks), Path(args.out), parse_tags(args.tag))
+                     Path(args.masks), Path(args.benchmarks), Path(args.out), parse_tags(args.tag),
+                     Path(args.frontier) if args.frontier else None)
     print(f"report written to {out}")
 
 
@@ -241,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--top-k", type=int, default=50)
     inp.add_argument("--temperature", type=float, default=1.0, help="multiplies the logits (released code)")
     inp.add_argument("--tokens-per-step", type=int, default=1, help="tokens sampled per forward pass")
+    inp.add_argument("--steps", type=int, help="cosine schedule: every masked patch in exactly this many forward "
+                                               "passes (replaces --tokens-per-step)")
     inp.add_argument("--position-rule", choices=["logit", "prob"], default="logit",
                      help="next position: largest max-logit (released code) or max probability (paper text)")
     inp.add_argument("--deterministic", action="store_true", help="all tokens at once by argmax (PUT_all)")
@@ -298,12 +314,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", required=True, help="metrics JSON")
     evaluate.set_defaults(func=cmd_evaluate)
 
+    frontier = sub.add_parser("frontier", help="quality against sampling cost: tokens per step, cosine schedules, "
+                                               "top-K and argmax on the evaluation masks (metrics, table, figure)")
+    add_params_arguments(frontier, tags=True)
+    frontier.add_argument("--variant", choices=VARIANTS, default="put")
+    frontier.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
+    frontier.add_argument("--masks", required=True, help="folder written by `put masks`")
+    frontier.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png, samples/)")
+    frontier.add_argument("--device", default=None)
+    frontier.set_defaults(func=cmd_frontier)
+
     report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
     add_params_arguments(report, tags=True)
     report.add_argument("--metrics", nargs="+", required=True, help="metrics JSON files of the variants")
     report.add_argument("--samples-root", required=True, help="folder holding one samples folder per variant")
     report.add_argument("--masks", required=True, help="folder written by `put masks`")
     report.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
+    report.add_argument("--frontier", help="folder written by `put frontier` (its table and figure join the report)")
     report.add_argument("--out", required=True, help="report folder")
     report.set_defaults(func=cmd_report)
 

@@ -58,6 +58,17 @@ def test_inpaint_writes_n_diverse_composited_results(tiny_checkpoints, tmp_path,
     assert len({a.tobytes() for a in arrays}) > 1
 
 
+def test_inpaint_with_a_cosine_schedule(tiny_checkpoints, tmp_path, capsys):
+    _, _, transformer = tiny_checkpoints
+    image, mask, _ = write_inputs(tmp_path)
+    common = ["inpaint", "--checkpoint", str(transformer), "--image", str(image), "--mask", str(mask),
+              "--samples", "2", "--device", "cpu"]
+    assert main(common + ["--steps", "2", "--out", str(tmp_path / "out")]) == 0
+    assert len(list((tmp_path / "out").glob("*.png"))) == 2
+    assert main(common + ["--steps", "0", "--out", str(tmp_path / "bad")]) == 2
+    assert "steps must be >= 1" in capsys.readouterr().err
+
+
 def test_inpaint_is_reproducible_and_polarity_is_honoured(tiny_checkpoints, tmp_path):
     _, _, transformer = tiny_checkpoints
     image, mask, hole = write_inputs(tmp_path)

@@ -58,12 +58,16 @@ def synthetic_metrics(fid_unavailable: bool = False, seed: int = 0) -> pd.DataFr
     return frame
 
 
-def synthetic_curves(lpips_unavailable: bool = True) -> pd.DataFrame:
+def synthetic_curves(lpips_unavailable: bool = True, fid_unavailable: bool = False) -> pd.DataFrame:
     rng = np.random.default_rng(1)
-    return pd.DataFrame([{"variant": v, "bin": b, "fid": rng.uniform(5, 50),
+    return pd.DataFrame([{"variant": v, "bin": b, "psnr": rng.uniform(15, 30), "ssim": rng.uniform(0.5, 0.9),
+                          "mae": rng.uniform(0.01, 0.2),
+                          "fid": float("nan") if fid_unavailable else rng.uniform(5, 50),
                           "lpips": float("nan") if lpips_unavailable else rng.uniform(0, 0.3),
-                          "fid_unavailable": "", "lpips_unavailable": "LPIPS vgg weights missing" if
-                          lpips_unavailable else ""} for v in VARIANTS for b in FINE])
+                          "fid_unavailable": "Inception weights (x.pth) missing; `put weights --download` fetches them"
+                          if fid_unavailable else "",
+                          "lpips_unavailable": "LPIPS vgg weights missing" if lpips_unavailable else ""}
+                         for v in VARIANTS for b in FINE])
 
 
 def body_rows(latex: str) -> list[tuple[str, list[str]]]:
@@ -273,15 +277,39 @@ def _load(path: Path) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
-def test_plot_curves_and_unavailable(tmp_path):
+def test_plot_curves_draws_measured_metrics_only(tmp_path):
     curves = synthetic_curves()
-    fid = plot_curves(curves, "fid", tmp_path / "fid.png")
-    lpips = plot_curves(curves, "lpips", tmp_path / "lpips.png")
-    for path in (fid, lpips):
-        assert _load(path).shape[0] > 100
-    assert not np.array_equal(_load(fid), _load(lpips))
+    pixel = plot_curves(curves, ["psnr", "ssim", "mae"], tmp_path / "pixel.png")
+    fid = plot_curves(curves, ["fid"], tmp_path / "fid.png")
+    assert _load(pixel).shape[1] > 2 * _load(fid).shape[1]  # three panels side by side
+    with pytest.raises(ValueError, match="nothing to draw"):
+        plot_curves(curves, ["lpips"], tmp_path / "lpips.png")
     with pytest.raises(ValueError, match="unknown curve metric"):
-        plot_curves(curves, "psnr", tmp_path / "x.png")
+        plot_curves(curves, ["psnr", "iou"], tmp_path / "x.png")
+
+
+def test_report_curves_and_the_line_for_each_missing_one(tmp_path):
+    from put.stages.report import curve_figures
+
+    (tmp_path / "curve_fid.png").write_bytes(b"stale")  # an earlier run's figure must not survive
+    figures, notes = curve_figures(synthetic_curves(lpips_unavailable=True, fid_unavailable=True), tmp_path)
+    assert [p.name for p in figures] == ["curves_psnr_ssim_mae.png"]
+    assert not (tmp_path / "curve_fid.png").exists()
+    assert len(notes) == 2 and notes[0].startswith("FID curve not drawn: Inception weights")
+    assert r"\texttt{put weights --download}" in notes[0] and "LPIPS vgg weights missing" in notes[1]
+    figures, notes = curve_figures(synthetic_curves(lpips_unavailable=False), tmp_path)
+    assert {p.name for p in figures} == {"curves_psnr_ssim_mae.png", "curve_fid.png", "curve_lpips.png"} and not notes
+
+
+def test_benchmarks_are_read_as_lists(tmp_path):
+    import json
+
+    from put.stages.report import read_benchmarks
+
+    (tmp_path / "sampling.json").write_text(json.dumps([bench_result("ffhq"), bench_result("demo")]))
+    (tmp_path / "pvqvae.json").write_text(json.dumps(bench_result("ffhq", "pvqvae")))  # older files: one result
+    found = read_benchmarks(tmp_path)
+    assert [b["preset"] for b in found["sampling"]] == ["ffhq", "demo"] and len(found["pvqvae"]) == 1
 
 
 def test_sample_grid_and_masked_input(tmp_path):
@@ -318,11 +346,13 @@ def test_document_compiles(tmp_path):
               write_latex(table3(metrics, "demo"), out / "tables" / "table3.tex", None, "tab:t3", cmd, commit),
               write_latex(speed_table([bench_result("ffhq")], [bench_result("demo", "pvqvae")]),
                           out / "tables" / "speed.tex", None, "tab:speed", cmd, commit)]
-    figures = [plot_curves(synthetic_curves(), "fid", out / "figures" / "fid_curve.png"),
-               plot_curves(synthetic_curves(), "lpips", out / "figures" / "lpips_curve.png")]
-    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit)
+    figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
+               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
+    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
+                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches them."])
     text = tex.read_text()
     assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
+    assert r"\item LPIPS curve not drawn" in text
     assert cmd in text.splitlines()[1]
     pdf = compile_pdf(tex)
     data = pdf.read_bytes()
