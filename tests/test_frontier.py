@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 import torch
 
-from put.config.evaluation import FrontierConfig
+from put.config.evaluation import FrontierConfig, MetricProtocol
 from put.config.params import load_params
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
+from put.metrics import MetricValue
 from put.paths import metrics_bins_file, metrics_info_file
 from put.sampling import SamplingOptions
 from put.stages import frontier as stage
@@ -65,12 +66,22 @@ def test_bad_frontier_config_names_the_value():
         FrontierConfig(tokens_per_step=[0])
 
 
-@pytest.mark.parametrize("samples", [1, 4])
-def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch, samples):
+def test_diversity_needs_enough_samples_and_is_none_for_argmax():
+    config = FrontierConfig(tokens_per_step=[1], schedule_steps=[], top_k=[50])
+    argmax, sampled = stage.settings(config, SamplingOptions())
+    protocol = MetricProtocol()  # 5 pairs per input
+    assert "deterministic" in stage.diversity(argmax, [], protocol, samples=10, seed=0).unavailable
+    assert "frontier.samples = 3 gives 3" in stage.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
+
+
+def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
+    samples = 4
     model, _, transformer = tiny_checkpoints
     config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], top_k=[5], groups=["20-40", "40-60"],
-                            images=2, samples=samples, batch_size=3)
+                            images=2, samples=samples, batch_size=3, timing_repeats=2)
     monkeypatch.setattr(stage, "frontier_config", lambda _: config)
+    # LPIPS's VGG16 weights are not here: a stand-in distance, so that the table's mixed column is exercised.
+    monkeypatch.setattr(stage, "diversity_lpips", lambda groups, protocol, seed: MetricValue(0.125))
     out = tmp_path / "frontier"
     frame = stage.run_frontier(params, "put", transformer, masks, out, device="cpu")
 
@@ -90,12 +101,14 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
 
     csv = pd.read_csv(out / stage.CSV_FILE)
     assert len(csv) == len(frame) == 8
-    lpips = csv.set_index(["setting", "group"])["lpips_unavailable"]
+    lpips = csv.set_index(["setting", "group"])["lpips_unavailable"].fillna("")
     assert "deterministic" in lpips[("argmax", "20-40")]
-    assert ("distinct sample pairs" in lpips[("tps1_k5", "20-40")]) == (samples == 1)
+    assert lpips[("tps1_k5", "20-40")] == ""
     table = (out / "frontier.tex").read_text()
-    assert r"\textbf" in table and "n/a$^{a}$" in table and "1 token/step" in table and "cosine, 2 steps" in table
+    assert r"\textbf" in table and "1 token/step" in table and r"cosine, 2 steps, $\mathcal{K}=5$" in table
     assert table.count("argmax is deterministic") == 1  # one footnote per reason, not per cell
+    assert r"FID not measured: Inception" in table and "FID $" not in table  # no column of n/a
+    assert "n/a$^{a}$" in table and r"LPIPS $\uparrow$" in table and "0.1250" in table
     assert (out / "frontier.png").stat().st_size > 10_000
 
 

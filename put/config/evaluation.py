@@ -61,8 +61,8 @@ class FrontierConfig(StrictModel):
     argmax: bool = Field(True, description="also every position at once by argmax (PUT_all, one forward)")
     groups: list[str] = Field(["40-60"], description="mask groups of the evaluation masks (put.masks.bins)")
     images: int | None = Field(100, ge=1, description="the first N test images by name (None: all)")
-    samples: int = Field(1, ge=1, description="samples per image; LPIPS diversity needs enough for "
-                         "evaluate.lpips_pairs distinct pairs")
+    samples: int = Field(4, ge=1, description="samples per image (argmax: one); 4 give the 5 distinct pairs "
+                         "LPIPS diversity draws by default (evaluate.lpips_pairs)")
     batch_size: int = Field(64, ge=1)
     timing_repeats: int = Field(3, ge=1, description="time per image: the best of this many runs of the first "
                                 "batch (a shared machine's noise only ever adds time)")

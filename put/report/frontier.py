@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from pandas.io.formats.style import Styler
 
 from put.report.plots import save_figure
-from put.report.tables import BOLD, best_cells, cell_text, footnotes, latex_escape
+from put.report.tables import BOLD, best_cells, cell_text, footnotes, latex_escape, reason_latex
 
 FRONTIER_TABLE = "frontier.tex"
 FRONTIER_FIGURE = "frontier.png"
@@ -41,16 +41,19 @@ def frontier_table(frame: pd.DataFrame, preset: str) -> Styler:
     frame = _check(frame).assign(ms_per_image=1000 * frame["seconds_per_image"])
     order = {g: i for i, g in enumerate(dict.fromkeys(frame["group"]))}
     frame = frame.sort_values("group", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+    # A quality metric measured for no setting gets a sentence, not a column of n/a.
+    absent = [c for c in QUALITY if frame[c].isna().all()]
+    columns = {c: v for c, v in COLUMNS.items() if c not in absent}
     k = frame["top_k"].map(lambda v: "" if pd.isna(v) else rf", $\mathcal{{K}}={int(v)}$")
     # Two index levels: a rule only where the mask group changes.
     index = pd.MultiIndex.from_arrays([frame["group"] + r"\%", frame["label"] + k], names=["Holes", "Sampling"])
-    values = pd.DataFrame(frame[list(COLUMNS)].to_numpy(float), index=index,
-                          columns=[header for header, _, _ in COLUMNS.values()])
+    values = pd.DataFrame(frame[list(columns)].to_numpy(float), index=index,
+                          columns=[header for header, _, _ in columns.values()])
     reasons = pd.DataFrame([[frame[f"{c}_unavailable"].iloc[i] if f"{c}_unavailable" in frame and pd.isna(
-        frame[c].iloc[i]) else "" for c in COLUMNS] for i in range(len(frame))], index=index, columns=values.columns)
-    decimals = np.tile([d for _, d, _ in COLUMNS.values()], (len(frame), 1))
+        frame[c].iloc[i]) else "" for c in columns] for i in range(len(frame))], index=index, columns=values.columns)
+    decimals = np.tile([d for _, d, _ in columns.values()], (len(frame), 1))
     best = np.zeros(values.shape, dtype=bool)
-    for j, (_, _, lower) in enumerate(COLUMNS.values()):
+    for j, (_, _, lower) in enumerate(columns.values()):
         if lower is not None:
             column = values.iloc[:, [j]]
             best[:, j] = best_cells(column, decimals[:, [j]], np.full(len(frame), lower), frame["group"].to_numpy(),
@@ -58,7 +61,7 @@ def frontier_table(frame: pd.DataFrame, preset: str) -> Styler:
     marks, notes = footnotes(reasons)
     styler = cell_text(values, decimals, marks).style.apply(lambda _: np.where(best, BOLD, ""), axis=None)
     styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "column_format", "props": f":ll{'r' * len(COLUMNS)};"}], overwrite=False)
+                             {"selector": "column_format", "props": f":ll{'r' * len(columns)};"}], overwrite=False)
     first = frame.iloc[0]
     n = int(frame["n"].max()) if "n" in frame else 0
     samples = int(frame["samples"].max()) if "samples" in frame else 1
@@ -67,7 +70,9 @@ def frontier_table(frame: pd.DataFrame, preset: str) -> Styler:
                "passes one image needs on its own (Algorithm 1: one per masked patch). Time: wall time per image "
                f"of encoding, sampling and decoding, in batches of {int(first.get('batch_size', 0))} on "
                f"{latex_escape(first.get('device', '?'))} ({latex_escape(first.get('precision', '?'))}). "
-               "Bold: best quality per column and mask group.")
+               "Bold: best quality per column and mask group."
+               + "".join(f" {COLUMNS[c][0].split()[0]} not measured: " + "; ".join(
+                   reason_latex(r) for r in dict.fromkeys(frame[f"{c}_unavailable"]) if r) + "." for c in absent))
     styler.unavailable_notes = notes
     return styler.set_caption(f"{caption} {notes}".strip())
 
@@ -92,6 +97,9 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
                 line = line.sort_values("forward_passes")
                 ax.plot(line["forward_passes"], line[metric], marker=marker, linestyle=dash, color=colours[k],
                         label=f"{name}, K={int(k)}")
+                for _, r in line.iterrows():  # N or S beside each point
+                    ax.annotate(str(int(r["value"])), (r["forward_passes"], r[metric]), xytext=(3, 3),
+                                textcoords="offset points", fontsize=6, color=colours[k])
             for _, r in part[part["family"] == "argmax"].iterrows():
                 ax.plot([r["forward_passes"]], [r[metric]], marker="*", markersize=12, color="black", linestyle="",
                         label="argmax, all at once")
