@@ -42,12 +42,12 @@ def matmul_gflops(device: torch.device, dtype: torch.dtype = torch.float32, size
 
 
 def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int = 1, device: str = "cpu",
-                   bf16: bool = False, seed: int = 0, matmul: float | None = None) -> dict:
+                   bf16: bool = False, seed: int = 0) -> dict:
     """Time `steps` iterative sampling steps (one full forward each) of the preset's transformer.
 
     Each step is timed on its own and the median reported, so that a noisy neighbour on a shared
-    machine does not decide the figure; the matmul rate is measured in the same process unless a
-    caller timing several presets passes the one it measured (`matmul`, GFLOP/s)."""
+    machine does not decide the figure; the matmul rate is measured right after, in the same process
+    (on a shared machine the load drifts: a rate measured minutes apart would not compare)."""
     started = time.perf_counter()
     dev = torch.device(device)
     torch.manual_seed(seed)
@@ -74,7 +74,7 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
                 times.append(time.perf_counter() - start)
     per_step = statistics.median(times)
     flops = model.transformer.flops_per_forward(length) * batch
-    peak = matmul if matmul is not None else matmul_gflops(dev, torch.bfloat16 if bf16 else torch.float32)
+    peak = matmul_gflops(dev, torch.bfloat16 if bf16 else torch.float32)
     achieved = flops / per_step / 1e9
     return {
         "benchmark": "sampling", "preset": preset, **network(config, model.transformer),

@@ -93,15 +93,13 @@ def cmd_bench(args: argparse.Namespace) -> list[dict]:
 
     results = []
     if args.what == "sampling":
-        dtype = torch.bfloat16 if args.bf16 else torch.float32
-        matmul = bench.matmul_gflops(torch.device(args.device), dtype)  # once for every preset
         for name in args.preset:
             r = bench.bench_sampling(name, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
-                                     device=args.device, bf16=args.bf16, matmul=matmul)
+                                     device=args.device, bf16=args.bf16)
             print(f"{name} sampling ({r['n_layer']} layers x {r['n_embd']}) on {r['device_name']} ({r['dtype']}, "
                   f"batch {args.batch}, {args.tokens_per_step} token/step): {r['seconds_per_step']:.3f} s/step, "
                   f"{r['tokens_per_second']:.2f} tokens/s, {r['achieved_gflops']:.1f} GFLOP/s = "
-                  f"{r['fraction_of_matmul']:.0%} of the measured matmul rate {matmul:.1f} GFLOP/s "
+                  f"{r['fraction_of_matmul']:.0%} of the measured matmul rate {r['matmul_gflops']:.1f} GFLOP/s "
                   f"(bench took {r['wall_seconds']:.1f} s)")
             results.append(r)
     else:
@@ -175,7 +173,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
                           parse_tags(args.tag))
-    print(f"metrics of {args.variant}: {args.out} ({len(result['table'])} table cells, {len(result['curves'])} bins)")
+    cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
+    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins)")
 
 
 def cmd_frontier(args: argparse.Namespace) -> None:

@@ -135,7 +135,7 @@ def test_bench_sampling_writes_json(tmp_path, capsys):
     assert main(["bench", "sampling", "--preset", "demo", "demo", "--steps", "3", "--device", "cpu",
                  "--out", str(out)]) == 0
     results = json.loads(out.read_text())
-    assert len(results) == 2 and results[0]["matmul_gflops"] == results[1]["matmul_gflops"] > 0  # measured once
+    assert len(results) == 2 and all(r["matmul_gflops"] > 0 for r in results)
     result = results[0]
     assert result["steps"] == 3 and result["seconds_per_step"] > 0 and result["wall_seconds"] > 0
     assert 0 < result["fraction_of_matmul"]

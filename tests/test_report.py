@@ -252,8 +252,10 @@ def test_speed_table_sets_like_beside_like():
     lines = [line for line in latex.splitlines() if line.endswith(r"\\")][1:]
     datasets = [line.split("&")[1].strip() for line in lines]
     # each paper dataset: measured row then the paper's row; the demo preset's row after them
-    assert [d for d in datasets if d] == ["FFHQ", "Places2", "ImageNet", "demo preset", "all", "demo preset"]
+    assert datasets == ["FFHQ", "FFHQ", "Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
+                        "demo preset"]
     assert "0.570" in lines[0] and "37.138" in lines[1] and "397.000" in lines[6]
+    assert "measured: paper size" in lines[0] and "reported: the paper's trained model" in lines[1]
     assert r"\textbf" not in latex
 
 

@@ -250,8 +250,8 @@ def _timed_network(b: dict) -> tuple[str, str]:
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, f"paper size ({size}), random weights"
-    return f"{b['preset']} preset", f"{size}: not a paper model, not comparable"
+        return dataset, f"measured: paper size, {size}, random weights"
+    return f"{b['preset']} preset", f"measured: {size}; not a paper model, not comparable"
 
 
 def speed_table(sampling: Sequence[dict], pvqvae: Sequence[dict]) -> Styler:
@@ -265,32 +265,35 @@ def speed_table(sampling: Sequence[dict], pvqvae: Sequence[dict]) -> Styler:
         setting = (f"batch {b['batch']}, {b['tokens_per_step']} token(s)/step" if model == TRANSFORMER
                    else f"batch {b['batch']}")
         rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
-        rows.append((model, dataset, "measured", net, b["device_name"], b["dtype"], setting, float(rate),
+        rows.append((model, dataset, 0, net, f"{b['device_name']}, {b['dtype']}", setting, float(rate),
                      float(b.get("fraction_of_matmul", "nan"))))
     for r in speed_reported().itertuples():
         model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
-        rows.append((model, r.dataset, "reported", "the paper's trained model", r.device, "not stated",
-                     "not stated", float(r.value), float("nan")))
-    frame = pd.DataFrame(rows, columns=["Model", "Dataset", "Source", "Network", "Device", "Precision", "Setting",
-                                        "Throughput", "Matmul use"])
+        rows.append((model, r.dataset, 1, "reported: the paper's trained model", r.device, "not stated",
+                     float(r.value), float("nan")))
+    frame = pd.DataFrame(rows, columns=["Model", "Dataset", "reported", "Network", "Device", "Setting", "Throughput",
+                                        "Matmul use"])
     # Like beside like: per model, the paper's datasets in its order (measured, then reported), others last.
-    order = {name: i for i, name in enumerate((*DATASETS, "all"))}
-    frame = frame.sort_values(["Model", "Dataset", "Source"], kind="stable", key=lambda s: s.map(
-        lambda v: {TRANSFORMER: 0, PVQVAE: 1, "measured": 0, "reported": 1}.get(v, order.get(v, len(order)))))
-    frame = frame.set_index(["Model", "Dataset", "Source"])
+    order = {name: i for i, name in enumerate((TRANSFORMER, PVQVAE, *DATASETS, "all"))}
+    frame = frame.sort_values(["Model", "Dataset", "reported"], kind="stable",
+                              key=lambda s: s.map(lambda v: order.get(v, len(order)) if isinstance(v, str) else v))
+    frame = frame.drop(columns="reported").set_index(["Model", "Dataset"])
     styler = frame.style.format(escape="latex", na_rep=NA)
     styler = styler.format("{:.3f}", subset=["Throughput"], na_rep=NA)
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
-    # Wrapping columns: device names and settings are long, the page is not.
+    # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
     styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "column_format", "props": ":p{1.9cm}p{1.2cm}lp{2.6cm}p{2.1cm}p{1.3cm}"
-                                                                    "p{1.9cm}rr;"}], overwrite=False)
+                             {"selector": "setlength", "props": ":{\\tabcolsep}{4pt};"},
+                             {"selector": "column_format", "props": ":" + "".join(
+                                 rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in (1.6, 1.3, 4.3, 2.9, 2.1))
+                              + "rr;"}],
+                            overwrite=False)
     return styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
         "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
         "with random weights (the speed does not depend on the weights) on the device named. Matmul use: achieved "
-        "FLOP rate of one sampling step over a plain matmul's rate on the same device.")
+        "FLOP rate of one sampling step over a plain matmul's rate on the same device, measured right after it.")
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -78,7 +78,7 @@ class Cells:
             node = self.values
             for key in keys:
                 node = node.setdefault(key, {})
-            node[name] = float(value)
+            node[name] = value if isinstance(value, int) else float(value)
 
 
 def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: Path,
