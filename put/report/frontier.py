@@ -35,7 +35,7 @@ def _check(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def frontier_table(frame: pd.DataFrame, preset: str) -> Styler:
+def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put") -> Styler:
     """One row per setting (and mask group): cost, then quality; the best quality per column and group in
     bold (every row is measured), one footnote per reason a value is n/a."""
     frame = _check(frame).assign(ms_per_image=1000 * frame["seconds_per_image"])
@@ -65,7 +65,8 @@ def frontier_table(frame: pd.DataFrame, preset: str) -> Styler:
     first = frame.iloc[0]
     n = int(frame["n"].max()) if "n" in frame else 0
     samples = int(frame["samples"].max()) if "samples" in frame else 1
-    caption = (f"Speed against quality, preset \\texttt{{{latex_escape(preset)}}}, variant \\texttt{{put}}: {n} test "
+    caption = (f"Speed against quality, preset \\texttt{{{latex_escape(preset)}}}, variant "
+               f"\\texttt{{{latex_escape(variant)}}}: {n} test "
                f"images per mask group, {samples} sample(s) per image (argmax: one). Forwards: transformer forward "
                "passes one image needs on its own (Algorithm 1: one per masked patch). Time: wall time per image "
                f"of encoding, sampling and decoding, in batches of {int(first.get('batch_size', 0))} on "

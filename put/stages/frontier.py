@@ -36,10 +36,10 @@ from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips
 from put.model_io import load_put_model
 from put.models.put_model import PUTModel
-from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table, plot_frontier
+from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table, plot_frontier
 from put.report.tables import write_latex
 from put.sampling import SamplingOptions, inpaint_batch, step_counts
-from put.stages.evaluate import PIXEL_METRICS, Cells, files_fid, pixel_metrics
+from put.stages.evaluate import Cells, files_fid, pixel_metrics
 from put.tracking import git_commit, stage_tracker, tracked
 from put.train.common import autocast
 from put.train.schedule import derive_seed
@@ -47,7 +47,6 @@ from put.train.schedule import derive_seed
 METRICS_FILE = "metrics.json"
 CSV_FILE = "frontier.csv"
 FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2}
-QUALITY = (*PIXEL_METRICS, "lpips", "fid")
 VALUES = ("n", "forward_passes", "seconds_per_image", *QUALITY)  # per setting and group
 
 
@@ -196,7 +195,7 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
         started = time.perf_counter()
         frame, cells = measure_frontier(params, variant, checkpoint, masks, out_dir, device)
         atomic_write_text(out_dir / CSV_FILE, frame.to_csv(index=False))
-        write_latex(frontier_table(frame, params.preset), out_dir / FRONTIER_TABLE, None, "tab:frontier", command,
+        write_latex(frontier_table(frame, params.preset, variant), out_dir / FRONTIER_TABLE, None, "tab:frontier", command,
                     git_commit() or "unknown")
         plot_frontier(frame, out_dir / FRONTIER_FIGURE)
         atomic_write_text(out_dir / METRICS_FILE, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")
