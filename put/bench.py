@@ -1,5 +1,6 @@
 """Benchmarks: sampling-step speed of a preset's transformer against the machine's matmul rate, and
-P-VQVAE throughput. Random weights are fine for timing."""
+P-VQVAE throughput. Random weights are fine for timing. Each result names the network it timed (layers,
+width, image size, parameters) so that a table can say what it compares."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     """Time `steps` iterative sampling steps (one full forward each) of the preset's transformer.
 
     Each step is timed on its own and the median reported, so that a noisy neighbour on a shared
-    machine does not decide the figure; the matmul rate is measured in the same process."""
+    machine does not decide the figure; the matmul rate is measured right after, in the same process
+    (on a shared machine the load drifts: a rate measured minutes apart would not compare)."""
+    started = time.perf_counter()
     dev = torch.device(device)
     torch.manual_seed(seed)
     config = model_config(preset)
@@ -74,18 +77,28 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     peak = matmul_gflops(dev, torch.bfloat16 if bf16 else torch.float32)
     achieved = flops / per_step / 1e9
     return {
-        "benchmark": "sampling", "preset": preset, "device": str(dev), "device_name": device_name(dev),
+        "benchmark": "sampling", "preset": preset, **network(config, model.transformer),
+        "device": str(dev), "device_name": device_name(dev),
         "dtype": "bf16-autocast" if bf16 else "fp32", "threads": torch.get_num_threads(),
         "batch": batch, "tokens_per_step": tokens_per_step, "steps": steps, "sequence_length": length,
         "seconds_per_step": per_step, "seconds_per_step_mean": statistics.fmean(times),
         "tokens_per_second": tokens_per_step * batch / per_step,
         "gflop_per_step": flops / 1e9, "achieved_gflops": achieved,
         "matmul_gflops": peak, "fraction_of_matmul": achieved / peak, "torch": torch.__version__,
+        "wall_seconds": time.perf_counter() - started,
     }
+
+
+def network(config, module: torch.nn.Module) -> dict:
+    """What was timed: the transformer's depth and width, the image size and the module's parameters."""
+    t = config.transformer
+    return {"n_layer": t.n_layer, "n_embd": t.n_embd, "image_size": config.image_size,
+            "parameters": sum(p.numel() for p in module.parameters())}
 
 
 def bench_pvqvae(preset: str, batch: int = 8, repeats: int = 3, device: str = "cpu", bf16: bool = False) -> dict:
     """Images/s of P-VQVAE inference: encode, quantize, decode (the paper's supplementary speed table)."""
+    started = time.perf_counter()
     dev = torch.device(device)
     config = model_config(preset)
     model = PUTModel(config).pvqvae.eval().to(dev)
@@ -106,9 +119,10 @@ def bench_pvqvae(preset: str, batch: int = 8, repeats: int = 3, device: str = "c
             run()
         synchronize(dev)
         elapsed = time.perf_counter() - start
-    return {"benchmark": "pvqvae", "preset": preset, "device": str(dev), "device_name": device_name(dev),
-            "dtype": "bf16-autocast" if bf16 else "fp32", "batch": batch, "image_size": size,
-            "images_per_second": batch * repeats / elapsed, "torch": torch.__version__}
+    return {"benchmark": "pvqvae", "preset": preset, **network(config, model), "device": str(dev),
+            "device_name": device_name(dev), "dtype": "bf16-autocast" if bf16 else "fp32", "batch": batch,
+            "images_per_second": batch * repeats / elapsed, "torch": torch.__version__,
+            "wall_seconds": time.perf_counter() - started}
 
 
 def device_name(device: torch.device) -> str:

@@ -1,4 +1,4 @@
-"""`put` command line: one subcommand per pipeline stage plus inpaint, info and bench."""
+"""`put` command line: one subcommand per pipeline stage plus inpaint, info, bench and weights."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import torch
 
 from put.checkpoint import CheckpointError
 from put.config import PRESETS, PVQVAE_VARIANTS, VARIANTS, model_config, preset
-from put.fileio import check_output, tee_output
+from put.fileio import atomic_write_text, check_output, tee_output
+from put.pretrained import DownloadError
 
 # Bad input, and files or folders that are missing, of the wrong kind or not writable: exit status 2.
+BENCH_STEPS = 2  # sampling steps timed per model by the DAG's bench stage (each one full forward)
+
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
-                                            NotADirectoryError, IsADirectoryError, PermissionError)
+                                            NotADirectoryError, IsADirectoryError, PermissionError, DownloadError)
 
 
 def describe(err: Exception) -> str:
@@ -109,7 +112,8 @@ def cmd_inpaint(args: argparse.Namespace) -> None:
         checkpoint=Path(args.checkpoint), image=Path(args.image), mask=Path(args.mask), out=Path(args.out),
         samples=args.samples, seed=args.seed, deterministic=args.deterministic, composite=args.composite,
         options=SamplingOptions(top_k=args.top_k, temperature=args.temperature,
-                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule),
+                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule,
+                                steps=args.steps),
         mask_polarity=args.mask_polarity, pad=args.pad, pvqvae=Path(args.pvqvae) if args.pvqvae else None,
         batch_size=args.batch_size, device=args.device)
     for path in inpaint(request):
@@ -117,12 +121,16 @@ def cmd_inpaint(args: argparse.Namespace) -> None:
 
 
 def cmd_bench_suite(args: argparse.Namespace) -> None:
-    """The DAG's `bench` stage: sampling and P-VQVAE speed of the preset's models, one JSON file each."""
-    out = Path(args.out)
-    for what, extra in (("sampling", {"steps": 5}), ("pvqvae", {})):
-        cmd_bench(argparse.Namespace(what=what, preset=load_cli_params(args).preset, batch=1, tokens_per_step=1,
-                                     device=default_device(), bf16=False, out=out / f"{what}.json",
-                                     steps=extra.get("steps", 5)))
+    """The DAG's `bench` stage: sampling speed of the paper-size transformers (random weights) and of the
+    preset's own model, and P-VQVAE throughput, on this machine: sampling.json and pvqvae.json."""
+    own = load_cli_params(args).preset
+    paper = [name for name in PRESETS if name != "demo"]
+    presets = paper + ([own] if own not in paper else [])
+    common = dict(batch=1, tokens_per_step=1, device=default_device(), bf16=False)
+    cmd_bench(argparse.Namespace(what="sampling", preset=presets, steps=BENCH_STEPS, out=Path(args.out) / "sampling.json",
+                                 **common))
+    cmd_bench(argparse.Namespace(what="pvqvae", preset=list(dict.fromkeys(["ffhq", own])), steps=BENCH_STEPS,
+                                 out=Path(args.out) / "pvqvae.json", **common))
 
 
 def cmd_import_official(args: argparse.Namespace) -> None:
@@ -134,24 +142,29 @@ def cmd_import_official(args: argparse.Namespace) -> None:
     print(f"variant {result.variant}: {result.pvqvae}" + (f", {result.transformer}" if result.transformer else ""))
 
 
-def cmd_bench(args: argparse.Namespace) -> dict:
+def cmd_bench(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
+    results = []
     if args.what == "sampling":
-        result = bench.bench_sampling(args.preset, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
-                                      device=args.device, bf16=args.bf16)
-        print(f"{args.preset} sampling on {result['device_name']} ({result['dtype']}, batch {args.batch}, "
-              f"{args.tokens_per_step} token/step): {result['seconds_per_step']:.3f} s/step, "
-              f"{result['tokens_per_second']:.2f} tokens/s, {result['achieved_gflops']:.1f} GFLOP/s = "
-              f"{result['fraction_of_matmul']:.0%} of the measured matmul rate {result['matmul_gflops']:.1f} GFLOP/s")
+        for name in args.preset:
+            r = bench.bench_sampling(name, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
+                                     device=args.device, bf16=args.bf16)
+            print(f"{name} sampling ({r['n_layer']} layers x {r['n_embd']}) on {r['device_name']} ({r['dtype']}, "
+                  f"batch {args.batch}, {args.tokens_per_step} token/step): {r['seconds_per_step']:.3f} s/step, "
+                  f"{r['tokens_per_second']:.2f} tokens/s, {r['achieved_gflops']:.1f} GFLOP/s = "
+                  f"{r['fraction_of_matmul']:.0%} of the measured matmul rate {r['matmul_gflops']:.1f} GFLOP/s "
+                  f"(bench took {r['wall_seconds']:.1f} s)")
+            results.append(r)
     else:
-        result = bench.bench_pvqvae(args.preset, batch=args.batch, device=args.device, bf16=args.bf16)
-        print(f"{args.preset} P-VQVAE on {result['device_name']} ({result['dtype']}): "
-              f"{result['images_per_second']:.2f} images/s at {result['image_size']}px")
+        for name in args.preset:
+            r = bench.bench_pvqvae(name, batch=args.batch, device=args.device, bf16=args.bf16)
+            print(f"{name} P-VQVAE on {r['device_name']} ({r['dtype']}): {r['images_per_second']:.2f} images/s at "
+                  f"{r['image_size']}px (bench took {r['wall_seconds']:.1f} s)")
+            results.append(r)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+        atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
+    return results
 
 
 def load_cli_params(args: argparse.Namespace):
@@ -237,7 +250,20 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
                           parse_tags(args.tag))
-    print(f"metrics of {args.variant}: {args.out} ({len(result['table'])} table cells, {len(result['curves'])} bins)")
+    cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
+    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins)")
+
+
+def cmd_frontier(args: argparse.Namespace) -> None:
+    from put.stages.frontier import run_frontier
+
+    frame = run_frontier(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks), Path(args.out),
+                         args.device, parse_tags(args.tag))
+    for row in frame.itertuples():
+        print(f"{row.group:>6} {row.label:<22} K={'--' if row.top_k != row.top_k else int(row.top_k):<4} "
+              f"{row.forward_passes:7.1f} forwards/image {1000 * row.seconds_per_image:9.2f} ms/image  "
+              f"PSNR {row.psnr:.3f}  SSIM {row.ssim:.4f}  MAE {row.mae:.4f}")
+    print(f"frontier of {args.variant}: {args.out}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -245,13 +271,26 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples), Path(args.masks),
                      Path(args.benchmarks), Path(args.out), parse_tags(args.tag),
-                     resolved_params=optional_path(args.resolved_params))
+                     optional_path(args.frontier), resolved_params=optional_path(args.resolved_params))
     print(f"report written to {out}")
 
 
 def cmd_weights(args: argparse.Namespace) -> list[dict]:
-    from put.pretrained import weights_report
+    from put.pretrained import PRETRAINED_FILES, DownloadError, download, weights_report
 
+    if args.download:
+        failed = []
+        for file in PRETRAINED_FILES:
+            if file.path.is_file():
+                print(f"present  {file.path}")
+                continue
+            try:
+                print(f"fetched  {download(file)}")
+            except DownloadError as err:
+                print(f"FAILED   {file.filename}: {err}", file=sys.stderr)
+                failed.append(file.filename)
+        if failed:
+            raise DownloadError(f"{len(failed)} file(s) not fetched: {', '.join(failed)}")
     rows = weights_report()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -259,7 +298,7 @@ def cmd_weights(args: argparse.Namespace) -> list[dict]:
         for row in rows:
             state = "present" if row["present"] else "MISSING"
             print(f"{state:8} {row['name']:<28} {row['folder']}/{row['file']}\n         used by: {row['used_by']}"
-                  + ("" if row["present"] else f"\n         get it from: {row['url']}"))
+                  + ("" if row["present"] else f"\n         get it from: {row['url']} (or: put weights --download)"))
     return rows
 
 
@@ -293,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--top-k", type=int, default=50)
     inp.add_argument("--temperature", type=float, default=1.0, help="multiplies the logits (released code)")
     inp.add_argument("--tokens-per-step", type=int, default=1, help="tokens sampled per forward pass")
+    inp.add_argument("--steps", type=int, help="cosine schedule: every masked patch in exactly this many forward "
+                                               "passes (replaces --tokens-per-step)")
     inp.add_argument("--position-rule", choices=["logit", "prob"], default="logit",
                      help="next position: largest max-logit (released code) or max probability (paper text)")
     inp.add_argument("--deterministic", action="store_true", help="all tokens at once by argmax (PUT_all)")
@@ -374,6 +415,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", required=True, help="metrics JSON")
     evaluate.set_defaults(func=cmd_evaluate, out_folder=False)
 
+    frontier = sub.add_parser("frontier", help="quality against sampling cost: tokens per step, cosine schedules, "
+                                               "top-K and argmax on the evaluation masks (metrics, table, figure)")
+    add_params_arguments(frontier, tags=True)
+    frontier.add_argument("--variant", choices=VARIANTS, default="put")
+    frontier.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
+    frontier.add_argument("--masks", required=True, help="folder written by `put masks`")
+    frontier.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png, samples/)")
+    frontier.add_argument("--device", type=device_name)
+    frontier.set_defaults(func=cmd_frontier, out_folder=True)
+
     report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
     add_params_arguments(report, tags=True)
     report.add_argument("--metrics", nargs="+", required=True, help="metrics JSON files of the variants")
@@ -381,10 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--resolved-params", help="the `put config` file, copied into the report")
     report.add_argument("--masks", required=True, help="folder written by `put masks`")
     report.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
+    report.add_argument("--frontier", help="folder written by `put frontier` (its table and figure join the report)")
     report.add_argument("--out", required=True, help="report folder")
     report.set_defaults(func=cmd_report, out_folder=True)
 
     weights = sub.add_parser("weights", help="which pretrained files are present or missing, and where each belongs")
+    weights.add_argument("--download", action="store_true",
+                         help="fetch every missing file into torch's hub cache, checking its published SHA-256")
     weights.add_argument("--json", action="store_true")
     weights.set_defaults(func=cmd_weights)
 
@@ -395,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="speed benchmarks (random weights)")
     bench.add_argument("what", choices=["sampling", "pvqvae"])
-    bench.add_argument("--preset", choices=list(PRESETS), default="ffhq")
+    bench.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
+                       help="one or more presets, each timed with its own model size (one JSON list)")
     bench.add_argument("--steps", type=positive_int, default=5, help="sampling steps to time")
     bench.add_argument("--batch", type=positive_int, default=1)
     bench.add_argument("--tokens-per-step", type=positive_int, default=1)

@@ -64,6 +64,21 @@ def metrics_file(preset: str, variant: str) -> Path:
     return path_of(METRICS_FILE, preset, variant)
 
 
+def metrics_info_file(metrics: Path) -> Path:
+    """Beside a metrics file: what DVC's flat numbers leave out (protocol, sampling, why a value is missing)."""
+    return Path(metrics).with_name(f"{Path(metrics).stem}_info.json")
+
+
+def metrics_bins_file(metrics: Path) -> Path:
+    """Beside a metrics file: the fine-bin values against the hole ratio, a CSV `dvc plots` can draw."""
+    return Path(metrics).with_name(f"{Path(metrics).stem}_bins.csv")
+
+
+def frontier_dir(preset: str) -> Path:
+    """The speed/quality frontier of the full model: metrics.json, frontier.csv/.tex/.png, samples/."""
+    return Path("results") / preset / "frontier"
+
+
 def report_dir(preset: str) -> Path:
     return path_of(REPORT_DIR, preset)
 

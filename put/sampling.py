@@ -3,13 +3,16 @@
 - `sample_iterative`: each step is one full forward; among still-masked positions take the one(s)
   with the largest max-logit (or max probability), draw from its top-K, and replace that position's
   input by the code's embedding. One token per step is the paper's setting; N per step trades
-  quality for speed, as the paper's conclusion proposes. Pluralistic results: replicate the input B
-  times. All of it is batched: no Python loop over batch elements or positions inside a step.
+  quality for speed, as the paper's conclusion proposes; a confidence schedule (`steps`) instead fixes
+  every masked position in exactly S steps, with per-step counts following a cosine (MaskGIT). How many
+  positions each step fixes is one pure function, `step_counts`. Pluralistic results: replicate the
+  input B times. All of it is batched: no Python loop over batch elements or positions inside a step.
 - `sample_all_at_once`: deterministic PUT_all, every masked position from one forward, argmax.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +27,7 @@ class SamplingOptions:
     temperature: float = 1.0  # multiplies the logits, as the released code does (so > 1 sharpens)
     tokens_per_step: int = 1
     position_rule: Literal["logit", "prob"] = "logit"
+    steps: int | None = None  # cosine schedule over exactly this many steps; replaces tokens_per_step
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -34,6 +38,29 @@ class SamplingOptions:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.position_rule not in ("logit", "prob"):
             raise ValueError(f"position_rule must be 'logit' or 'prob', got {self.position_rule!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be >= 1 (or None for tokens_per_step), got {self.steps}")
+
+
+def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | None = None) -> torch.Tensor:
+    """(B,) masked-position counts -> (S, B): how many positions step s fixes in row b; columns sum to `masked`.
+
+    Without `steps`: `tokens_per_step` per step until none is left (the released code's N per step).
+    With `steps` = S: exactly S steps (S_b = min(S, masked_b) for rows with fewer positions than steps),
+    each fixing at least one; beyond that one, the other masked_b - S positions are spread so that the
+    share still masked after step s follows cos(pi/2 * s/S), MaskGIT's cosine schedule.
+    """
+    masked = masked.long()
+    if steps is None:
+        total = -(-int(masked.max()) // tokens_per_step) if masked.numel() else 0
+        done = (torch.arange(total + 1, device=masked.device)[:, None] * tokens_per_step).minimum(masked)
+    else:
+        s = torch.arange(steps + 1, device=masked.device, dtype=torch.float64)[:, None]
+        extra = (masked - steps).clamp_min(0)
+        # floor(extra * cos) never exceeds extra, and cos(pi/2) ~ 6e-17 floors to 0: done[S] == masked.
+        still = torch.floor(extra * torch.cos(math.pi / 2 * s / steps)).long()
+        done = (s.long() + extra - still).minimum(masked)
+    return done.diff(dim=0)
 
 
 def draw_top_k(logits: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -64,13 +91,14 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
     positions = transformer.position_embedding((h, w))[0]                         # (L, D)
     tokens = torch.where(known, tokens, torch.zeros_like(tokens)).flatten(1).clone()
     remaining = ~known.flatten(1)
-    n = min(options.tokens_per_step, h * w)
-    steps = -(-int(remaining.sum(1).max()) // n)
-    for _ in range(steps):
+    counts = step_counts(remaining.sum(1), min(options.tokens_per_step, h * w), options.steps)   # (S, B)
+    widths = counts.amax(1).tolist()  # one host sync for all steps
+    for count, n in ((c, n) for c, n in zip(counts, widths) if n):  # a step no row needs costs no forward
         logits = transformer.forward_embedded(x)                                  # (B, L, K)
         scores = position_scores(logits, options.position_rule).float().masked_fill(~remaining, float("-inf"))
         best, where = scores.topk(n, dim=1)                                        # (B, n)
-        valid = best > float("-inf")  # rows with fewer than n positions left
+        # the first count[b] picks of row b; rows with fewer positions left fill up with -inf picks
+        valid = (torch.arange(n, device=where.device) < count[:, None]) & (best > float("-inf"))
         picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
         drawn = draw_top_k(picked, options.top_k, options.temperature, generator)
         drawn = torch.where(valid, drawn, tokens.gather(1, where))

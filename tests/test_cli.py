@@ -58,6 +58,17 @@ def test_inpaint_writes_n_diverse_composited_results(tiny_checkpoints, tmp_path,
     assert len({a.tobytes() for a in arrays}) > 1
 
 
+def test_inpaint_with_a_cosine_schedule(tiny_checkpoints, tmp_path, capsys):
+    _, _, transformer = tiny_checkpoints
+    image, mask, _ = write_inputs(tmp_path)
+    common = ["inpaint", "--checkpoint", str(transformer), "--image", str(image), "--mask", str(mask),
+              "--samples", "2", "--device", "cpu"]
+    assert main(common + ["--steps", "2", "--out", str(tmp_path / "out")]) == 0
+    assert len(list((tmp_path / "out").glob("*.png"))) == 2
+    assert main(common + ["--steps", "0", "--out", str(tmp_path / "bad")]) == 2
+    assert "steps must be >= 1" in capsys.readouterr().err
+
+
 def test_inpaint_is_reproducible_and_polarity_is_honoured(tiny_checkpoints, tmp_path):
     _, _, transformer = tiny_checkpoints
     image, mask, hole = write_inputs(tmp_path)
@@ -121,8 +132,12 @@ def test_deterministic_mode_ignores_seed(tiny_checkpoints, tmp_path):
 
 def test_bench_sampling_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert main(["bench", "sampling", "--preset", "demo", "--steps", "3", "--device", "cpu", "--out", str(out)]) == 0
-    result = json.loads(out.read_text())
-    assert result["steps"] == 3 and result["seconds_per_step"] > 0
-    assert 0 < result["fraction_of_matmul"] and result["matmul_gflops"] > 0
+    assert main(["bench", "sampling", "--preset", "demo", "demo", "--steps", "3", "--device", "cpu",
+                 "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert len(results) == 2 and all(r["matmul_gflops"] > 0 for r in results)
+    result = results[0]
+    assert result["steps"] == 3 and result["seconds_per_step"] > 0 and result["wall_seconds"] > 0
+    assert 0 < result["fraction_of_matmul"]
+    assert (result["n_layer"], result["n_embd"], result["image_size"]) == (4, 128, 64) and result["parameters"] > 0
     assert "tokens/s" in capsys.readouterr().out

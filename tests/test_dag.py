@@ -324,8 +324,20 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert elapsed <= 15 * 60, f"dvc repro of the demo took {elapsed:.0f} s"
     for variant in VARIANTS:
         assert (repo / metrics_file("demo", variant)).is_file()
-    for name in ("table1.tex", "table3.tex", "speed.tex", "metrics.csv", "samples_put.png", "resolved_params.yaml"):
+    for name in ("table1.tex", "table3.tex", "speed.tex", "frontier.tex", "frontier.png", "metrics.csv",
+                 "curves_psnr_ssim_mae.png", "samples_put.png", "resolved_params.yaml"):
         assert (repo / report_dir("demo") / name).is_file(), name
+    # The tables carry the measured numbers of the metrics files, and the document compiled.
+    table1 = (repo / report_dir("demo") / "table1.tex").read_text()
+    table3 = (repo / report_dir("demo") / "table3.tex").read_text()
+    for variant in VARIANTS:
+        metrics = json.loads((repo / metrics_file("demo", variant)).read_text())  # {mode: {group: {metric: value}}}
+        for mode, groups in metrics.items():
+            for cell in groups.values():
+                if variant == "put" and mode != "bins":
+                    assert f"{cell['psnr']:.3f}" in table1 and f"{cell['mae']:.4f}" in table1
+                if mode == "k50":
+                    assert f"{cell['ssim']:.3f}" in table3
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
     runs_after_first = mlflow_run_count(repo)

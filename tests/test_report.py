@@ -58,12 +58,16 @@ def synthetic_metrics(fid_unavailable: bool = False, seed: int = 0) -> pd.DataFr
     return frame
 
 
-def synthetic_curves(lpips_unavailable: bool = True) -> pd.DataFrame:
+def synthetic_curves(lpips_unavailable: bool = True, fid_unavailable: bool = False) -> pd.DataFrame:
     rng = np.random.default_rng(1)
-    return pd.DataFrame([{"variant": v, "bin": b, "fid": rng.uniform(5, 50),
+    return pd.DataFrame([{"variant": v, "bin": b, "psnr": rng.uniform(15, 30), "ssim": rng.uniform(0.5, 0.9),
+                          "mae": rng.uniform(0.01, 0.2),
+                          "fid": float("nan") if fid_unavailable else rng.uniform(5, 50),
                           "lpips": float("nan") if lpips_unavailable else rng.uniform(0, 0.3),
-                          "fid_unavailable": "", "lpips_unavailable": "LPIPS vgg weights missing" if
-                          lpips_unavailable else ""} for v in VARIANTS for b in FINE])
+                          "fid_unavailable": "Inception weights (x.pth) missing; `put weights --download` fetches them"
+                          if fid_unavailable else "",
+                          "lpips_unavailable": "LPIPS vgg weights missing" if lpips_unavailable else ""}
+                         for v in VARIANTS for b in FINE])
 
 
 def body_rows(latex: str) -> list[tuple[str, list[str]]]:
@@ -84,18 +88,23 @@ def value(cell: str) -> float:
     return float(re.sub(r"\\textbf\{(.*)\}", r"\1", cell))
 
 
-def check_bolding(latex: str) -> None:
-    """Exactly one bold cell per column in each metric block, and it holds the block's best value."""
+def check_bolding(latex: str, measured: set[int]) -> None:
+    """Rows `measured` (indices within each metric block) are measured: exactly one bold cell per column among
+    them where any value exists, holding their best value; the other (reported) rows are never bold."""
     blocks: dict[str, list[list[str]]] = {}
     for metric, cells in body_rows(latex):
         blocks.setdefault(metric, []).append(cells)
     assert len(blocks) == 4
     for label, rows in blocks.items():
         key = label.split()[0].lower()
+        assert not any(c.startswith(r"\textbf") for i, r in enumerate(rows) if i not in measured for c in r), label
         for col in range(len(GROUPS)):
-            cells = [r[col] for r in rows]
+            cells = [r[col] for i, r in enumerate(rows) if i in measured]
             bold = [c for c in cells if c.startswith(r"\textbf")]
-            numbers = [value(c) for c in cells if c != "n/a"]
+            numbers = [value(c) for c in cells if not c.startswith("n/a")]
+            if not numbers:
+                assert not bold
+                continue
             best = min(numbers) if key in LOWER_IS_BETTER else max(numbers)
             assert len(bold) == 1, (label, col, cells)
             assert value(bold[0]) == best, (label, col, cells)
@@ -146,6 +155,11 @@ def test_transcription_matches_the_paper_source():
 
 # ----------------------------------------------------------------------------------------- tables
 
+TABLE1_MEASURED = {0, 2}  # PUT_all measured, PUT_all reported, PUT_50 measured, PUT_50 reported
+TABLE1_CONTEXT_MEASURED = {0, 6}  # four other deterministic methods, then two other pluralistic ones
+TABLE3_MEASURED = set(range(6))
+
+
 def test_table1_reported_measured_and_bold():
     metrics = synthetic_metrics()
     latex = render_latex(table1(metrics, "ffhq"))
@@ -156,7 +170,7 @@ def test_table1_reported_measured_and_bold():
     assert f"{put.loc[('k50', '10-60'), 'mae']:.4f}" in latex
     assert r"\toprule" in latex and r"\bottomrule" in latex and r"\multirow" not in latex
     assert r"\cline" not in latex
-    check_bolding(latex)
+    check_bolding(latex, TABLE1_MEASURED)
     assert len(body_rows(latex)) == 4 * 4
 
 
@@ -164,16 +178,29 @@ def test_table1_context_rows_and_places2():
     latex = render_latex(table1(synthetic_metrics(), "places2", context=True))
     assert r"ICT$_{\rm all}$ (reported, Places2)" in latex and "19.309" in latex  # ICT_all FID 20-40
     assert "FFHQ" not in latex
-    check_bolding(latex)
+    check_bolding(latex, TABLE1_CONTEXT_MEASURED)
 
 
 def test_table1_unavailable_fid_is_na_with_reason():
     latex = render_latex(table1(synthetic_metrics(fid_unavailable=True), "demo"))
     fid_rows = [cells for metric, cells in body_rows(latex) if metric.startswith("FID")]
-    assert fid_rows[0] == ["n/a"] * 3  # PUT_all measured
-    assert r"\$TORCH\_HOME" in latex  # the reason, escaped, in the caption
+    assert fid_rows[0] == ["n/a$^{a}$"] * 3 == fid_rows[2]  # PUT_all and PUT_50 measured: one footnote
+    assert latex.count(r"\$TORCH\_HOME") == 1  # the reason, escaped, once in the caption
+    assert "$^{a}$Inception weights missing" in latex and "$^{b}$" not in latex
     assert "shown for scale only" in latex and "(reported, FFHQ)" in latex
-    check_bolding(latex)  # the reported rows still get their bold cell
+    check_bolding(latex, TABLE1_MEASURED)  # no bold FID at all: reported rows are not ranked
+
+
+def test_one_footnote_per_reason_and_only_measured_rows_bold():
+    metrics = synthetic_metrics(fid_unavailable=True)
+    metrics.loc[metrics["variant"] == "tok", "fid_unavailable"] = "FID needs at least 2 PNG images per side"
+    latex = render_latex(table3(metrics[metrics["variant"] != "one"], "ffhq"))
+    caption = latex.split(r"\caption{", 1)[1].split("}\n", 1)[0]
+    assert caption.count("$^{a}$") == caption.count("$^{b}$") == caption.count("$^{c}$") == 1
+    assert "not evaluated" in caption and "at least 2 PNG" in caption and "Inception weights" in caption
+    fid = [cells for metric, cells in body_rows(latex) if metric.startswith("FID")]
+    assert {c[-3:] for row in fid[:6] for c in row} == {"a}$", "b}$", "c}$"}
+    check_bolding(latex, TABLE3_MEASURED)
 
 
 def test_table3_all_variants_and_reported_rows():
@@ -183,7 +210,7 @@ def test_table3_all_variants_and_reported_rows():
     assert r"PUT$^{\rm no\_ref}$" in latex
     k50 = metrics[(metrics["mode"] == "k50") & (metrics.variant == "qua0")].set_index("group")
     assert f"{k50.loc['40-60', 'ssim']:.3f}" in latex
-    check_bolding(latex)
+    check_bolding(latex, TABLE3_MEASURED)
     assert len(body_rows(latex)) == 4 * 12
     ffhq = render_latex(table3(metrics, "demo"))
     assert "reported, FFHQ" in ffhq and "163.610" in ffhq and "shown for scale only" in ffhq
@@ -202,14 +229,34 @@ def test_missing_variant_is_na_and_duplicates_are_errors():
         table1(metrics.drop(columns="fid"), "ffhq")
 
 
-def test_speed_table():
-    sampling = [{"preset": "ffhq", "device_name": "x86_64 (8 threads)", "dtype": "fp32", "tokens_per_second": 1.5,
-                 "seconds_per_step": 0.66, "fraction_of_matmul": 0.25, "batch": 1, "tokens_per_step": 1}]
-    pvqvae = [{"preset": "demo", "device_name": "cpu", "dtype": "fp32", "images_per_second": 99.5, "image_size": 64}]
+def bench_result(preset: str, benchmark: str = "sampling", **changes) -> dict:
+    """A `put bench` result as bench.py writes it (sizes of the preset's model)."""
+    from put.config import model_config
+
+    config = model_config(preset)
+    result = {"benchmark": benchmark, "preset": preset, "n_layer": config.transformer.n_layer,
+              "n_embd": config.transformer.n_embd, "image_size": config.image_size, "device_name": "x86_64 (8 threads)",
+              "dtype": "fp32", "batch": 1, "tokens_per_step": 1, "tokens_per_second": 1.5, "fraction_of_matmul": 0.25,
+              "images_per_second": 99.5}
+    return {**result, **changes}
+
+
+def test_speed_table_sets_like_beside_like():
+    sampling = [bench_result("demo", tokens_per_second=397.0), bench_result("ffhq", tokens_per_second=0.57),
+                bench_result("imagenet", tokens_per_second=0.12), bench_result("places2", tokens_per_second=0.5)]
+    pvqvae = [bench_result("ffhq", "pvqvae", images_per_second=2.5), bench_result("demo", "pvqvae")]
     latex = render_latex(speed_table(sampling, pvqvae))
-    for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "1.500", "99.500", r"x86\_64", r"25.0\%",
-                 "measured", "reported"):
+    for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "0.570", "99.500", r"x86\_64", r"25.0\%",
+                 "30 layers x 512, 256 px", "35 layers x 1024", "not a paper model, not comparable", "random weights"):
         assert text in latex, text
+    lines = [line for line in latex.splitlines() if line.endswith(r"\\")][1:]
+    datasets = [line.split("&")[1].strip() for line in lines]
+    # each paper dataset: measured row then the paper's row; the demo preset's row after them
+    assert datasets == ["FFHQ", "FFHQ", "Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
+                        "demo preset"]
+    assert "0.570" in lines[0] and "37.138" in lines[1] and "397.000" in lines[6]
+    assert "measured: paper size" in lines[0] and "reported: the paper's trained model" in lines[1]
+    assert r"\textbf" not in latex
 
 
 def test_write_latex_header_and_caption(tmp_path):
@@ -232,15 +279,39 @@ def _load(path: Path) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
-def test_plot_curves_and_unavailable(tmp_path):
+def test_plot_curves_draws_measured_metrics_only(tmp_path):
     curves = synthetic_curves()
-    fid = plot_curves(curves, "fid", tmp_path / "fid.png")
-    lpips = plot_curves(curves, "lpips", tmp_path / "lpips.png")
-    for path in (fid, lpips):
-        assert _load(path).shape[0] > 100
-    assert not np.array_equal(_load(fid), _load(lpips))
+    pixel = plot_curves(curves, ["psnr", "ssim", "mae"], tmp_path / "pixel.png")
+    fid = plot_curves(curves, ["fid"], tmp_path / "fid.png")
+    assert _load(pixel).shape[1] > 2 * _load(fid).shape[1]  # three panels side by side
+    with pytest.raises(ValueError, match="nothing to draw"):
+        plot_curves(curves, ["lpips"], tmp_path / "lpips.png")
     with pytest.raises(ValueError, match="unknown curve metric"):
-        plot_curves(curves, "psnr", tmp_path / "x.png")
+        plot_curves(curves, ["psnr", "iou"], tmp_path / "x.png")
+
+
+def test_report_curves_and_the_line_for_each_missing_one(tmp_path):
+    from put.stages.report import curve_figures
+
+    (tmp_path / "curve_fid.png").write_bytes(b"stale")  # an earlier run's figure must not survive
+    figures, notes = curve_figures(synthetic_curves(lpips_unavailable=True, fid_unavailable=True), tmp_path)
+    assert [p.name for p in figures] == ["curves_psnr_ssim_mae.png"]
+    assert not (tmp_path / "curve_fid.png").exists()
+    assert len(notes) == 2 and notes[0].startswith("FID curve not drawn: Inception weights")
+    assert r"\texttt{put weights --download}" in notes[0] and "LPIPS vgg weights missing" in notes[1]
+    figures, notes = curve_figures(synthetic_curves(lpips_unavailable=False), tmp_path)
+    assert {p.name for p in figures} == {"curves_psnr_ssim_mae.png", "curve_fid.png", "curve_lpips.png"} and not notes
+
+
+def test_benchmarks_are_read_as_lists(tmp_path):
+    import json
+
+    from put.stages.report import read_benchmarks
+
+    (tmp_path / "sampling.json").write_text(json.dumps([bench_result("ffhq"), bench_result("demo")]))
+    (tmp_path / "pvqvae.json").write_text(json.dumps(bench_result("ffhq", "pvqvae")))  # older files: one result
+    found = read_benchmarks(tmp_path)
+    assert [b["preset"] for b in found["sampling"]] == ["ffhq", "demo"] and len(found["pvqvae"]) == 1
 
 
 def test_sample_grid_and_masked_input(tmp_path):
@@ -275,14 +346,15 @@ def test_document_compiles(tmp_path):
     tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",
                           cmd, commit),
               write_latex(table3(metrics, "demo"), out / "tables" / "table3.tex", None, "tab:t3", cmd, commit),
-              write_latex(speed_table([], [{"preset": "demo", "device_name": "cpu", "dtype": "fp32",
-                                            "images_per_second": 3.0, "image_size": 64}]),
+              write_latex(speed_table([bench_result("ffhq")], [bench_result("demo", "pvqvae")]),
                           out / "tables" / "speed.tex", None, "tab:speed", cmd, commit)]
-    figures = [plot_curves(synthetic_curves(), "fid", out / "figures" / "fid_curve.png"),
-               plot_curves(synthetic_curves(), "lpips", out / "figures" / "lpips_curve.png")]
-    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit)
+    figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
+               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
+    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
+                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches them."])
     text = tex.read_text()
     assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
+    assert r"\item LPIPS curve not drawn" in text
     assert cmd in text.splitlines()[1]
     pdf = compile_pdf(tex)
     data = pdf.read_bytes()

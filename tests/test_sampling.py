@@ -1,4 +1,5 @@
-"""Sampling: top-K membership, seeding, all-at-once = argmax, N tokens per step, pluralistic batches."""
+"""Sampling: top-K membership, seeding, all-at-once = argmax, N tokens per step, the cosine schedule,
+pluralistic batches."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from put.models.put_model import PUTModel
-from put.sampling import SamplingOptions, draw_top_k, inpaint_batch, sample_all_at_once, sample_iterative
+from put.sampling import (SamplingOptions, draw_top_k, inpaint_batch, sample_all_at_once, sample_iterative,
+                          step_counts)
 from tests.conftest import TINY, random_batch
 
 
@@ -123,8 +125,69 @@ def test_inpaint_batch_composites_known_pixels(model, mode):
     assert raw.min() >= -1 and raw.max() <= 1
 
 
+@pytest.mark.parametrize("steps", [1, 4, 8, 16])
+def test_cosine_counts_sum_to_the_masked_count_in_exactly_s_steps(steps):
+    masked = torch.tensor([0, 1, 3, 16, 17, 100, 577, 703, 1024])
+    counts = step_counts(masked, steps=steps)
+    assert counts.shape == (steps, len(masked))
+    assert torch.equal(counts.sum(0), masked)
+    assert (counts >= 0).all()
+    needed = (counts > 0).sum(0)
+    assert torch.equal(needed, masked.clamp(max=steps))  # S steps exactly, fewer only with fewer positions
+    assert torch.equal(counts[:, masked >= steps].clamp(max=1), torch.ones_like(counts[:, masked >= steps]))
+
+
+def test_cosine_counts_follow_the_cosine():
+    """What is still masked after step s is S - s + floor((N - S) cos(pi/2 s/S)): few early, many late."""
+    n, steps = torch.tensor([703]), 8
+    counts = step_counts(n, steps=steps)[:, 0]
+    done = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    s = torch.arange(steps + 1)
+    expected_left = steps - s + torch.floor((703 - steps) * torch.cos(torch.pi / 2 * s.double() / steps)).long()
+    assert torch.equal(703 - done, expected_left)
+    assert counts[0] < counts[steps // 2] and counts.argmax() >= steps // 2
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 64])
+def test_tokens_per_step_counts(n):
+    masked = torch.tensor([0, 7, 13])
+    counts = step_counts(masked, tokens_per_step=n)
+    assert counts.shape[0] == -(-13 // n) and torch.equal(counts.sum(0), masked) and counts.max() <= n
+
+
+def test_cosine_schedule_coincides_with_tokens_per_step(model):
+    """S = N masked positions is one token per step; S = 1 is all of them in one step: same tokens, same seed."""
+    features, known, tokens = inputs(model, batch=2)
+    n_masked = int((~known[0]).sum())
+    for schedule, per_step in ((n_masked, 1), (1, n_masked)):
+        assert torch.equal(step_counts(torch.tensor([n_masked]), steps=schedule),
+                           step_counts(torch.tensor([n_masked]), tokens_per_step=per_step))
+        a = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=5, steps=schedule),
+                             torch.Generator().manual_seed(3))
+        b = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=5, tokens_per_step=per_step),
+                             torch.Generator().manual_seed(3))
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("steps", [1, 3, 100])
+def test_cosine_schedule_runs_exactly_s_forwards(model, monkeypatch, steps):
+    calls = []
+    original = model.transformer.forward_embedded
+    monkeypatch.setattr(model.transformer, "forward_embedded", lambda x: calls.append(1) or original(x))
+    images, keep = random_batch(2)
+    keep[1] = 1
+    keep[1, :, :8, :8] = 0  # row 1: a single masked patch, done after its first step
+    features, known, tokens = model.transformer_inputs(images, keep)
+    out = sample_iterative(model, features, known, tokens, SamplingOptions(top_k=5, steps=steps),
+                           torch.Generator().manual_seed(0))
+    assert len(calls) == min(steps, int((~known[0]).sum()))
+    assert torch.equal(out[known], tokens[known]) and out.max() < TINY.pvqvae.codebook_size
+
+
 def test_bad_options_are_errors():
     with pytest.raises(ValueError, match="top_k"):
         SamplingOptions(top_k=0)
     with pytest.raises(ValueError, match="tokens_per_step"):
         SamplingOptions(tokens_per_step=0)
+    with pytest.raises(ValueError, match="steps"):
+        SamplingOptions(steps=0)

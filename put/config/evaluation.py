@@ -50,3 +50,39 @@ class MetricProtocol(StrictModel):
         if v % 2 == 0:
             raise ValueError(f"ssim_window must be odd, got {v}")
         return v
+
+
+class FrontierConfig(StrictModel):
+    """The speed/quality frontier of the full model (`put frontier`): sampling settings and the inputs they
+    are measured on. Every setting runs at every top-K. Cost: the sum over settings of their forward passes
+    at batch `batch_size`, `timing_repeats` times over: on the demo preset (all 16 test images x 4 samples
+    in one batch of 64) about 310 forwards per repeat."""
+
+    tokens_per_step: list[int] = Field([1, 2, 4, 8, 16, 32], description="N tokens per forward (1: Algorithm 1)")
+    schedule_steps: list[int] = Field([4, 8, 16], description="cosine confidence schedule over exactly S steps")
+    top_k: list[int] = Field([50, 200], description="K of every setting above (the authors' later release: 200)")
+    argmax: bool = Field(True, description="also every position at once by argmax (PUT_all, one forward)")
+    groups: list[str] = Field(["40-60"], description="mask groups of the evaluation masks (put.masks.bins)")
+    images: int | None = Field(100, ge=1, description="the first N test images by name (None: all)")
+    samples: int = Field(4, ge=1, description="samples per image (argmax: one); 4 give the 5 distinct pairs "
+                         "LPIPS diversity draws by default (evaluate.lpips_pairs)")
+    batch_size: int = Field(64, ge=1)
+    timing_repeats: int = Field(2, ge=1, description="time per image: the best of this many runs of the first "
+                                "batch (a shared machine's noise only ever adds time)")
+    seed: int = 0
+
+    @field_validator("tokens_per_step", "schedule_steps", "top_k")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(n < 1 for n in v):
+            raise ValueError(f"every value must be >= 1, got {v}")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _known_groups(cls, v: list[str]) -> list[str]:
+        from put.masks.bins import EVAL_GROUPS
+
+        if not v or any(g not in EVAL_GROUPS for g in v):
+            raise ValueError(f"expected one or more of {', '.join(EVAL_GROUPS)}, got {v}")
+        return v

@@ -35,10 +35,11 @@ def _figures(figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLi
 
 def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.PathLike],
                    figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str], title: str,
-                   command: str, commit: str) -> Path:
+                   command: str, commit: str, notes: Sequence[str] = ()) -> Path:
     """Write `out_dir/report.tex`: each table file \\input, each figure included, by paths relative to
     `out_dir` (so the folder compiles wherever it is). `figure_files` may map a path to its LaTeX caption;
-    otherwise the file name is the caption. `title` is plain text."""
+    otherwise the file name is the caption. `title` is plain text; `notes` are LaTeX sentences (e.g. which
+    figure is not drawn and why), listed before the figures."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = "\n".join(rf"\input{{{_relative(p, out_dir)}}}" for p in table_files)
@@ -46,9 +47,13 @@ def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.Pa
         "\\begin{figure}[htbp]\n\\centering\n"
         rf"\includegraphics[width=0.9\linewidth,height=0.8\textheight,keepaspectratio]{{{_relative(p, out_dir)}}}"
         f"\n\\caption{{{caption}}}\n\\end{{figure}}" for p, caption in _figures(figure_files))
+    if notes:
+        figures = "\\paragraph{Not shown.}\n\\begin{itemize}\n" + "".join(f"\\item {n}\n" for n in notes) + \
+            "\\end{itemize}\n" + figures
     body = f"""\\documentclass[10pt]{{article}}
 \\usepackage[margin=2cm]{{geometry}}
 \\usepackage{{booktabs}}
+\\usepackage{{array}}
 \\usepackage{{graphicx}}
 \\usepackage{{caption}}
 \\title{{{latex_escape(title)}}}

@@ -1,4 +1,4 @@
-"""Figures: FID / LPIPS curves over the fine mask-ratio bins, and grids of inpainted samples.
+"""Figures: metrics against the fine hole-ratio bins, and grids of inpainted samples.
 
 Figures are built on `matplotlib.figure.Figure` directly (rendered by Agg on save), never through pyplot:
 no global backend switch, no figure registry to leak from a long-running stage.
@@ -7,7 +7,6 @@ no global backend switch, no figure registry to leak from a long-running stage.
 from __future__ import annotations
 
 import os
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,10 +18,12 @@ from put.config import VARIANTS
 from put.fileio import atomic_path
 from put.masks.bins import FINE_BINS
 
-CURVE_METRICS: dict[str, str] = {"fid": "FID (lower is better)", "lpips": "LPIPS diversity (higher is more diverse)"}
+CURVE_METRICS: dict[str, str] = {"psnr": "PSNR (dB, higher is better)", "ssim": "SSIM (higher is better)",
+                                 "mae": "MAE (lower is better)", "fid": "FID (lower is better)",
+                                 "lpips": "LPIPS diversity (higher is more diverse)"}
 
 
-def _save(fig: Figure, path: str | os.PathLike, dpi: float = 100) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike, dpi: float = 100) -> Path:
     """Save via a temporary file + os.replace, so a reader never sees half a PNG."""
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -30,47 +31,40 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: float = 100) -> Path:
     return path
 
 
-def _reasons(frame: pd.DataFrame, metric: str) -> list[str]:
-    column = f"{metric}_unavailable"
-    if column not in frame.columns:
-        return []
-    found = frame.loc[frame[metric].isna(), column]
-    return list(dict.fromkeys(str(r) for r in found if isinstance(r, str) and r.strip()))
+def measurable(curves: pd.DataFrame, metric: str) -> bool:
+    """Whether any fine bin has a value of `metric` (a curve can be drawn)."""
+    return metric in curves.columns and bool(curves[metric].notna().any())
 
 
-def plot_curves(curves: pd.DataFrame, metric: str, path: str | os.PathLike, title: str | None = None) -> Path:
-    """`metric` (fid or lpips) against the mask-ratio bin, one line per variant. If no value is available,
-    the figure says "unavailable: <reason>" instead; partly missing lines are drawn where they have values."""
-    if metric not in CURVE_METRICS:
-        raise ValueError(f"unknown curve metric {metric!r}; expected one of {', '.join(CURVE_METRICS)}")
-    for column in ("variant", "bin", metric):
+def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.PathLike) -> Path:
+    """One panel per metric against the hole ratio (the fine bins' centres), one line per variant; a
+    variant without any value of a metric is left out of that panel. Every metric must be measurable:
+    the report says in words why a curve is missing instead of drawing an empty one."""
+    for column in ("variant", "bin"):
         if column not in curves.columns:
             raise ValueError(f"curves frame lacks column {column!r}")
+    for metric in metrics:
+        if metric not in CURVE_METRICS:
+            raise ValueError(f"unknown curve metric {metric!r}; expected one of {', '.join(CURVE_METRICS)}")
+        if not measurable(curves, metric):
+            raise ValueError(f"no value of {metric!r} in any bin: nothing to draw")
     bins = [b for b in FINE_BINS if b in set(curves["bin"])]
+    x = np.array([100 * sum(FINE_BINS[b]) / 2 for b in bins])
     variants = [v for v in VARIANTS if v in set(curves["variant"])]
     variants += sorted(set(curves["variant"]) - set(variants))  # unknown names still drawn, last
-    fig = Figure(figsize=(6, 4), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_title(title or CURVE_METRICS[metric])
-    reasons = _reasons(curves, metric)
-    if not curves[metric].notna().any():
-        text = "unavailable: " + ("; ".join(reasons) if reasons else "no values")
-        ax.text(0.5, 0.5, textwrap.fill(text, 60), ha="center", va="center", transform=ax.transAxes, wrap=True)
-        ax.set_axis_off()
-        return _save(fig, path)
-    x = np.arange(len(bins))
-    for variant in variants:
-        values = curves[curves["variant"] == variant].set_index("bin")[metric].reindex(bins).astype(float)
-        label = variant if values.notna().any() else f"{variant} (n/a)"
-        ax.plot(x, values.to_numpy(), marker="o", label=label)
-    ax.set_xticks(x, [f"{b}%" for b in bins])
-    ax.set_xlabel("mask ratio")
-    ax.set_ylabel(metric.upper())
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    if reasons:
-        fig.text(0.01, 0.01, textwrap.fill("n/a: " + "; ".join(reasons), 100), fontsize="x-small", va="bottom")
-    return _save(fig, path)
+    fig = Figure(figsize=(4.2 * len(metrics), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics):
+        for variant in variants:
+            values = curves[curves["variant"] == variant].set_index("bin")[metric].reindex(bins).astype(float)
+            if values.notna().any():
+                ax.plot(x, values.to_numpy(), marker="o", label=variant)
+        ax.set_title(CURVE_METRICS[metric], fontsize="medium")
+        ax.set_xticks(x, [f"{b}%" for b in bins], fontsize="small")
+        ax.set_xlabel("hole ratio (fine bin)")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize="small")
+    return save_figure(fig, path)
 
 
 def masked_input(image: np.ndarray, keep_mask: np.ndarray, color: Sequence[int] = (255, 255, 255)) -> np.ndarray:
@@ -120,4 +114,4 @@ def sample_grid(rows: Sequence[Sequence[np.ndarray]], column_titles: Sequence[st
                 ax.set_title(column_titles[c], fontsize="small")
             if c == 0 and row_titles is not None:
                 ax.set_ylabel(row_titles[r], fontsize="small")
-    return _save(fig, path, dpi=dpi)
+    return save_figure(fig, path, dpi=dpi)

@@ -18,6 +18,7 @@ from pandas.io.formats.style import Styler
 from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
 from put.report.reported import (
+    DATASETS,
     LOWER_IS_BETTER,
     METRICS,
     MODE_METHOD,
@@ -34,7 +35,6 @@ GROUPS: tuple[str, ...] = tuple(TABLE_GROUPS)
 VARIANT_ORDER: tuple[str, ...] = ("conv", "one", "no_ref", "tok", "qua0", "put")  # Table 3's row order
 METRIC_LABELS: dict[str, str] = {"fid": r"FID $\downarrow$", "psnr": r"PSNR $\uparrow$", "ssim": r"SSIM $\uparrow$",
                                  "mae": r"MAE $\downarrow$"}
-METRIC_NAMES: dict[str, str] = {"fid": "FID", "psnr": "PSNR", "ssim": "SSIM", "mae": "MAE"}
 DECIMALS: dict[str, int] = {"fid": 3, "psnr": 3, "ssim": 3, "mae": 4}  # as printed in the paper
 METHOD_LABELS: dict[str, str] = {
     "DFv2": "DFv2", "EC": "EC", "MED": "MED", "ICT_all": r"ICT$_{\rm all}$", "PUT_all": r"PUT$_{\rm all}$",
@@ -79,29 +79,54 @@ def _reason(row: pd.Series | None, metric: str) -> str:
     return str(reason) if isinstance(reason, str) and reason.strip() else "not measured"
 
 
-Notes = dict[str, dict[str, list[str]]]  # reason -> what (e.g. "FID of PUT (measured)") -> groups
-
-
-def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str, label: str, notes: Notes) -> list[float]:
-    """One table row of measured values over GROUPS; each missing value's reason goes into `notes`."""
-    values = []
+def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str) -> tuple[list[float], list[str]]:
+    """One table row of measured values over GROUPS, and for each missing value why ("" where present)."""
+    values, reasons = [], []
     for group in GROUPS:
         hit = metrics[(metrics["variant"] == variant) & (metrics["mode"] == mode) & (metrics["group"] == group)]
         row = hit.iloc[0] if len(hit) else None
         value = float(row[metric]) if row is not None and pd.notna(row[metric]) else float("nan")
-        if np.isnan(value):
-            what = f"{METRIC_NAMES[metric]} of {label}"
-            notes.setdefault(_reason(row, metric), {}).setdefault(what, []).append(group)
         values.append(value)
-    return values
+        reasons.append(_reason(row, metric) if np.isnan(value) else "")
+    return values, reasons
 
 
-def _notes_text(notes: Notes) -> str:
-    if not notes:
-        return ""
-    parts = [", ".join(f"{what} ({', '.join(groups)})" for what, groups in by_what.items())
-             + f": {latex_escape(reason)}" for reason, by_what in notes.items()]
-    return f"{NA} = not available. " + "; ".join(parts) + "."
+def reason_latex(reason: str) -> str:
+    """A plain-text reason made safe for LaTeX; `command` spans become \\texttt."""
+    return re.sub(r"`([^`]*)`", r"\\texttt{\1}", latex_escape(reason))
+
+
+def footnotes(reasons: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Per-cell reasons ("" where a value exists) -> (marks "$^{a}$" per cell, the caption's notes): one
+    letter and one note per distinct reason, however many cells share it."""
+    letters: dict[str, str] = {}
+    for reason in reasons.to_numpy().ravel():
+        if reason and reason not in letters:
+            letters[reason] = chr(ord("a") + len(letters)) if len(letters) < 26 else str(len(letters) + 1)
+    marks = reasons.map(lambda r: f"$^{{{letters[r]}}}$" if r else "")
+    notes = " ".join(f"$^{{{letter}}}${reason_latex(reason)}." for reason, letter in letters.items())
+    return marks, (f"{NA}: not available. {notes}" if letters else "")
+
+
+def cell_text(values: pd.DataFrame, decimals: np.ndarray, marks: pd.DataFrame) -> pd.DataFrame:
+    """Numbers at their printed precision (`decimals` per cell), NaN as n/a with its footnote mark."""
+    text = [[f"{v:.{d}f}" if pd.notna(v) else f"{NA}{m}" for v, d, m in zip(*row)]
+            for row in zip(values.to_numpy(), decimals, marks.to_numpy())]
+    return pd.DataFrame(text, index=values.index, columns=values.columns)
+
+
+def best_cells(values: pd.DataFrame, decimals: np.ndarray, lower: np.ndarray, groups: np.ndarray,
+               candidates: np.ndarray) -> np.ndarray:
+    """True where a candidate cell is the best of its column among the candidates of its group of rows,
+    compared at the printed precision (ties as printed are all bold, as in the paper); NaN never wins.
+    `lower`, `groups` and `candidates` are per row (bool, label, bool), `decimals` per cell."""
+    # Round through the printed string: numpy's round can disagree with the format's rounding.
+    rounded = np.array([[float(f"{v:.{d}f}") if pd.notna(v) else np.nan for v, d in zip(row, dec)]
+                        for row, dec in zip(values.to_numpy(), decimals)]).reshape(values.shape)
+    signed = np.where(lower[:, None], rounded, -rounded)
+    signed[~candidates] = np.nan
+    best = pd.DataFrame(signed).groupby(list(groups), sort=False).transform("min").to_numpy()
+    return (signed == best) & ~np.isnan(signed)
 
 
 def _sample_sizes(metrics: pd.DataFrame, variants: Iterable[str]) -> str:
@@ -116,47 +141,38 @@ def _sample_sizes(metrics: pd.DataFrame, variants: Iterable[str]) -> str:
 
 # --------------------------------------------------------------------------------------------- styling
 
-def _best_mask(frame: pd.DataFrame) -> pd.DataFrame:
-    """True where a cell is its metric block's best in its column, compared at the printed precision
-    (ties as printed are all bold, as in the paper); NaN never wins."""
+def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str) -> Styler:
+    """Per-metric number formats, the best measured values in bold, n/a with one footnote per reason; the
+    helper index levels `metric_key` and `measured` are dropped from what is shown (they drive formats and
+    bolding). The notes end the caption and are kept on the styler, so that `write_latex` keeps them under a
+    caller's own caption."""
     metric_of_row = frame.index.get_level_values("metric_key")
-    rounded = frame.copy()
-    for metric in METRICS:
-        rows = metric_of_row == metric
-        # Round through the printed string: numpy's round can disagree with the format's rounding.
-        rounded.loc[rows] = frame.loc[rows].map(lambda v, d=DECIMALS[metric]: float(f"{v:.{d}f}"))
-    blocks = rounded.groupby(level="metric_key", sort=False)
-    lower = np.asarray(metric_of_row.isin(LOWER_IS_BETTER))[:, None]
-    best = np.where(lower, blocks.transform("min"), blocks.transform("max"))
-    return rounded.eq(best) & rounded.notna()
-
-
-def _style(frame: pd.DataFrame, caption: str, notes: str) -> Styler:
-    """Per-metric number formats, bold best values, n/a for NaN; the helper level `metric_key` is dropped
-    from what is shown (it only drives formats and bolding). `notes` (why values are n/a) end the caption
-    and are kept on the styler, so that `write_latex` keeps them under a caller's own caption."""
-    best = _best_mask(frame)
-    shown = frame.droplevel("metric_key")
-    best.index = shown.index
-    styler = shown.style.format(na_rep=NA)
-    metric_of_row = frame.index.get_level_values("metric_key")
-    for metric in METRICS:
-        styler = styler.format(f"{{:.{DECIMALS[metric]}f}}", na_rep=NA,
-                               subset=pd.IndexSlice[np.asarray(metric_of_row == metric), :])
-    styler = styler.apply(lambda _: np.where(best.to_numpy(), BOLD, ""), axis=None)
+    decimals = np.repeat(np.array([DECIMALS[m] for m in metric_of_row])[:, None], frame.shape[1], axis=1)
+    best = best_cells(frame, decimals, np.asarray(metric_of_row.isin(LOWER_IS_BETTER)), np.asarray(metric_of_row),
+                      np.asarray(frame.index.get_level_values("measured")))
+    marks, notes = footnotes(reasons)
+    shown = cell_text(frame, decimals, marks).droplevel(["metric_key", "measured"])
+    styler = shown.style.apply(lambda _: np.where(best, BOLD, ""), axis=None)
     styler.hide(axis="index", names=True)
-    styler.set_table_styles([{"selector": "small", "props": ":;"}], overwrite=False)  # 48 rows fit a page
+    styler.set_table_styles([{"selector": "small", "props": ":;"},  # 48 rows fit a page
+                             {"selector": "column_format", "props": f":{'l' * 3}{'r' * shown.shape[1]};"}],
+                            overwrite=False)
     styler.unavailable_notes = notes
     return styler.set_caption(f"{caption} {notes}".strip())
 
 
-def _frame(rows: list[tuple[str, str, str, list[float]]], level_names: tuple[str, str]) -> pd.DataFrame:
-    """rows: (metric key, block label, row label, values over GROUPS) -> frame indexed by
-    (metric_key, Metric, block, row) with the groups as columns."""
-    index = pd.MultiIndex.from_tuples([(m, METRIC_LABELS[m], block, label) for m, block, label, _ in rows],
-                                      names=["metric_key", "Metric", *level_names])
+Row = tuple[str, str, str, list[float], list[str] | None]  # metric, block, label, values, reasons (None: reported)
+
+
+def _frame(rows: list[Row], level_names: tuple[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """rows -> (values, reasons) indexed by (metric_key, measured, Metric, block, row), the groups as columns."""
+    index = pd.MultiIndex.from_tuples(
+        [(m, reasons is not None, METRIC_LABELS[m], block, label) for m, block, label, _, reasons in rows],
+        names=["metric_key", "measured", "Metric", *level_names])
     columns = pd.Index(list(GROUPS), name=r"Mask ratio (\%)")
-    return pd.DataFrame([values for *_, values in rows], index=index, columns=columns, dtype=float)
+    values = pd.DataFrame([r[3] for r in rows], index=index, columns=columns, dtype=float)
+    reasons = pd.DataFrame([r[4] or [""] * len(GROUPS) for r in rows], index=index, columns=columns)
+    return values, reasons
 
 
 def _reported_values(table: pd.DataFrame, key: str, name: str, metric: str, dataset: str) -> list[float]:
@@ -171,8 +187,8 @@ def _dataset_sentence(preset: str, dataset: str, own: bool) -> str:
             f"are the paper's {dataset} numbers, shown for scale only")
 
 
-_BOLD_RULE = ("Bold: best value per column within each metric (lower is better for FID and MAE, higher for PSNR "
-              "and SSIM).")
+_BOLD_RULE = ("Bold: best measured value per column within each metric (lower is better for FID and MAE, higher "
+              "for PSNR and SSIM); reported rows are not ranked.")
 
 
 # --------------------------------------------------------------------------------------------- tables
@@ -184,21 +200,19 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table1_reported()
-    notes: Notes = {}
-    rows = []
+    rows: list[Row] = []
     for metric in METRICS:
         for mode, method in MODE_METHOD.items():
             block = MODE_LABELS[mode]
-            label = f"{METHOD_LABELS[method]} (measured)"
-            rows.append((metric, block, label, _measured(metrics, "put", mode, metric, label, notes)))
+            rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)", *_measured(metrics, "put", mode, metric)))
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
                 rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
-                             _reported_values(reported, "method", name, metric, dataset)))
+                             _reported_values(reported, "method", name, metric, dataset), None))
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
                f"our reproduction; reported rows: numbers printed in the paper. {_BOLD_RULE}"
                f"{_sample_sizes(metrics, ['put'])}")
-    return _style(_frame(rows, ("Sampling", "Method")), caption, _notes_text(notes))
+    return _style(*_frame(rows, ("Sampling", "Method")), caption)
 
 
 def table3(metrics: pd.DataFrame, preset: str) -> Styler:
@@ -209,61 +223,77 @@ def table3(metrics: pd.DataFrame, preset: str) -> Styler:
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
     has_reported = dataset in TABLE3_DATASETS
-    notes: Notes = {}
-    rows = []
+    rows: list[Row] = []
     for metric in METRICS:
         for variant in VARIANT_ORDER:
-            label = VARIANT_LABELS[variant]
-            rows.append((metric, "measured", label,
-                         _measured(metrics, variant, "k50", metric, f"{label} (measured)", notes)))
+            rows.append((metric, "measured", VARIANT_LABELS[variant], *_measured(metrics, variant, "k50", metric)))
         if has_reported:
             rows += [(metric, f"reported, {dataset}", VARIANT_LABELS[v],
-                      _reported_values(reported, "variant", v, metric, dataset)) for v in VARIANT_ORDER]
+                      _reported_values(reported, "variant", v, metric, dataset), None) for v in VARIANT_ORDER]
     where = (_dataset_sentence(preset, dataset, own) if has_reported else
              f"preset \\texttt{{{latex_escape(preset)}}} ({dataset}; the paper reports no ablation on it)")
     caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}. {_BOLD_RULE}"
                f"{_sample_sizes(metrics, VARIANT_ORDER)}")
-    return _style(_frame(rows, ("Source", "Variant")), caption, _notes_text(notes))
+    return _style(*_frame(rows, ("Source", "Variant")), caption)
 
 
-def _dataset_of(preset: str) -> str:
-    return PRESET_DATASET.get(preset) or f"{preset} preset"
+TRANSFORMER = "UQ-Transformer (tokens/s)"
+PVQVAE = "P-VQVAE (images/s)"
+
+
+def _timed_network(b: dict) -> tuple[str, str]:
+    """(dataset, network) of a `put bench` result: a paper preset's model is the paper's size; any other
+    preset's model (the demo's) is named as what it is, so no one reads it as a paper row."""
+    size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
+        f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
+    dataset = PRESET_DATASET.get(b["preset"])
+    if b["benchmark"] == "pvqvae" and dataset:
+        dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
+    if dataset:
+        return dataset, f"measured: paper size, {size}, random weights"
+    return f"{b['preset']} preset", f"measured: {size}; not a paper model, not comparable"
 
 
 def speed_table(sampling: Sequence[dict], pvqvae: Sequence[dict]) -> Styler:
-    """Our measured throughput (`put bench` JSON dicts) beside the paper's RTX 3090 figures.
-    Nothing is bolded: rows differ in device and model size, so no column has a meaningful best."""
+    """Our measured throughput (`put bench` results) beside the paper's RTX 3090 figures, dataset by dataset:
+    measured rows time the paper-size network of each preset on the device at hand; a smaller preset's
+    network (the demo's) gets its own row, last. Nothing is bolded: devices differ, so no column has a best."""
     rows = []
-    for b in sampling:
-        rows.append(("UQ-Transformer (tokens/s)", "measured", _dataset_of(b["preset"]), b.get("device_name", "?"),
-                     b.get("dtype", "?"), f"batch {b.get('batch', 1)}, {b.get('tokens_per_step', 1)} token(s)/step",
-                     float(b["tokens_per_second"]), b.get("fraction_of_matmul", float("nan"))))
-    for b in pvqvae:
-        rows.append(("P-VQVAE (images/s)", "measured", _dataset_of(b["preset"]), b.get("device_name", "?"),
-                     b.get("dtype", "?"), f"batch {b.get('batch', '?')}, {b.get('image_size', '?')} px",
-                     float(b["images_per_second"]), float("nan")))
+    for b in [*sampling, *pvqvae]:
+        model = TRANSFORMER if b["benchmark"] == "sampling" else PVQVAE
+        dataset, net = _timed_network(b)
+        setting = (f"batch {b['batch']}, {b['tokens_per_step']} token(s)/step" if model == TRANSFORMER
+                   else f"batch {b['batch']}")
+        rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
+        rows.append((model, dataset, 0, net, f"{b['device_name']}, {b['dtype']}", setting, float(rate),
+                     float(b.get("fraction_of_matmul", "nan"))))
     for r in speed_reported().itertuples():
-        model = "UQ-Transformer (tokens/s)" if r.unit == "tokens/s" else "P-VQVAE (images/s)"
-        rows.append((model, "reported", r.dataset, r.device, "--", "--", float(r.value), float("nan")))
-    frame = pd.DataFrame(rows, columns=["Model", "Source", "Dataset", "Device", "Precision", "Setting",
-                                        "Throughput", "Matmul use"])
-    frame["Matmul use"] = frame["Matmul use"].astype(float)
-    # Measured before reported, transformer before P-VQVAE; a stable sort keeps the input order within.
-    frame = frame.sort_values(["Model", "Source"], key=lambda s: s.map(
-        {"UQ-Transformer (tokens/s)": 0, "P-VQVAE (images/s)": 1, "measured": 0, "reported": 1}), kind="stable")
-    frame = frame.set_index(["Model", "Source"])
+        model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
+        rows.append((model, r.dataset, 1, "reported: the paper's trained model", r.device, "not stated",
+                     float(r.value), float("nan")))
+    frame = pd.DataFrame(rows, columns=["Model", "Dataset", "reported", "Network", "Device", "Setting", "Throughput",
+                                        "Matmul use"])
+    # Like beside like: per model, the paper's datasets in its order (measured, then reported), others last.
+    order = {name: i for i, name in enumerate((TRANSFORMER, PVQVAE, *DATASETS, "all"))}
+    frame = frame.sort_values(["Model", "Dataset", "reported"], kind="stable",
+                              key=lambda s: s.map(lambda v: order.get(v, len(order)) if isinstance(v, str) else v))
+    frame = frame.drop(columns="reported").set_index(["Model", "Dataset"])
     styler = frame.style.format(escape="latex", na_rep=NA)
     styler = styler.format("{:.3f}", subset=["Throughput"], na_rep=NA)
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
-    # Wrapping columns: device names and settings are long, the page is not.
+    # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
     styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "column_format", "props": ":p{2.1cm}llp{2.3cm}p{1.5cm}p{2cm}rr;"}],
+                             {"selector": "setlength", "props": ":{\\tabcolsep}{4pt};"},
+                             {"selector": "column_format", "props": ":" + "".join(
+                                 rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in (1.6, 1.3, 4.3, 2.9, 2.1))
+                              + "rr;"}],
                             overwrite=False)
     return styler.set_caption(
-        f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}; "
-        "precision and batch not stated there). Matmul use: achieved FLOP rate of one sampling step over a plain "
-        "matmul's rate on the same device.")
+        f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
+        "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
+        "with random weights (the speed does not depend on the weights) on the device named. Matmul use: achieved "
+        "FLOP rate of one sampling step over a plain matmul's rate on the same device, measured right after it.")
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -1,5 +1,7 @@
 """Stage `report`: every variant's metrics -> the paper's tables (LaTeX), curves, a sample grid, the
-tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pdflatex exists)."""
+tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pdflatex exists), with the
+speed table and, when given, the speed/quality frontier. A curve that cannot be drawn (FID, LPIPS without
+their pretrained weights) is not drawn: the document says why in one line instead."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from put.config.params import Params
 from put.data.images import read_rgb
@@ -17,9 +20,10 @@ from put.fileio import atomic_dir, atomic_write_text, read_json
 from put.masks.io import read_mask
 from put.paths import REPORT_PDF, path_of
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
-from put.report.plots import masked_input, plot_curves, sample_grid
-from put.report.tables import speed_table, table1, table3, write_latex
-from put.stages.evaluate import read_metrics
+from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE
+from put.report.plots import masked_input, measurable, plot_curves, sample_grid
+from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
+from put.stages.evaluate import PIXEL_METRICS, read_metrics
 from put.stages.sample import read_samples
 from put.tracking import git_commit, stage_tracker, tracked
 
@@ -41,18 +45,52 @@ def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 4) -> 
     return rows, ["masked input", *[f"sample {i + 1}" for i in range(columns)], "ground truth"]
 
 
+def read_benchmarks(folder: Path) -> dict[str, list[dict]]:
+    """`put bench` results in `folder` (sampling.json, pvqvae.json; a list, or one result from older files)."""
+    found = {}
+    for kind in ("sampling", "pvqvae"):
+        if (path := Path(folder) / f"{kind}.json").is_file():
+            data = read_json(path, f"`put bench {kind}` figures")
+            found[kind] = data if isinstance(data, list) else [data]
+    return found
+
+
+CURVE_CAPTIONS = {
+    "fid": "FID against the hole ratio ($\\mathcal{K}$ sampling, first sample per input).",
+    "lpips": "Diversity (mean pairwise LPIPS of the samples of one input) against the hole ratio.",
+}
+
+
+def curve_figures(curves: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, str], list[str]]:
+    """PSNR/SSIM/MAE curves, and FID and LPIPS ones where measured: (figure -> caption, notes on what is not
+    drawn)."""
+    figures, notes = {}, []
+    pixel = [m for m in PIXEL_METRICS if measurable(curves, m)]
+    if pixel:
+        figures[plot_curves(curves, pixel, out_dir / "curves_psnr_ssim_mae.png")] = (
+            "PSNR, SSIM and MAE against the hole ratio (mean over every sample of the fine bin), one line per variant.")
+    for metric, caption in CURVE_CAPTIONS.items():
+        if measurable(curves, metric):
+            figures[plot_curves(curves, [metric], out_dir / f"curve_{metric}.png")] = caption
+            continue
+        reasons = sorted({r for r in curves.get(f"{metric}_unavailable", []) if r}) or ["no value was measured"]
+        notes.append(f"{metric.upper()} curve not drawn: " + "; ".join(reason_latex(r) for r in reasons) + ".")
+    return figures, notes
+
+
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path,
-               out_dir: Path, tags: dict[str, str] | None = None, resolved_params: Path | None = None) -> Path:
-    """Tables, figures and report.tex in `out_dir`; the PDF, when pdflatex exists, at paths.REPORT_PDF (outside
-    `out_dir`, which the DAG clears before this stage runs, so that no machine deletes a committed PDF)."""
+               out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
+               resolved_params: Path | None = None) -> Path:
+    """Tables, figures and report.tex in `out_dir` (written whole, or not at all); the PDF, when pdflatex
+    exists, at paths.REPORT_PDF, outside `out_dir`, which the DAG clears before this stage runs: a machine
+    without pdflatex never deletes a committed PDF."""
     preset = params.preset
     out_dir = Path(out_dir)
     command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put report"
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)
-    bench = {kind: [read_json(p, f"`put bench {kind}` figures")] for kind in ("sampling", "pvqvae")
-             if (p := Path(benchmarks) / f"{kind}.json").is_file()}
+    bench = read_benchmarks(Path(benchmarks))
     rows, titles = grid_rows(Path(samples), Path(masks))
 
     pdf = path_of(REPORT_PDF, preset)
@@ -64,13 +102,16 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         if bench:
             tables.append(write_latex(speed_table(bench.get("sampling", []), bench.get("pvqvae", [])),
                                       staging / "speed.tex", None, "tab:speed", command, commit))
-        figures = {plot_curves(curves, "fid", staging / "curve_fid.png"): "FID against the mask ratio ($\\mathcal{K}$ sampling).",
-                   plot_curves(curves, "lpips", staging / "curve_lpips.png"): "Diversity (mean pairwise LPIPS) against the mask ratio."}
+        figures, notes = curve_figures(curves, staging)
+        if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
+            tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
+            figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
         if rows:
-            figures[sample_grid(rows, titles, staging / "samples_put.png")] = "PUT: masked inputs (40--50\\% holes), samples, ground truth."
+            figures[sample_grid(rows, titles, staging / "samples_put.png")] = ("PUT: masked inputs (40--50\\% holes), "
+                                                                                "samples, ground truth.")
         if resolved_params is not None:
             shutil.copyfile(resolved_params, staging / "resolved_params.yaml")
-        tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit)
+        tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit, notes)
         if shutil.which("pdflatex"):
             compiled = compile_pdf(tex)
             for byproduct in (".aux", ".log", ".out"):  # a failure's LatexError quotes the log

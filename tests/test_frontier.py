@@ -1,0 +1,140 @@
+"""The frontier stage and the evaluate stage's files, end to end on a tiny random model (32 px)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from put.config.evaluation import FrontierConfig, MetricProtocol
+from put.config.params import load_params
+from put.data.images import write_image
+from put.masks.evaluation import write_eval_masks
+from put.metrics import MetricValue
+from put.paths import metrics_bins_file, metrics_info_file
+from put.sampling import SamplingOptions
+from put.stages import frontier as stage
+from put.stages.evaluate import evaluate_variant, read_metrics
+from put.stages.sample import sample_variant
+from tests.conftest import TINY
+
+IMAGES = [f"img{i}.png" for i in range(3)]
+
+
+@pytest.fixture
+def masks(tmp_path) -> Path:
+    """Evaluation masks at 32 px for three test images, with their ground truth in gt/."""
+    out = tmp_path / "masks"
+    write_eval_masks(IMAGES, out, (TINY.image_size,) * 2, seed=0, progress=False)
+    g = torch.Generator().manual_seed(0)
+    for name in IMAGES:
+        write_image(out / "gt" / f"{Path(name).stem}.png", torch.rand(3, 32, 32, generator=g) * 2 - 1)
+    return out
+
+
+@pytest.fixture
+def params(tmp_path):
+    path = tmp_path / "params.yaml"  # the paper's 51-px SSIM window does not fit 32-px images
+    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7}, sample: {diversity_samples: 2}}\n")
+    return load_params(path)
+
+
+def only_numbers(node) -> bool:
+    if isinstance(node, dict):
+        return all(isinstance(k, str) and only_numbers(v) for k, v in node.items())
+    return isinstance(node, (int, float)) and not isinstance(node, bool)
+
+
+def test_settings_names_and_forward_passes():
+    config = FrontierConfig(tokens_per_step=[1, 4], schedule_steps=[3], top_k=[50, 200])
+    chosen = stage.settings(config, SamplingOptions())
+    assert [s.name for s in chosen] == ["argmax", "tps1_k50", "tps4_k50", "cosine3_k50", "tps1_k200", "tps4_k200",
+                                        "cosine3_k200"]
+    masked = torch.tensor([1, 2, 9])
+    passes = {s.name: stage.forward_passes(masked, s).tolist() for s in chosen}
+    assert passes["argmax"] == [1, 1, 1] and passes["tps1_k50"] == [1, 2, 9]
+    assert passes["tps4_k50"] == [1, 1, 3] and passes["cosine3_k200"] == [1, 2, 3]
+
+
+def test_bad_frontier_config_names_the_value():
+    with pytest.raises(ValueError, match="expected one or more of"):
+        FrontierConfig(groups=["40-70"])
+    with pytest.raises(ValueError, match=">= 1"):
+        FrontierConfig(tokens_per_step=[0])
+
+
+def test_diversity_needs_enough_samples_and_is_none_for_argmax():
+    config = FrontierConfig(tokens_per_step=[1], schedule_steps=[], top_k=[50])
+    argmax, sampled = stage.settings(config, SamplingOptions())
+    protocol = MetricProtocol()  # 5 pairs per input
+    assert "deterministic" in stage.diversity(argmax, [], protocol, samples=10, seed=0).unavailable
+    assert "frontier.samples = 3 gives 3" in stage.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
+
+
+def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
+    samples = 4
+    model, _, transformer = tiny_checkpoints
+    config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], top_k=[5], groups=["20-40", "40-60"],
+                            images=2, samples=samples, batch_size=3, timing_repeats=2)
+    monkeypatch.setattr(stage, "frontier_config", lambda _: config)
+    # LPIPS's VGG16 weights are not here: a stand-in distance, so that the table's mixed column is exercised.
+    monkeypatch.setattr(stage, "diversity_lpips", lambda groups, protocol, seed: MetricValue(0.125))
+    out = tmp_path / "frontier"
+    frame = stage.run_frontier(params, "put", transformer, masks, out, device="cpu")
+
+    metrics = json.loads((out / stage.METRICS_FILE).read_text())
+    assert only_numbers(metrics)  # what `dvc metrics show` can list: no lists, no strings
+    assert set(metrics) == {"argmax", "tps1_k5", "tps3_k5", "cosine2_k5"}
+    assert all(set(groups) == {"20-40", "40-60"} for groups in metrics.values())
+    for group in ("20-40", "40-60"):
+        cell = {name: metrics[name][group] for name in metrics}
+        assert cell["argmax"]["forward_passes"] == 1 and cell["cosine2_k5"]["forward_passes"] == 2
+        assert cell["tps1_k5"]["forward_passes"] > cell["tps3_k5"]["forward_passes"] > 1
+        assert all({"psnr", "ssim", "mae", "seconds_per_image", "n"} <= set(c) for c in cell.values())
+        assert cell["tps1_k5"]["n"] == 2
+    # PNGs: argmax once per input, the other settings `samples` times
+    assert len(list((out / "samples" / "argmax").rglob("*.png"))) == 4
+    assert len(list((out / "samples" / "tps1_k5").rglob("*.png"))) == 4 * samples
+
+    csv = pd.read_csv(out / stage.CSV_FILE)
+    assert len(csv) == len(frame) == 8
+    lpips = csv.set_index(["setting", "group"])["lpips_unavailable"].fillna("")
+    assert "deterministic" in lpips[("argmax", "20-40")]
+    assert lpips[("tps1_k5", "20-40")] == ""
+    table = (out / "frontier.tex").read_text()
+    assert r"\textbf" in table and "1 token/step" in table and r"cosine, 2 steps, $\mathcal{K}=5$" in table
+    assert table.count("argmax is deterministic") == 1  # one footnote per reason, not per cell
+    assert r"FID not measured: Inception" in table and "FID $" not in table  # no column of n/a
+    assert "n/a$^{a}$" in table and r"LPIPS $\uparrow$" in table and "0.1250" in table
+    assert (out / "frontier.png").stat().st_size > 10_000
+
+
+def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints):
+    _, _, transformer = tiny_checkpoints
+    samples = tmp_path / "samples"
+    sample_variant(params, "put", transformer, masks, samples, device="cpu")
+    out = tmp_path / "metrics" / "put.json"
+    evaluate_variant(params, "put", samples, masks, out)
+
+    metrics = json.loads(out.read_text())
+    assert only_numbers(metrics)
+    assert set(metrics) == {"all", "k50", "bins"}
+    assert set(metrics["k50"]) == {"20-40", "40-60", "10-60"} and set(metrics["bins"]) == {
+        "10-20", "20-30", "30-40", "40-50", "50-60"}
+    assert {"psnr", "ssim", "mae", "n"} <= set(metrics["k50"]["40-60"]) and "fid" not in metrics["k50"]["40-60"]
+    info = json.loads(metrics_info_file(out).read_text())
+    assert info["protocol"]["ssim_window"] == 7 and "put weights --download" in info["unavailable"]["k50/40-60/fid"]
+    bins = pd.read_csv(metrics_bins_file(out))
+    assert list(bins["hole_ratio"]) == [0.15, 0.25, 0.35, 0.45, 0.55]
+    assert bins["psnr"].notna().all() and bins["lpips"].isna().all()
+
+    table, curves = read_metrics([out])
+    row = table.set_index(["mode", "group"]).loc[("k50", "40-60")]
+    assert row["psnr"] == metrics["k50"]["40-60"]["psnr"] and "put weights" in row["fid_unavailable"]
+    assert len(curves) == 5 and curves["lpips_unavailable"].str.contains("LPIPS|VGG16").all()
+    metrics_info_file(out).unlink()
+    with pytest.raises(FileNotFoundError, match="put.json"):
+        read_metrics([out])
