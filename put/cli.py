@@ -258,7 +258,7 @@ def cmd_frontier(args: argparse.Namespace) -> None:
     from put.stages.frontier import run_frontier
 
     frame = run_frontier(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks), Path(args.out),
-                         args.device, parse_tags(args.tag))
+                         Path(args.samples), args.device, parse_tags(args.tag), optional_path(args.pvqvae))
     for row in frame.itertuples():
         print(f"{row.group:>6} {row.label:<22} K={'--' if row.top_k != row.top_k else int(row.top_k):<4} "
               f"{row.forward_passes:7.1f} forwards/image {1000 * row.seconds_per_image:9.2f} ms/image  "
@@ -421,7 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     frontier.add_argument("--variant", choices=VARIANTS, default="put")
     frontier.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
     frontier.add_argument("--masks", required=True, help="folder written by `put masks`")
-    frontier.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png, samples/)")
+    frontier.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint records)")
+    frontier.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png)")
+    frontier.add_argument("--samples", required=True, help="folder for the inpainted images")
     frontier.add_argument("--device", type=device_name)
     frontier.set_defaults(func=cmd_frontier, out_folder=True)
 

@@ -15,12 +15,17 @@ RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
 SPLIT_DIR = "data/{preset}/splits"
 MASKS_DIR = "data/{preset}/masks"  # frozen evaluation masks (manifest.csv) and the ground truth (gt/)
 PVQVAE_CHECKPOINT = "runs/{preset}/{pvqvae}/pvqvae.pt"
-PVQVAE_CURVES = "runs/{preset}/{pvqvae}/pvqvae_curves"
+PVQVAE_CURVES = "runs/{preset}/{pvqvae}/pvqvae_curves"  # a training's curves: TRAIN_CURVE and EVAL_CURVE
 TRANSFORMER_CHECKPOINT = "runs/{preset}/{variant}/transformer.pt"
 TRANSFORMER_CURVES = "runs/{preset}/{variant}/transformer_curves"
 SAMPLES_DIR = "results/{preset}/samples/{variant}"
 METRICS_FILE = "results/{preset}/metrics/{variant}.json"
 BENCH_DIR = "results/{preset}/bench"
+FRONTIER_DIR = "results/{preset}/frontier"  # metrics, table, figure (small: kept in git)
+FRONTIER_METRICS = FRONTIER_DIR + "/metrics.json"
+FRONTIER_CSV = FRONTIER_DIR + "/frontier.csv"
+FRONTIER_SAMPLES = "results/{preset}/frontier_samples"
+TRAIN_CURVE, EVAL_CURVE = "train.csv", "eval.csv"
 REPORT_DIR = "reports/{preset}"
 # Compiled from REPORT_DIR/report.tex when pdflatex exists. Outside REPORT_DIR, which the DAG's front ends
 # clear before the report stage runs: a machine without pdflatex never deletes the committed PDF.
@@ -74,9 +79,8 @@ def metrics_bins_file(metrics: Path) -> Path:
     return Path(metrics).with_name(f"{Path(metrics).stem}_bins.csv")
 
 
-def frontier_dir(preset: str) -> Path:
-    """The speed/quality frontier of the full model: metrics.json, frontier.csv/.tex/.png, samples/."""
-    return Path("results") / preset / "frontier"
+METRICS_INFO = metrics_info_file(Path(METRICS_FILE)).as_posix()
+METRICS_BINS = metrics_bins_file(Path(METRICS_FILE)).as_posix()
 
 
 def report_dir(preset: str) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 import torch
 
 from put.config.evaluation import FrontierConfig, MetricProtocol
@@ -79,11 +80,14 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     model, _, transformer = tiny_checkpoints
     config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], top_k=[5], groups=["20-40", "40-60"],
                             images=2, samples=samples, batch_size=3, timing_repeats=2)
-    monkeypatch.setattr(stage, "frontier_config", lambda _: config)
+    raw = yaml.safe_load(params.source and Path(params.source).read_text())
+    raw["overrides"]["frontier"] = config.model_dump(mode="json")
+    Path(params.source).write_text(yaml.safe_dump(raw))
+    params = load_params(params.source)
     # LPIPS's VGG16 weights are not here: a stand-in distance, so that the table's mixed column is exercised.
     monkeypatch.setattr(stage, "diversity_lpips", lambda groups, protocol, seed: MetricValue(0.125))
-    out = tmp_path / "frontier"
-    frame = stage.run_frontier(params, "put", transformer, masks, out, device="cpu")
+    out, samples_dir = tmp_path / "frontier", tmp_path / "frontier_samples"
+    frame = stage.run_frontier(params, "put", transformer, masks, out, samples_dir, device="cpu")
 
     metrics = json.loads((out / stage.METRICS_FILE).read_text())
     assert only_numbers(metrics)  # what `dvc metrics show` can list: no lists, no strings
@@ -96,8 +100,9 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
         assert all({"psnr", "ssim", "mae", "seconds_per_image", "n"} <= set(c) for c in cell.values())
         assert cell["tps1_k5"]["n"] == 2
     # PNGs: argmax once per input, the other settings `samples` times
-    assert len(list((out / "samples" / "argmax").rglob("*.png"))) == 4
-    assert len(list((out / "samples" / "tps1_k5").rglob("*.png"))) == 4 * samples
+    assert len(list((samples_dir / "argmax").rglob("*.png"))) == 4
+    assert len(list((samples_dir / "tps1_k5").rglob("*.png"))) == 4 * samples
+    assert not (out / "samples").exists()  # the folder kept in git holds no images
 
     csv = pd.read_csv(out / stage.CSV_FILE)
     assert len(csv) == len(frame) == 8

@@ -10,7 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from put.config.evaluation import MetricProtocol, SampleConfig
+from put.config.evaluation import FrontierConfig, MetricProtocol, SampleConfig
 from put.config.masks import PConvSelect
 from put.config.model import ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
@@ -53,6 +53,7 @@ class Preset(StrictModel):
     transformer_train: TransformerTrainConfig
     sample: SampleConfig = SampleConfig()
     evaluate: MetricProtocol = MetricProtocol()
+    frontier: FrontierConfig = FrontierConfig()
 
     @model_validator(mode="after")
     def _resize_covers_crop(self) -> "Preset":

@@ -23,10 +23,13 @@ FanOut = Literal["none", "variants", "pvqvae_variants"]
 
 @dataclass(frozen=True)
 class Output:
+    """A declared output. In `Stage.outputs` it is keyed by the command-line option that takes its path, or,
+    for a file the command writes beside another output (not on the command line), by a plain name."""
+
     pattern: str
     directory: bool = False
-    cache: bool = True   # False: small files kept in git (metrics, tables), not in DVC's cache
-    kind: Literal["out", "metrics", "plots"] = "out"
+    cache: bool = True     # False: small files kept in git (metrics, tables, curves), not in DVC's cache
+    metrics: bool = False  # a file of plain numbers for `dvc metrics`
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Stage:
     name: str
     command: str                                  # `python -m put <command>`
     inputs: dict[str, str | EveryVariant]         # option -> path pattern
-    outputs: dict[str, Output]                    # option -> output
+    outputs: dict[str, Output]                    # option (or name, see Output) -> output
     params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed)
     fan_out: FanOut = "none"
     training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
@@ -71,29 +74,37 @@ STAGES: tuple[Stage, ...] = (
           params=("masks", "data", "model.image_size")),
     Stage("train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
           outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
-                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False, kind="plots")},
+                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False, )},
           params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
           tracked=True),
     Stage("train_transformer", "train-transformer",
           inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
           outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
-                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False, kind="plots")},
-          params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True, tracked=True),
+                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False, )},
+          params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
+          tracked=True),
     Stage("sample", "sample",
           inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
                   "--masks": paths.MASKS_DIR},
           outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
           params=("sample",), fan_out="variants", tracked=True),
     Stage("evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
-          outputs={"--out": Output(paths.METRICS_FILE, cache=False, kind="metrics")},
+          outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
+                   "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False)},
           params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True),
+    Stage("frontier", "frontier",
+          inputs={"--checkpoint": paths.with_variant(paths.TRANSFORMER_CHECKPOINT, "put"),
+                  "--pvqvae": paths.with_variant(paths.PVQVAE_CHECKPOINT, "put"), "--masks": paths.MASKS_DIR},
+          outputs={"--out": Output(paths.FRONTIER_DIR, directory=True, cache=False),
+                   "--samples": Output(paths.FRONTIER_SAMPLES, directory=True)},
+          params=("frontier", "sample", "evaluate"), tracked=True),
     Stage("bench", "bench-suite", inputs={},
           outputs={"--out": Output(paths.BENCH_DIR, directory=True, cache=False)},
           params=("model",)),
     Stage("report", "report",
           inputs={"--metrics": EveryVariant(paths.METRICS_FILE),
                   "--samples": paths.with_variant(paths.SAMPLES_DIR, "put"),  # the sample grid shows PUT's
-                  "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR,
+                  "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR, "--frontier": paths.FRONTIER_DIR,
                   "--resolved-params": paths.RESOLVED_PARAMS},
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
@@ -103,7 +114,7 @@ STAGES: tuple[Stage, ...] = (
 
 @dataclass(frozen=True)
 class Plot:
-    """A `dvc plots` figure: one line per variant, from the same file of each variant's stage."""
+    """A `dvc plots` figure: one line per variant (`over`), from the same file of each variant's stage."""
 
     name: str
     title: str
@@ -111,23 +122,31 @@ class Plot:
     x: str
     y: str
     over: FanOut = "variants"
+    template: str = "linear"
 
     def files(self) -> list[str]:
+        if self.over == "none":
+            return [self.pattern]
         variants = {"variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS}[self.over]
         return [paths.with_variant(self.pattern, v) for v in variants]
 
 
-TRAIN_CURVE, EVAL_CURVE = "train.csv", "eval.csv"  # files in a training stage's curves folder
 PLOTS: tuple[Plot, ...] = (
-    Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{TRAIN_CURVE}", "step", "total",
+    Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{paths.TRAIN_CURVE}", "step", "total",
          over="pvqvae_variants"),
-    Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)", f"{paths.PVQVAE_CURVES}/{EVAL_CURVE}",
-         "step", "psnr_with_reference", over="pvqvae_variants"),
+    Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)",
+         f"{paths.PVQVAE_CURVES}/{paths.EVAL_CURVE}", "step", "psnr_with_reference", over="pvqvae_variants"),
     Plot("transformer_loss", "UQ-Transformer masked-token cross-entropy (training)",
-         f"{paths.TRANSFORMER_CURVES}/{TRAIN_CURVE}", "step", "masked_token_loss"),
+         f"{paths.TRANSFORMER_CURVES}/{paths.TRAIN_CURVE}", "step", "masked_token_loss"),
     Plot("transformer_eval_loss", "UQ-Transformer masked-token cross-entropy (held out)",
-         f"{paths.TRANSFORMER_CURVES}/{EVAL_CURVE}", "step", "masked_token_loss"),
+         f"{paths.TRANSFORMER_CURVES}/{paths.EVAL_CURVE}", "step", "masked_token_loss"),
+    *(Plot(f"{metric}_vs_hole_ratio", f"{label} against the hole ratio (fine bins, top-K samples)",
+           paths.METRICS_BINS, "hole_ratio", metric)
+      for metric, label in (("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("mae", "MAE"))),
+    Plot("frontier_psnr", "PSNR against transformer forward passes per image (the sampling frontier)",
+         paths.FRONTIER_CSV, "forward_passes", "psnr", over="none", template="scatter"),
 )
+METRICS: tuple[str, ...] = (paths.FRONTIER_METRICS,)  # `dvc metrics` files that lie inside a stage's output folder
 
 # Snakemake targets (the first is the default). DVC builds every stage.
 TARGETS: dict[str, tuple[str, ...]] = {

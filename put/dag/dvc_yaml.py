@@ -11,7 +11,7 @@ import yaml
 
 from put.config import PVQVAE_OF_VARIANT, VARIANTS
 from put.dag.code_deps import ROOT, command_sources
-from put.dag.declaration import CONFIG, PLOTS, EveryVariant, Stage
+from put.dag.declaration import CONFIG, METRICS, PLOTS, EveryVariant, Stage
 from put.config.presets import PRESET_FILE
 from put.paths import RESOLVED_PARAMS
 
@@ -40,7 +40,7 @@ def command(stage: Stage) -> str:
             parts.append(f"{option} " + " ".join(dvc_path(pattern.pattern.replace("{variant}", v)) for v in VARIANTS))
         else:
             parts.append(f"{option} {dvc_path(pattern)}")
-    parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items()]
+    parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items() if option.startswith("--")]
     if stage.tracked:
         parts.append(f"--tag dvc_stage={stage.name}" + ("@${key}" if stage.variants else ""))
     return " ".join(parts)
@@ -62,7 +62,7 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
     elif stage.params:
         entry["params"] = [{dvc_path(RESOLVED_PARAMS): [dvc_path(p) for p in stage.params]}]
     for kind in ("outs", "metrics"):
-        outs = [out for out in stage.outputs.values() if (out.kind == "metrics") == (kind == "metrics")]
+        outs = [out for out in stage.outputs.values() if out.metrics == (kind == "metrics")]
         if outs:
             entry[kind] = [dvc_path(o.pattern) if o.cache else {dvc_path(o.pattern): {"cache": False}} for o in outs]
     if not stage.variants:
@@ -72,13 +72,14 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
 
 def plots() -> list[dict[str, Any]]:
     return [{dvc_path(p.name): {"x": p.x, "y": {dvc_path(f): p.y for f in p.files()},
-                                 "title": p.title, "template": "linear"}} for p in PLOTS]
+                                 "title": p.title, "template": p.template}} for p in PLOTS]
 
 
 def render() -> str:
     from put.dag.declaration import STAGES
 
-    document = {"vars": ["params.yaml"], "stages": {s.name: stage_entry(s) for s in STAGES}, "plots": plots()}
+    document = {"vars": ["params.yaml"], "stages": {s.name: stage_entry(s) for s in STAGES},
+                "metrics": [dvc_path(m) for m in METRICS], "plots": plots()}
     return HEADER + yaml.safe_dump(document, sort_keys=False, width=120)
 
 

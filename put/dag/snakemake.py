@@ -102,7 +102,7 @@ def rule_spec(stage: Stage, preset: str, params_file: Path) -> RuleSpec:
                for o, out in stage.outputs.items()}
     variant = " --variant {wildcards.variant}" if stage.variants else ""
     options = [f"{o} {{input.{option_name(o)}}}" for o in stage.inputs]
-    options += [f"{o} {{output.{option_name(o)}}}" for o in stage.outputs]
+    options += [f"{o} {{output.{option_name(o)}}}" for o in stage.outputs if o.startswith("--")]
     if stage.training:  # more than one GPU runs the training under torchrun (put/cli.py)
         options.append("--gpus {resources.gpu}")
     if stage.tracked:

@@ -7,8 +7,8 @@ sampler itself follows) and measures PSNR/SSIM/MAE, LPIPS diversity and FID (the
 weights exist) with the evaluate stage's code, under the same protocol.
 
 Files in `out`: metrics.json (numbers only, {setting: {group: {metric: value}}}, for `dvc metrics`),
-frontier.csv (one row per setting and group, with why a value is absent), frontier.tex, frontier.png and
-samples/<setting>/<group>/<stem>_<sample>.png.
+frontier.csv (one row per setting and group, with why a value is absent), frontier.tex and frontier.png; the
+inpainted images in a separate folder, <samples>/<setting>/<group>/<stem>_<sample>.png.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from put.masks.io import read_mask
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips
 from put.model_io import load_put_model
+from put import paths
 from put.models.put_model import PUTModel
 from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table, plot_frontier
 from put.report.tables import write_latex
@@ -44,8 +45,8 @@ from put.tracking import git_commit, stage_tracker, tracked
 from put.train.common import autocast
 from put.train.schedule import derive_seed
 
-METRICS_FILE = "metrics.json"
-CSV_FILE = "frontier.csv"
+METRICS_FILE = Path(paths.FRONTIER_METRICS).name
+CSV_FILE = Path(paths.FRONTIER_CSV).name
 FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2}
 VALUES = ("n", "forward_passes", "seconds_per_image", *QUALITY)  # per setting and group
 
@@ -61,11 +62,6 @@ class Setting:
     @property
     def top_k(self) -> int | None:
         return None if self.options is None else self.options.top_k
-
-
-def frontier_config(params: Params) -> FrontierConfig:
-    # Preset.frontier once the lead wires the section into put/config/presets.py; the defaults until then.
-    return getattr(params.resolved(), "frontier", FrontierConfig())
 
 
 def settings(config: FrontierConfig, sample: SamplingOptions) -> list[Setting]:
@@ -106,14 +102,14 @@ def diversity(setting: Setting, groups: list[list[Path]], protocol: MetricProtoc
     return diversity_lpips(groups, protocol, seed)
 
 
-def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, masks: Path, out_dir: Path,
+def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, masks: Path, samples_dir: Path,
                     config: FrontierConfig, composite: bool, device: torch.device) -> tuple[pd.DataFrame, float]:
     """Inpaint every input `samples` times (once for argmax), writing each result. Returns one row per result
     (its file, target and forward passes) and the seconds per image: the best of `timing_repeats` timed runs
     of the first batch, each from the same seed."""
     samples = 1 if setting.options is None else config.samples
     rows = pd.concat([inputs.assign(sample=i) for i in range(samples)], ignore_index=True)
-    rows["result"] = [out_dir / "samples" / setting.name / g / f"{s}_{i:02d}.png"
+    rows["result"] = [samples_dir / setting.name / g / f"{s}_{i:02d}.png"
                       for g, s, i in zip(rows["group"], rows["stem"], rows["sample"])]
     rows["target"] = [masks / "gt" / f"{s}.png" for s in rows["stem"]]
     size = (model.config.image_size, model.config.image_size)
@@ -146,13 +142,13 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
     return rows.assign(forward_passes=passes), per_image
 
 
-def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, out_dir: Path,
-                     device: str | None = None) -> tuple[pd.DataFrame, Cells]:
+def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, samples_dir: Path,
+                     device: str | None = None, pvqvae: Path | None = None) -> tuple[pd.DataFrame, Cells]:
     preset = params.resolved()
-    config, protocol = frontier_config(params), preset.evaluate
+    config, protocol = preset.frontier, preset.evaluate
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = load_put_model(checkpoint, device=str(dev))
-    masks, out_dir = Path(masks), Path(out_dir)
+    model = load_put_model(checkpoint, pvqvae, device=str(dev))
+    masks, samples_dir = Path(masks), Path(samples_dir)
     inputs = frontier_inputs(masks, config)
     sample = SamplingOptions(temperature=preset.sample.temperature, position_rule=preset.sample.position_rule)
     chosen = settings(config, sample)
@@ -162,8 +158,8 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
 
     cells, rows = Cells(), []
     for setting in tqdm(chosen, desc=f"frontier {variant}", unit="setting"):
-        results, seconds = measure_setting(model, setting, inputs, masks, out_dir, config, preset.sample.composite,
-                                           dev)
+        results, seconds = measure_setting(model, setting, inputs, masks, samples_dir, config,
+                                           preset.sample.composite, dev)
         for group, part in results.groupby("group", sort=False):
             keys = (setting.name, group)
             first = part[part["sample"] == 0]
@@ -186,14 +182,15 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
     return pd.DataFrame(rows), cells
 
 
-def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, out_dir: Path,
-                 device: str | None = None, tags: dict[str, str] | None = None) -> pd.DataFrame:
+def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, out_dir: Path, samples_dir: Path,
+                 device: str | None = None, tags: dict[str, str] | None = None,
+                 pvqvae: Path | None = None) -> pd.DataFrame:
     out_dir = Path(out_dir)
     command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put frontier"
     with tracked(stage_tracker(params.preset, variant, "frontier", params.dag_id(), tags)) as tracker:
-        tracker.log_params(frontier_config(params).model_dump())
+        tracker.log_params(params.resolved().frontier.model_dump())
         started = time.perf_counter()
-        frame, cells = measure_frontier(params, variant, checkpoint, masks, out_dir, device)
+        frame, cells = measure_frontier(params, variant, checkpoint, masks, samples_dir, device, pvqvae)
         atomic_write_text(out_dir / CSV_FILE, frame.to_csv(index=False))
         write_latex(frontier_table(frame, params.preset, variant), out_dir / FRONTIER_TABLE, None, "tab:frontier", command,
                     git_commit() or "unknown")

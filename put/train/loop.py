@@ -35,6 +35,7 @@ from tqdm import tqdm
 from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
 from put.fileio import atomic_path
+from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.train.distributed import Distributed
 from put.tracking import NullTracker
 from put.train.schedule import derive_seed
@@ -144,7 +145,8 @@ def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
     """One CSV per kind of row (train, eval): a `step` column and one column per logged value."""
     for kind, rows in history.items():
         columns = ["step", *dict.fromkeys(k for row in rows for k in row if k != "step")]
-        with atomic_path(Path(folder) / f"{kind}.csv") as tmp, open(tmp, "w", newline="") as f:
+        name = {"train": TRAIN_CURVE, "eval": EVAL_CURVE}[kind]
+        with atomic_path(Path(folder) / name) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
