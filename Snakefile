@@ -13,8 +13,7 @@ sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable wi
 from put.cluster import load_resource_table, load_site, rule_resources, rule_retries
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
-from put.dag.snakemake import (directory_outputs, effective_params_file, rule_spec, target_files,
-                               write_resolved_sections)
+from put.dag.snakemake import effective_params_file, rule_spec, target_files, write_resolved_sections
 
 configfile: "params.yaml"
 
@@ -28,18 +27,19 @@ SITE = load_site()  # slurm/site.yaml or $PUT_SLURM_SITE; {} means the cluster's
 
 rule all:
     input:
-        target_files("all", PRESET),
+        target_files("all", PRESET, PARAMS),
     default_target: True
 
 
 rule ablations:
     input:
-        target_files("ablations", PRESET),
+        target_files("ablations", PRESET, PARAMS),
 
 
 for stage in STAGES:
-    spec = rule_spec(stage, PRESET, PARAMS_FILE)
-    directories = directory_outputs(stage)
+    spec = rule_spec(stage, PRESET, PARAMS, PARAMS_FILE)
+    if spec is None:  # an official stage, and params.yaml names no official checkpoint
+        continue
     resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
 
     rule:
@@ -49,10 +49,10 @@ for stage in STAGES:
             **spec.inputs,
         output:
             **{
-                name: report(directory(path) if name in directories else path, category="Report",
+                name: report(directory(path) if name in spec.directories else path, category="Report",
                              patterns=["{name}.png", "{name}.tex", "{name}.csv", "{name}.yaml"])
-                if name in spec.report
-                else (directory(path) if name in directories else path)
+                if spec.report
+                else (directory(path) if name in spec.directories else path)
                 for name, path in spec.outputs.items()
             },
         log:

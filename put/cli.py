@@ -71,6 +71,15 @@ def launch_torchrun(processes: int, argv: list[str]) -> NoReturn:
     os.execv(command[0], command)
 
 
+def evaluated_label(text: str) -> str:
+    """A variant, or official_<name> for an entry of params.yaml's `official` (the label of its files)."""
+    from put.config.params import OFFICIAL_PREFIX
+
+    if text in VARIANTS or (text.startswith(OFFICIAL_PREFIX) and text[len(OFFICIAL_PREFIX):].replace("_", "").isalnum()):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}) or {OFFICIAL_PREFIX}NAME")
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -136,9 +145,20 @@ def cmd_bench_suite(args: argparse.Namespace) -> None:
 def cmd_import_official(args: argparse.Namespace) -> None:
     from put.official import import_official, read_overrides
 
-    result = import_official(Path(args.out), args.preset, pvqvae=args.pvqvae, transformer=args.transformer,
-                             variant=args.variant,
-                             model_overrides=read_overrides(args.model_overrides) if args.model_overrides else None)
+    params = load_cli_params(args)
+    overrides = read_overrides(args.model_overrides) if args.model_overrides else None
+    transformer, variant = args.transformer, args.variant
+    if args.official:  # an entry of params.yaml's `official` (what the DAG's import_official stage passes)
+        if args.official not in params.official:
+            raise ValueError(f"{params.source}: official: no entry {args.official!r} (entries: "
+                             f"{', '.join(params.official) or 'none'})")
+        entry = params.official[args.official]
+        if transformer not in (None, entry.transformer) or overrides is not None or variant not in (None, entry.variant):
+            raise ValueError(f"--official {args.official} takes the file, variant and model from params.yaml; "
+                             "do not give --transformer, --variant or --model-overrides that differ")
+        transformer, variant, overrides = entry.transformer, entry.variant, entry.model
+    result = import_official(Path(args.out), params.preset, pvqvae=args.pvqvae, transformer=transformer,
+                             variant=variant, model_overrides=overrides)
     print(f"variant {result.variant}: {result.pvqvae}" + (f", {result.transformer}" if result.transformer else ""))
 
 
@@ -269,9 +289,10 @@ def cmd_frontier(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from put.stages.report import run_report
 
-    out = run_report(load_cli_params(args), [Path(m) for m in args.metrics], Path(args.samples), Path(args.masks),
-                     Path(args.benchmarks), Path(args.out), parse_tags(args.tag),
-                     optional_path(args.frontier), resolved_params=optional_path(args.resolved_params))
+    params = load_cli_params(args)
+    metrics = [Path(args.metrics_dir) / f"{label}.json" for label in params.evaluated_labels()]
+    out = run_report(params, metrics, Path(args.samples), Path(args.masks), Path(args.benchmarks), Path(args.out),
+                     parse_tags(args.tag), optional_path(args.frontier), resolved_params=optional_path(args.resolved_params))
     print(f"report written to {out}")
 
 
@@ -356,9 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     dag.set_defaults(func=cmd_dag)
 
     imp = sub.add_parser("import-official", help="convert the authors' released checkpoints into ours")
+    add_params_arguments(imp)  # --preset: the model sizes (their files hold none)
+    imp.add_argument("--official", metavar="NAME", help="an entry of params.yaml's `official`: its file, variant "
+                                                        "and model overrides")
     imp.add_argument("--pvqvae", help="their P-VQVAE checkpoint (.pth)")
     imp.add_argument("--transformer", help="their transformer checkpoint (.pth; holds its P-VQVAE as content_codec)")
-    imp.add_argument("--preset", choices=list(PRESETS), required=True, help="model sizes (their files hold none)")
     imp.add_argument("--model-overrides", help="YAML/JSON mapping of ModelConfig fields over the preset's, "
                                                "e.g. {pvqvae: {base_channels: 64}}")
     imp.add_argument("--variant", choices=VARIANTS,
@@ -399,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample = sub.add_parser("sample", help="inpaint the evaluation set with one variant (deterministic, top-K, "
                                            "diversity samples)")
     add_params_arguments(sample, tags=True)
-    sample.add_argument("--variant", choices=VARIANTS, default="put")
+    sample.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
     sample.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
     sample.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint records)")
     sample.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
@@ -409,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("evaluate", help="metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)")
     add_params_arguments(evaluate, tags=True)
-    evaluate.add_argument("--variant", choices=VARIANTS, default="put")
+    evaluate.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
     evaluate.add_argument("--samples", required=True, help="folder written by `put sample`")
     evaluate.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
     evaluate.add_argument("--out", required=True, help="metrics JSON")
@@ -429,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="LaTeX tables, plots, sample grids and the report document")
     add_params_arguments(report, tags=True)
-    report.add_argument("--metrics", nargs="+", required=True, help="metrics JSON files of the variants")
+    report.add_argument("--metrics-dir", required=True, help="folder of the `put evaluate` files: one per variant and "
+                                                              "per entry of params.yaml's `official`")
     report.add_argument("--samples", required=True, help="PUT's samples folder (for the sample grid)")
     report.add_argument("--resolved-params", help="the `put config` file, copied into the report")
     report.add_argument("--masks", required=True, help="folder written by `put masks`")

@@ -1,7 +1,7 @@
 """Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
 
-Placeholders: `{preset}`, `{variant}` and `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok`
-and `qua0` use `put`'s). The DAG declaration (put/dag/declaration.py) builds both front ends from these
+Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok` and
+`qua0` use `put`'s) and `{official}` (an entry of params.yaml's `official`, see `with_official`). The DAG declaration (put/dag/declaration.py) builds both front ends from these
 patterns; code that needs one concrete path calls `path_of`.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.config import PVQVAE_OF_VARIANT
+from put.config.params import OFFICIAL_PREFIX
 
 RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
 SPLIT_DIR = "data/{preset}/splits"
 MASKS_DIR = "data/{preset}/masks"  # frozen evaluation masks (manifest.csv) and the ground truth (gt/)
+RUN_DIR = "runs/{preset}/{variant}"  # a variant's trained (or imported) models
 PVQVAE_CHECKPOINT = "runs/{preset}/{pvqvae}/pvqvae.pt"
 PVQVAE_CURVES = "runs/{preset}/{pvqvae}/pvqvae_curves"  # a training's curves: TRAIN_CURVE and EVAL_CURVE
 TRANSFORMER_CHECKPOINT = "runs/{preset}/{variant}/transformer.pt"
@@ -42,6 +44,13 @@ def path_of(pattern: str, preset: str, variant: str = "put", **extra: str) -> Pa
 def with_variant(pattern: str, variant: str) -> str:
     """The pattern for one fixed variant (other placeholders kept)."""
     return pattern.replace("{variant}", variant).replace("{pvqvae}", PVQVAE_OF_VARIANT[variant])
+
+
+def with_official(pattern: str) -> str:
+    """The pattern for the official entry `{official}` (params.yaml's `official`), under its label official_<name>:
+    it has its own P-VQVAE (imported from its checkpoint)."""
+    label = OFFICIAL_PREFIX + "{official}"
+    return pattern.replace("{variant}", label).replace("{pvqvae}", label)
 
 
 def split_dir(preset: str) -> Path:

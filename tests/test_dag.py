@@ -85,7 +85,10 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files():
     for key, stage in dvc.items():
         job = snake[key]
         assert stage["outs"] == job["outputs"], key
-        assert stage["deps"] - {"put/config/presets.yaml"} == {i for i in job["inputs"] if not bookkeeping.match(i)}, key
+        inputs = {i for i in job["inputs"] if not bookkeeping.match(i)}
+        # DVC depends on the folder of every metrics file (it also holds the official entries' ones).
+        inputs = {next((d for d in stage["deps"] if i.startswith(d + "/")), i) for i in inputs}
+        assert stage["deps"] - {"put/config/presets.yaml"} == inputs, key
         assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
 
 
@@ -197,7 +200,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
 
 def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@put", *args], cwd=repo, check=True,
-                   capture_output=True, timeout=60)
+                   capture_output=True, timeout=120)
 
 
 def test_working_copy_takes_the_code_and_leaves_pipeline_products_out(tmp_path):
@@ -302,11 +305,6 @@ def flat_numbers(data, prefix: str = "") -> dict[str, float]:
     if isinstance(data, dict):
         return {k: v for key, value in data.items() for k, v in flat_numbers(value, f"{prefix}.{key}").items()}
     return {prefix: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else {}
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@put", *args], cwd=repo, check=True,
-                   capture_output=True, timeout=120)
 
 
 @pytest.mark.slow

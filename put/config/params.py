@@ -15,13 +15,14 @@ import copy
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
-from put.config.model import VARIANTS, ModelConfig, StrictModel, apply_variant
+from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
 
 
@@ -48,11 +49,46 @@ def describe(err: ValidationError, prefix: str, source: str) -> str:
     return "\n".join(lines)
 
 
+OFFICIAL_PREFIX = "official_"  # an official entry NAME is evaluated under the label official_NAME
+
+
+class OfficialCheckpoint(StrictModel):
+    """One released transformer checkpoint of the authors (it holds its P-VQVAE), imported and evaluated under
+    our protocol as a row of Table 1 ("official weights, our protocol")."""
+
+    transformer: str = Field(description="path to their transformer .pth")
+    variant: Variant = Field("put", description="the ablation it was trained as (tok and qua0 look like put)")
+    model: dict[str, Any] = Field(default_factory=dict, description="ModelConfig fields over the preset's, for "
+                                  "checkpoints whose sizes differ from the preset's")
+
+
 class Params(StrictModel):
     preset: str = "demo"
     overrides: dict[str, Any] = Field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    official: dict[str, OfficialCheckpoint] = Field(default_factory=dict)
     source: str = Field("built-in defaults", exclude=True)
+
+    @field_validator("official")
+    @classmethod
+    def _names(cls, value: dict[str, OfficialCheckpoint]) -> dict[str, OfficialCheckpoint]:
+        bad = [name for name in value if not re.fullmatch(r"[A-Za-z0-9_]+", name)]
+        if bad:
+            raise ValueError(f"official entry names must be letters, digits and _ (they name files), got {bad}")
+        return value
+
+    def evaluated_labels(self) -> list[str]:
+        """Every label an evaluation is written under: the variants, then official_<name> per official entry."""
+        return [*VARIANTS, *(OFFICIAL_PREFIX + name for name in self.official)]
+
+    def official_config(self, name: str) -> ModelConfig:
+        """The model an official entry is imported into: the preset's, the entry's overrides, its variant."""
+        entry = self.official[name]
+        try:
+            base = ModelConfig.model_validate(deep_merge(self.resolved().model.model_dump(), entry.model))
+        except ValidationError as err:
+            raise ParamsError(describe(err, f"official.{name}.model", self.source)) from None
+        return apply_variant(base, entry.variant)
 
     def resolved(self) -> Preset:
         if self.preset not in PRESETS:
@@ -77,7 +113,10 @@ class Params(StrictModel):
         variant's complete model config under `variants`. The `config` stage writes it as the file whose
         sections DVC tracks per stage; the Snakefile takes its rules' params from it."""
         return {"preset": self.preset, **self.resolved().model_dump(mode="json"),
-                "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS}}
+                "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS},
+                "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
+                                    "model": self.official_config(name).model_dump(mode="json")}
+                             for name, entry in self.official.items()}}
 
     def dag_id(self) -> str:
         """Hash of everything that defines a DAG run's results (the resolved document)."""
@@ -92,6 +131,8 @@ class Params(StrictModel):
         self.resolved()
         for variant in VARIANTS:
             self.variant_config(variant)
+        for name in self.official:
+            self.official_config(name)
         return self
 
 
@@ -117,7 +158,7 @@ def load_params(path: str | os.PathLike | None = None, preset: str | None = None
 
 def params_from_mapping(data: dict[str, Any], source: str) -> Params:
     """Params from an already-parsed mapping (Snakemake's config, say), validated; `source` names it in errors."""
-    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants") and v is None)}
+    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants", "official") and v is None)}
     try:
         params = Params.model_validate({**data, "source": source})
     except ValidationError as err:

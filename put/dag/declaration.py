@@ -1,49 +1,68 @@
 """The pipeline's DAG, declared once.
 
-Both front ends come from this list: `dvc.yaml` is generated from it (put/dag/dvc_yaml.py; `put dag --write`,
-checked by a test) and the Snakefile builds its rules from it at parse time (put/dag/snakemake.py). A stage
-is one `python -m put <command>` call; every file it reads or writes is a command-line option here, so the
-command line, the declared inputs and outputs, and both front ends cannot disagree. What a stage's code
-depends on is not listed: it is computed (put/dag/code_deps.py). Which parameters it reads are sections
-of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
+Both front ends come from this list: `dvc.yaml` is generated from it (put/dag/dvc_yaml.py; `put dag`, checked
+by a test) and the Snakefile builds its rules from it at parse time (put/dag/snakemake.py). A stage is one
+`python -m put <command>` call; every file it reads or writes is named here with the command-line option that
+takes it, so the command line, the declared inputs and outputs, and both front ends cannot disagree. What a
+stage's code depends on is not listed: it is computed (put/dag/code_deps.py). Which parameters it reads are
+sections of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
 
-Adding a variant is an edit of put/config/model.py; adding a stage is one `Stage(...)` below.
+Fan-out: a stage runs once, once per ablation variant, once per variant with its own P-VQVAE, or once per
+entry of params.yaml's `official` (the authors' released checkpoints, evaluated under our protocol; their
+stages have no instances when there is no entry). Adding a variant is an edit of put/config/model.py;
+adding a stage is one `Stage(...)` below.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from put import paths
 from put.config import PVQVAE_VARIANTS, VARIANTS
 
-FanOut = Literal["none", "variants", "pvqvae_variants"]
+FanOut = Literal["none", "variants", "pvqvae_variants", "official"]
 
 
 @dataclass(frozen=True)
 class Output:
-    """A declared output. In `Stage.outputs` it is keyed by the command-line option that takes its path, or,
-    for a file the command writes beside another output (not on the command line), by a plain name."""
+    """A declared output, keyed in `Stage.outputs` by the command-line option that takes its path, or, for a
+    file the command writes beside another output (not on the command line), by a plain name."""
 
     pattern: str
     directory: bool = False
     cache: bool = True     # False: small files kept in git (metrics, tables, curves), not in DVC's cache
     metrics: bool = False  # a file of plain numbers for `dvc metrics`
+    declared: bool = True  # False: a folder passed on the command line, whose files are the declared outputs
 
 
 @dataclass(frozen=True)
-class EveryVariant:
-    """An input option taking one path per variant (e.g. the report reads every variant's metrics)."""
+class Evaluated:
+    """An input option taking a folder in which the command reads one file of `pattern` per evaluated model:
+    every ablation variant and every official entry (the report reads all metrics files)."""
 
     pattern: str
+
+    @property
+    def folder(self) -> str:
+        return self.pattern.rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class OfficialFile:
+    """An input path given by a field of the stage's entry of params.yaml's `official` (its .pth file)."""
+
+    field: str
+
+
+Input = str | Evaluated | OfficialFile
 
 
 @dataclass(frozen=True)
 class Stage:
     name: str
     command: str                                  # `python -m put <command>`
-    inputs: dict[str, str | EveryVariant]         # option -> path pattern
+    inputs: dict[str, Input]                      # option -> path pattern
     outputs: dict[str, Output]                    # option (or name, see Output) -> output
     params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed)
     fan_out: FanOut = "none"
@@ -53,16 +72,35 @@ class Stage:
 
     @property
     def variants(self) -> tuple[str, ...]:
-        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS}[self.fan_out]
+        """The static fan-out (an `official` stage's instances come from the parameters: graph.instances)."""
+        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS, "official": ()}[self.fan_out]
 
     def key(self, variant: str | None = None) -> str:
         """The stage's name as both front ends print it: `train_pvqvae@conv` (DVC's foreach naming)."""
         return f"{self.name}@{variant}" if variant else self.name
 
 
+def for_official(stage: Stage) -> Stage:
+    """The same stage once per official entry: its files under the label official_<name>."""
+    return replace(stage, name=f"{stage.name}_official", fan_out="official",
+                   inputs={o: paths.with_official(p) if isinstance(p, str) else p for o, p in stage.inputs.items()},
+                   outputs={o: replace(out, pattern=paths.with_official(out.pattern))
+                            for o, out in stage.outputs.items()})
+
+
 CONFIG = Stage(
     "config", "config", inputs={},
     outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False)}, params=())
+SAMPLE = Stage(
+    "sample", "sample",
+    inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT, "--masks": paths.MASKS_DIR},
+    outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
+    params=("sample",), fan_out="variants", tracked=True)
+EVALUATE = Stage(
+    "evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
+    outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
+             "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False)},
+    params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True)
 
 STAGES: tuple[Stage, ...] = (
     CONFIG,
@@ -74,24 +112,24 @@ STAGES: tuple[Stage, ...] = (
           params=("masks", "data", "model.image_size")),
     Stage("train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
           outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
-                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False, )},
+                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
           params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
           tracked=True),
     Stage("train_transformer", "train-transformer",
           inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
           outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
-                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False, )},
+                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
           params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
           tracked=True),
-    Stage("sample", "sample",
-          inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
-                  "--masks": paths.MASKS_DIR},
-          outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
-          params=("sample",), fan_out="variants", tracked=True),
-    Stage("evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
-          outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
-                   "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False)},
-          params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True),
+    SAMPLE,
+    EVALUATE,
+    Stage("import_official", "import-official", inputs={"--transformer": OfficialFile("transformer")},
+          outputs={"--out": Output(paths.with_official(paths.RUN_DIR), directory=True, declared=False),
+                   "pvqvae": Output(paths.with_official(paths.PVQVAE_CHECKPOINT)),
+                   "transformer": Output(paths.with_official(paths.TRANSFORMER_CHECKPOINT))},
+          params=("official.{official}",), fan_out="official"),
+    for_official(SAMPLE),
+    for_official(EVALUATE),
     Stage("frontier", "frontier",
           inputs={"--checkpoint": paths.with_variant(paths.TRANSFORMER_CHECKPOINT, "put"),
                   "--pvqvae": paths.with_variant(paths.PVQVAE_CHECKPOINT, "put"), "--masks": paths.MASKS_DIR},
@@ -102,13 +140,13 @@ STAGES: tuple[Stage, ...] = (
           outputs={"--out": Output(paths.BENCH_DIR, directory=True, cache=False)},
           params=("model",)),
     Stage("report", "report",
-          inputs={"--metrics": EveryVariant(paths.METRICS_FILE),
+          inputs={"--metrics-dir": Evaluated(paths.METRICS_FILE),
                   "--samples": paths.with_variant(paths.SAMPLES_DIR, "put"),  # the sample grid shows PUT's
                   "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR, "--frontier": paths.FRONTIER_DIR,
                   "--resolved-params": paths.RESOLVED_PARAMS},
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=(), tracked=True, report=True),
+          params=("official",), tracked=True, report=True),
 )
 
 
@@ -160,8 +198,3 @@ def stage(name: str) -> Stage:
         if s.name == name:
             return s
     raise KeyError(f"no stage {name!r}; stages: {', '.join(s.name for s in STAGES)}")
-
-
-def stage_keys() -> list[str]:
-    """Every stage instance: `split`, `train_pvqvae@put`, ..."""
-    return [s.key(v) for s in STAGES for v in (s.variants or (None,))]

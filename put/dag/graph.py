@@ -1,48 +1,68 @@
-"""The declared DAG made concrete for one preset: each stage instance's input and output paths, and which
-instances read which outputs (what "downstream" means in tests and tools)."""
+"""The declared DAG made concrete for one configuration: its stage instances, their input and output paths,
+and which instances read which outputs (what "downstream" means in tests and tools)."""
 
 from __future__ import annotations
 
-from put.dag.declaration import STAGES, CONFIG, EveryVariant, Stage
-from put.paths import path_of
 from put.config import VARIANTS
+from put.config.params import Params
+from put.dag.declaration import CONFIG, STAGES, Evaluated, OfficialFile, Stage
 
 
-def instances() -> list[tuple[Stage, str | None]]:
-    return [(s, v) for s in STAGES for v in (s.variants or (None,))]
+def instance_names(stage: Stage, params: Params | None = None) -> tuple[str | None, ...]:
+    """A stage's instances: variants, official entry names, or (None,) for a stage that runs once."""
+    if stage.fan_out == "official":
+        return tuple(params.official) if params is not None else ()
+    return stage.variants or (None,)
 
 
-def input_paths(stage: Stage, variant: str | None, preset: str) -> list[str]:
+def instances(params: Params | None = None) -> list[tuple[Stage, str | None]]:
+    return [(stage, name) for stage in STAGES for name in instance_names(stage, params)]
+
+
+def evaluated(params: Params | None = None) -> list[str]:
+    return params.evaluated_labels() if params is not None else list(VARIANTS)
+
+
+def concrete(pattern: str, preset: str, name: str | None) -> str:
+    from put.paths import path_of
+
+    return str(path_of(pattern, preset, name or "put", official=name or ""))
+
+
+def input_paths(stage: Stage, name: str | None, preset: str, params: Params | None = None) -> list[str]:
     found = []
     for pattern in stage.inputs.values():
-        if isinstance(pattern, EveryVariant):
-            found += [str(path_of(pattern.pattern, preset, v)) for v in VARIANTS]
+        if isinstance(pattern, Evaluated):
+            found += [concrete(pattern.pattern, preset, label) for label in evaluated(params)]
+        elif isinstance(pattern, OfficialFile):
+            found.append(getattr(params.official[name], pattern.field))
         else:
-            found.append(str(path_of(pattern, preset, variant or "put")))
+            found.append(concrete(pattern, preset, name))
     return found
 
 
-def output_paths(stage: Stage, variant: str | None, preset: str) -> list[str]:
-    return [str(path_of(out.pattern, preset, variant or "put")) for out in stage.outputs.values()]
+def output_paths(stage: Stage, name: str | None, preset: str) -> list[str]:
+    return [concrete(out.pattern, preset, name) for out in stage.outputs.values() if out.declared]
 
 
-def edges(preset: str = "demo") -> dict[str, set[str]]:
-    """stage key -> keys of the stage instances that read one of its outputs. Every stage reads its
-    parameters from the `config` stage's output."""
-    producer = {path: stage.key(variant) for stage, variant in instances()
-                for path in output_paths(stage, variant, preset)}
-    graph: dict[str, set[str]] = {stage.key(variant): set() for stage, variant in instances()}
-    for stage, variant in instances():
-        for path in input_paths(stage, variant, preset):
-            graph[producer[path]].add(stage.key(variant))
+def edges(preset: str = "demo", params: Params | None = None) -> dict[str, set[str]]:
+    """stage key -> keys of the stage instances that read one of its outputs. Every stage with parameters reads
+    them from the `config` stage's output."""
+    everything = instances(params)
+    producer = {path: stage.key(name) for stage, name in everything for path in output_paths(stage, name, preset)}
+    graph: dict[str, set[str]] = {stage.key(name): set() for stage, name in everything}
+    for stage, name in everything:
+        for path in input_paths(stage, name, preset, params):
+            if path in producer:  # not the official .pth files, which no stage makes
+                graph[producer[path]].add(stage.key(name))
         if stage.params:
-            graph[CONFIG.key()].add(stage.key(variant))
+            graph[CONFIG.key()].add(stage.key(name))
     return graph
 
 
-def downstream(keys: set[str], preset: str = "demo") -> set[str]:
+def downstream(keys: set[str], preset: str = "demo", params: Params | None = None) -> set[str]:
     """The given stage instances and every instance that reads their outputs, transitively."""
-    graph = edges(preset)
+    graph = edges(preset, params)
     unknown = keys - set(graph)
     if unknown:
         raise KeyError(f"unknown stage(s) {sorted(unknown)}; known: {sorted(graph)}")

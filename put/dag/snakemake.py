@@ -17,13 +17,14 @@ from typing import Any, Callable
 
 import yaml
 
-from put.config import PVQVAE_OF_VARIANT, VARIANTS
-from put.config.params import Params
+from put.config import PVQVAE_OF_VARIANT
+from put.config.params import OFFICIAL_PREFIX, Params
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
-from put.dag.declaration import CONFIG, STAGES, TARGETS, EveryVariant, Stage
+from put.dag.declaration import CONFIG, STAGES, TARGETS, Evaluated, OfficialFile, Stage
+from put.dag.graph import concrete, evaluated, instance_names
 from put.fileio import atomic_write_text
-from put.paths import LOG_DIR, with_variant
+from put.paths import LOG_DIR
 
 STATE = Path(".snakemake") / "put"  # bookkeeping the Snakefile writes at parse time
 EFFECTIVE_PARAMS = STATE / "params.yaml"
@@ -43,35 +44,6 @@ def effective_params_file(config: dict[str, Any], root: Path) -> Path:
     return EFFECTIVE_PARAMS
 
 
-def write_resolved_sections(params: Params, root: Path) -> None:
-    """One file per stage instance with the resolved values it reads (see the module docstring)."""
-    document = params.resolved_document()
-    for stage in (s for s in STAGES if s.params):
-        for variant in stage.variants or (None,):
-            values = {p: section(document, p.replace("{variant}", variant or "")) for p in stage.params}
-            write_if_changed(root / str(SECTIONS).format(stage=stage.key(variant)),
-                             yaml.safe_dump(values, sort_keys=True))
-
-def option_name(option: str) -> str:
-    """--resolved-params -> resolved_params (the name of the input or output in the rule)."""
-    return option.lstrip("-").replace("-", "_")
-
-
-def concrete(pattern: str, preset: str) -> str:
-    """Preset filled in; `{variant}` stays a wildcard (`{pvqvae}` is resolved by `input_path`)."""
-    return pattern.replace("{preset}", preset)
-
-
-def input_path(pattern: str | EveryVariant, preset: str) -> str | list[str] | Callable:
-    if isinstance(pattern, EveryVariant):
-        return [concrete(with_variant(pattern.pattern, v), preset) for v in VARIANTS]
-    pattern = concrete(pattern, preset)
-    if "{pvqvae}" in pattern:
-        return lambda wildcards: pattern.format(variant=wildcards.variant,
-                                                pvqvae=PVQVAE_OF_VARIANT[wildcards.variant])
-    return pattern
-
-
 def section(document: dict[str, Any], dotted: str) -> Any:
     value = document
     for key in dotted.split("."):
@@ -79,54 +51,101 @@ def section(document: dict[str, Any], dotted: str) -> Any:
     return value
 
 
+def write_resolved_sections(params: Params, root: Path) -> None:
+    """One file per stage instance with the resolved values it reads (see the module docstring)."""
+    document = params.resolved_document()
+    for stage in (s for s in STAGES if s.params):
+        for name in instance_names(stage, params):
+            values = {p: section(document, p.format(variant=name, official=name)) for p in stage.params}
+            write_if_changed(root / str(SECTIONS).format(stage=stage.key(name)), yaml.safe_dump(values, sort_keys=True))
+
+
+def option_name(option: str) -> str:
+    """--resolved-params -> resolved_params (the name of the input or output in the rule)."""
+    return option.lstrip("-").replace("-", "_")
+
+
+def wildcard(stage: Stage) -> str | None:
+    return "official" if stage.fan_out == "official" else ("variant" if stage.variants else None)
+
+
+def in_rule(pattern: str, preset: str) -> str:
+    """Preset filled in; `{variant}` / `{official}` stay wildcards. A stage writing a `{pvqvae}` path fans out
+    over the P-VQVAE variants, where the two placeholders agree."""
+    return pattern.replace("{preset}", preset).replace("{pvqvae}", "{variant}")
+
+
+def input_path(pattern: str | Evaluated | OfficialFile, preset: str, params: Params) -> str | list[str] | Callable:
+    if isinstance(pattern, Evaluated):
+        return [concrete(pattern.pattern, preset, label) for label in evaluated(params)]
+    if isinstance(pattern, OfficialFile):
+        return lambda wildcards: getattr(params.official[wildcards.official], pattern.field)
+    if "{pvqvae}" in pattern:  # tok and qua0 read put's P-VQVAE
+        filled = pattern.replace("{preset}", preset)
+        return lambda wildcards: filled.format(variant=wildcards.variant, pvqvae=PVQVAE_OF_VARIANT[wildcards.variant])
+    return pattern.replace("{preset}", preset)
+
+
+def label_option(stage: Stage) -> str:
+    if stage.fan_out == "official":
+        if stage.command == "import-official":
+            return " --official {wildcards.official}"
+        return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
+    return " --variant {wildcards.variant}" if stage.variants else ""
+
+
 @dataclass
 class RuleSpec:
     name: str
     inputs: dict[str, Any]
-    outputs: dict[str, Any]
+    outputs: dict[str, str]
+    directories: set[str]  # names of the outputs that are folders
     log: str
     shell: str
     wildcard_constraints: dict[str, str]
-    report: list[str]  # names of outputs that go into `snakemake --report`
+    report: bool  # its outputs go into `snakemake --report`
 
 
-def rule_spec(stage: Stage, preset: str, params_file: Path) -> RuleSpec:
-    inputs = {option_name(o): input_path(p, preset) for o, p in stage.inputs.items()}
+def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> RuleSpec | None:
+    """The rule of a stage, or None for an official stage when params.yaml names no official checkpoint."""
+    names = instance_names(stage, params)
+    if not names:
+        return None
+    inputs = {option_name(o): input_path(p, preset, params) for o, p in stage.inputs.items()}
     inputs["code"] = list(command_sources(stage.command))
+    key = stage.key(f"{{{wildcard(stage)}}}" if wildcard(stage) else None)
     if stage.params:
-        inputs["resolved"] = str(SECTIONS).format(stage=stage.key("{variant}" if stage.variants else None))
+        inputs["resolved"] = str(SECTIONS).format(stage=key)
     if stage is CONFIG:  # it resolves the parameters (as dvc.yaml's config stage, which tracks params.yaml)
         inputs.update(params=str(params_file), presets=PRESET_FILE.relative_to(ROOT).as_posix())
-    # A stage writing a `{pvqvae}` path fans out over the P-VQVAE variants, where the two placeholders agree.
-    outputs = {option_name(o): concrete(out.pattern, preset).replace("{pvqvae}", "{variant}")
-               for o, out in stage.outputs.items()}
-    variant = " --variant {wildcards.variant}" if stage.variants else ""
-    options = [f"{o} {{input.{option_name(o)}}}" for o in stage.inputs]
-    options += [f"{o} {{output.{option_name(o)}}}" for o in stage.outputs if o.startswith("--")]
+    declared = {o: out for o, out in stage.outputs.items() if out.declared}
+    outputs = {option_name(o): in_rule(out.pattern, preset) for o, out in declared.items()}
+    options = [f"{o} {p.folder.replace('{preset}', preset)}" if isinstance(p, Evaluated) else f"{o} {{input.{option_name(o)}}}"
+               for o, p in stage.inputs.items()]
+    for option, out in stage.outputs.items():
+        if option.startswith("--"):
+            value = f"{{output.{option_name(option)}}}" if out.declared else in_rule(out.pattern, preset)
+            options.append(f"{option} {value.replace('{official}', '{wildcards.official}')}")
     if stage.training:  # more than one GPU runs the training under torchrun (put/cli.py)
         options.append("--gpus {resources.gpu}")
     if stage.tracked:
-        options.append(f"--tag snakemake_rule={stage.name}" + ("@{wildcards.variant}" if stage.variants else ""))
+        options.append(f"--tag snakemake_rule={stage.name}" + (f"@{{wildcards.{wildcard(stage)}}}" if wildcard(stage) else ""))
     # `exec`: the job's shell becomes the training process, so Slurm's SIGTERM (time limit, preemption) reaches
     # it and it saves its state (put/train/loop.py); a shell in between would die first.
     shell = ("exec " if stage.training else "") + " ".join(
-        [f"python -m put {stage.command} --params {params_file} --preset {preset}{variant}", *options, "--log {log}"])
-    log_dir = concrete(LOG_DIR, preset)
-    log = f"{log_dir}/{stage.name}/{{variant}}.log" if stage.variants else f"{log_dir}/{stage.name}.log"
-    constraints = {"variant": "|".join(stage.variants)} if stage.variants else {}
-    report = [option_name(o) for o, out in stage.outputs.items() if stage.report]
-    return RuleSpec(stage.name, inputs, outputs, log, shell, constraints, report)
+        [f"python -m put {stage.command} --params {params_file} --preset {preset}{label_option(stage)}", *options,
+         "--log {log}"])
+    log_dir = LOG_DIR.replace("{preset}", preset)
+    log = f"{log_dir}/{stage.name}/{{{wildcard(stage)}}}.log" if wildcard(stage) else f"{log_dir}/{stage.name}.log"
+    constraints = {wildcard(stage): "|".join(names)} if wildcard(stage) else {}
+    directories = {option_name(o) for o, out in declared.items() if out.directory}
+    return RuleSpec(stage.name, inputs, outputs, directories, log, shell, constraints, stage.report)
 
 
-def directory_outputs(stage: Stage) -> set[str]:
-    return {option_name(o) for o, out in stage.outputs.items() if out.directory}
-
-
-def target_files(target: str, preset: str) -> list[str]:
-    """Every output of the target's stages (all variants)."""
+def target_files(target: str, preset: str, params: Params) -> list[str]:
+    """Every declared output of the target's stages (every instance)."""
     files = []
     for stage in (s for s in STAGES if s.name in TARGETS[target]):
-        for out in stage.outputs.values():
-            for variant in stage.variants or ("put",):
-                files.append(concrete(with_variant(out.pattern, variant), preset))
+        for name in instance_names(stage, params):
+            files += [concrete(out.pattern, preset, name) for out in stage.outputs.values() if out.declared]
     return sorted(set(files))

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.config.params import OFFICIAL_PREFIX
 from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
 from put.report.reported import (
@@ -200,18 +201,24 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table1_reported()
+    official = sorted(v for v in metrics["variant"].unique() if str(v).startswith(OFFICIAL_PREFIX))
     rows: list[Row] = []
     for metric in METRICS:
         for mode, method in MODE_METHOD.items():
             block = MODE_LABELS[mode]
             rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)", *_measured(metrics, "put", mode, metric)))
+            rows += [(metric, block, f"{METHOD_LABELS[method]} (released weights "
+                                     f"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
+                      *_measured(metrics, label, mode, metric)) for label in official]
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
                 rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
                              _reported_values(reported, "method", name, metric, dataset), None))
+    released = (" Released-weights rows: the authors' released checkpoints, imported and evaluated under our "
+                "protocol." if official else "")
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
-               f"our reproduction; reported rows: numbers printed in the paper. {_BOLD_RULE}"
-               f"{_sample_sizes(metrics, ['put'])}")
+               f"our reproduction; reported rows: numbers printed in the paper.{released} {_BOLD_RULE}"
+               f"{_sample_sizes(metrics, ['put', *official])}")
     return _style(*_frame(rows, ("Sampling", "Method")), caption)
 
 
