@@ -40,7 +40,7 @@ def dvc_stages(repo: Path) -> dict[str, dict]:
     from dvc.repo import Repo
 
     with Repo(str(repo)) as dvc:
-        return {stage.addressing: {"cmd": stage.cmd, "outs": {os.path.relpath(o.fs_path, repo) for o in stage.outs},
+        return {stage.name: {"cmd": stage.cmd, "outs": {os.path.relpath(o.fs_path, repo) for o in stage.outs},
                                    "deps": {os.path.relpath(d.fs_path, repo) for d in stage.deps
                                             if not hasattr(d, "params")}}
                 for stage in dvc.index.stages}
@@ -59,7 +59,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
         if not head or head.group(1) in ("all", "ablations"):
             continue
         field = {k: v for k, v in re.findall(r"^    (\w+): (.*)$", block, re.M)}
-        variant = re.search(r"variant=(\w+)", field.get("wildcards", ""))
+        variant = re.search(r"(?:variant|official)=(\w+)", field.get("wildcards", ""))
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
             "inputs": set(field.get("input", "").split(", ")) - {""},
@@ -75,12 +75,27 @@ def normalised(command: str) -> str:
     return " ".join(command.split())
 
 
-def test_both_front_ends_run_the_same_commands_on_the_same_files():
-    dvc = dvc_stages(ROOT)
-    plan = snakemake(ROOT, "-n", "-p", "--forceall", "--cores", "1", "all")
-    assert plan.returncode == 0, plan.stderr[-3000:]
+def with_official_entry(repo: Path) -> dict[str, dict]:
+    """params.yaml of `repo` with one entry under `official` (the authors'-format checkpoint of the fixtures)."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["official"] = {"release": {"transformer": "tests/fixtures/parity/models/official_tiny_transformer.pth"}}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return params
+
+
+@pytest.mark.parametrize("official", [False, True], ids=["ablations", "with-an-official-entry"])
+def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, official):
+    repo = ROOT
+    expected = set(ALL)
+    if official:
+        repo = working_copy(tmp_path / "repo")
+        with_official_entry(repo)
+        expected |= {f"{name}@release" for name in ("import_official", "sample_official", "evaluate_official")}
+    dvc = dvc_stages(repo)
+    plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     snake = planned_jobs(plan.stdout)
-    assert set(dvc) == set(snake) == ALL
+    assert set(dvc) == set(snake) == expected
     bookkeeping = re.compile(r"^(\.snakemake/put/|put/config/presets\.yaml$)")
     for key, stage in dvc.items():
         job = snake[key]
@@ -391,3 +406,18 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert rerun.returncode == 0, rerun.stdout[-3000:]
     assert "Running stage 'train_" not in rerun.stdout and "Running stage 'sample" not in rerun.stdout
     assert {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")} == checkpoints
+
+    # The authors' released weights as rows of Table 1: an `official` entry is imported, sampled and evaluated
+    # under the same protocol (a demo-sized checkpoint in their format, from the parity fixtures).
+    from tests.official_fixtures import DEMO_OVERRIDES, write_official
+
+    released = write_official(tmp_path / "released_demo.pth", "transformer_put")
+    params["official"] = {"demo_release": {"transformer": str(released),
+                                           "model": json.loads(DEMO_OVERRIDES.read_text())}}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    official = dvc(repo, "repro")
+    assert official.returncode == 0, official.stdout[-3000:] + official.stderr[-3000:]
+    ran = set(re.findall(r"Running stage '([^']+)'", official.stdout))
+    assert ran == {"config", "import_official@demo_release", "sample_official@demo_release",
+                   "evaluate_official@demo_release", "report"}, ran
+    assert r"released weights \texttt{demo\_release}, measured" in (repo / report_dir("demo") / "table1.tex").read_text()
