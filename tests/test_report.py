@@ -174,6 +174,15 @@ def test_table1_reported_measured_and_bold():
     assert len(body_rows(latex)) == 4 * 4
 
 
+def test_table1_has_a_row_per_released_weights_entry():
+    metrics = synthetic_metrics()
+    official = metrics[metrics.variant == "put"].assign(variant="official_ffhq_release", psnr=1.5)
+    latex = render_latex(table1(pd.concat([metrics, official], ignore_index=True), "ffhq"))
+    assert latex.count(r"(released weights \texttt{ffhq\_release}, measured)") == 2 * 4  # both modes, per metric
+    assert "1.500" in latex and "Released-weights rows" in latex
+    assert len(body_rows(latex)) == 4 * 6
+
+
 def test_table1_context_rows_and_places2():
     latex = render_latex(table1(synthetic_metrics(), "places2", context=True))
     assert r"ICT$_{\rm all}$ (reported, Places2)" in latex and "19.309" in latex  # ICT_all FID 20-40

@@ -208,7 +208,7 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
             block = MODE_LABELS[mode]
             rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)", *_measured(metrics, "put", mode, metric)))
             rows += [(metric, block, f"{METHOD_LABELS[method]} (released weights "
-                                     f"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
+                                     rf"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
                       *_measured(metrics, label, mode, metric)) for label in official]
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
