@@ -1,8 +1,9 @@
 """Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
 
 Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok` and
-`qua0` use `put`'s) and `{official}` (an entry of params.yaml's `official`, see `with_official`). The DAG declaration (put/dag/declaration.py) builds both front ends from these
-patterns; code that needs one concrete path calls `path_of`.
+`qua0` use `put`'s) and `{official}` (an entry of params.yaml's `official`, see `with_official`). The DAG
+declaration (put/dag/declaration.py) builds both front ends from these patterns; code that needs one
+concrete path calls `path_of`.
 """
 
 from __future__ import annotations

@@ -93,7 +93,8 @@ CONFIG = Stage(
     outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False)}, params=())
 SAMPLE = Stage(
     "sample", "sample",
-    inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT, "--masks": paths.MASKS_DIR},
+    inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
+            "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
     params=("sample",), fan_out="variants", tracked=True)
 EVALUATE = Stage(

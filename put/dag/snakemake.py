@@ -120,8 +120,9 @@ def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> R
         inputs.update(params=str(params_file), presets=PRESET_FILE.relative_to(ROOT).as_posix())
     declared = {o: out for o, out in stage.outputs.items() if out.declared}
     outputs = {option_name(o): in_rule(out.pattern, preset) for o, out in declared.items()}
-    options = [f"{o} {p.folder.replace('{preset}', preset)}" if isinstance(p, Evaluated) else f"{o} {{input.{option_name(o)}}}"
-               for o, p in stage.inputs.items()]
+    # The report reads a folder of metrics files; the rule lists the files in it that it reads.
+    options = [f"{o} {p.folder.replace('{preset}', preset)}" if isinstance(p, Evaluated)
+               else f"{o} {{input.{option_name(o)}}}" for o, p in stage.inputs.items()]
     for option, out in stage.outputs.items():
         if option.startswith("--"):
             value = f"{{output.{option_name(option)}}}" if out.declared else in_rule(out.pattern, preset)
@@ -129,7 +130,8 @@ def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> R
     if stage.training:  # more than one GPU runs the training under torchrun (put/cli.py)
         options.append("--gpus {resources.gpu}")
     if stage.tracked:
-        options.append(f"--tag snakemake_rule={stage.name}" + (f"@{{wildcards.{wildcard(stage)}}}" if wildcard(stage) else ""))
+        instance = f"@{{wildcards.{wildcard(stage)}}}" if wildcard(stage) else ""
+        options.append(f"--tag snakemake_rule={stage.name}{instance}")
     # `exec`: the job's shell becomes the training process, so Slurm's SIGTERM (time limit, preemption) reaches
     # it and it saves its state (put/train/loop.py); a shell in between would die first.
     shell = ("exec " if stage.training else "") + " ".join(
