@@ -259,16 +259,22 @@ def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
     with pytest.raises(ValueError, match="samples.csv: manifest lacks column.s. group, mode, sample, output"):
         read_samples(tmp_path)
 
-    not_json, other, wrong_preset = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    not_json, no_info, other, wrong_preset = (tmp_path / f"{name}.json" for name in "abcd")
     not_json.write_text("{")
+    no_info.write_text("{}")
     other.write_text('{"splits": {}}')
-    wrong_preset.write_text('{"preset": "ffhq", "table": [], "curves": []}')
+    (tmp_path / "c_info.json").write_text("[]")
+    wrong_preset.write_text('{"k50": {"20-40": {"psnr": 20.0}}}')
+    (tmp_path / "d_info.json").write_text('{"preset": "ffhq", "variant": "put", "unavailable": {}}')
     for path, message in [(tmp_path / "none.json", "file not found (expected a metrics file written by `put eval"),
                           (not_json, "not valid JSON"),
-                          (other, "not a metrics file written by `put evaluate` (expected an object with 'table'"),
+                          (tmp_path / "b_info.json", "file not found (expected the `put evaluate` record written "
+                                                     "beside b.json)"),
+                          (other, "not a metrics file of `put evaluate` (or its c_info.json is not)"),
                           (wrong_preset, "metrics of the 'ffhq' preset, expected 'demo'")]:
+        metrics = path.with_name(path.name.replace("_info", ""))  # the info file is read beside its metrics
         with pytest.raises((ValueError, FileNotFoundError), match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
-            read_metrics([path], "demo")
+            read_metrics([metrics], "demo")
 
 
 @pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"], ids=["empty", "binary"])
