@@ -367,6 +367,14 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     from put.dag.declaration import PLOTS
     assert all(plot.title in page for plot in PLOTS)
 
+    # Snakemake's HTML report of the same tables and figures (this checkout ran under DVC: Snakemake is told
+    # first that the outputs are up to date).
+    assert snakemake(repo, "--touch", "--cores", "1").returncode == 0
+    html = snakemake(repo, "--report", str(tmp_path / "report.html"))
+    assert html.returncode == 0, html.stdout[-2000:] + html.stderr[-2000:]
+    page = (tmp_path / "report.html").read_text(errors="replace")
+    assert all(name in page for name in ("table1.tex", "frontier.png", "curves_psnr_ssim_mae.png"))
+
     second = dvc(repo, "repro")
     assert second.returncode == 0 and "didn't change, skipping" in second.stdout
     assert "Running stage" not in second.stdout

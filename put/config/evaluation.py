@@ -1,4 +1,4 @@
-"""Sampling and evaluation settings of the pipeline (DESIGN.md section 3)."""
+"""Sampling and evaluation settings of the pipeline (docs/fidelity.md, "Metric protocol")."""
 
 from __future__ import annotations
 

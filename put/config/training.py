@@ -1,4 +1,4 @@
-"""Training configuration of both stages (paper Sec. 4.1 and DESIGN.md section 2)."""
+"""Training configuration of both stages (paper Sec. 4.1; docs/fidelity.md, "Schedules")."""
 
 from __future__ import annotations
 

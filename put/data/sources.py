@@ -1,4 +1,5 @@
-"""Train/test file lists of the datasets in their published folder layouts (DESIGN.md section 3).
+"""Train/test file lists of the datasets in their published folder layouts (docs/fidelity.md, "Datasets and
+splits").
 
 Every split is a sorted list, and any random choice (ImageNet's evaluation images, or an explicit
 eval_count) is a seeded numpy Generator draw from that sorted list, so a split is a pure function

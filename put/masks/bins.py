@@ -1,4 +1,4 @@
-"""Hole-ratio bins of the evaluation protocol (DESIGN.md section 3).
+"""Hole-ratio bins of the evaluation protocol (docs/fidelity.md, "Metric protocol").
 
 Every bin is a half-open interval [lo, hi) of the hole ratio at the working resolution. Names are derived
 from integer percentages in one place (`_bin`), so a name and its bounds can never disagree; integer

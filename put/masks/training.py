@@ -1,5 +1,5 @@
-"""Training-mask sampling of one stage (DESIGN.md section 2), pure functions of a numpy Generator, following
-the released ImageListDataset (image_synthesis/data/image_list_dataset.py of the authors' code).
+"""Training-mask sampling of one stage (docs/fidelity.md, "Training masks"), pure functions of a numpy
+Generator, following the released ImageListDataset (image_synthesis/data/image_list_dataset.py of the authors' code).
 
 Every mask starts as a base mask: a PConv mask whose hole ratio lies in the stage's window (or, with no PConv
 set configured, a generated irregular mask) with `irregular_prob`, else strokes drawn as known pixels up to
