@@ -186,12 +186,12 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
     assert out_of_date(repo) == (set(), set())
 
     per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
-    training_onwards = ({"masks", "report"} | per_variant("train_pvqvae") | per_variant("train_transformer")
-                        | per_variant("sample") | per_variant("evaluate"))
+    training_onwards = ({"masks", "frontier", "report"} | per_variant("train_pvqvae")
+                        | per_variant("train_transformer") | per_variant("sample") | per_variant("evaluate"))
     code_edits = {
         "put/config/presets.py": ALL,                     # every stage reads its settings through it
         "put/masks/generate.py": training_onwards,        # masks, training masks, and readers of the manifest
-        "put/report/plots.py": {"report"},
+        "put/report/plots.py": {"frontier", "report"},    # the two stages that draw figures
     }
     for name, expected in code_edits.items():
         with edited(repo / name, '"""', '"""Edited. '):
