@@ -428,4 +428,5 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     ran = set(re.findall(r"Running stage '([^']+)'", official.stdout))
     assert ran == {"config", "import_official@demo_release", "sample_official@demo_release",
                    "evaluate_official@demo_release", "report"}, ran
-    assert r"released weights \texttt{demo\_release}, measured" in (repo / report_dir("demo") / "table1.tex").read_text()
+    table1 = (repo / report_dir("demo") / "table1.tex").read_text()
+    assert r"released weights \texttt{demo\_release}, measured" in table1
