@@ -75,7 +75,8 @@ def evaluated_label(text: str) -> str:
     """A variant, or official_<name> for an entry of params.yaml's `official` (the label of its files)."""
     from put.config.params import OFFICIAL_PREFIX
 
-    if text in VARIANTS or (text.startswith(OFFICIAL_PREFIX) and text[len(OFFICIAL_PREFIX):].replace("_", "").isalnum()):
+    name = text[len(OFFICIAL_PREFIX):] if text.startswith(OFFICIAL_PREFIX) else ""
+    if text in VARIANTS or name.replace("_", "").isalnum():
         return text
     raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}) or {OFFICIAL_PREFIX}NAME")
 
@@ -136,8 +137,8 @@ def cmd_bench_suite(args: argparse.Namespace) -> None:
     paper = [name for name in PRESETS if name != "demo"]
     presets = paper + ([own] if own not in paper else [])
     common = dict(batch=1, tokens_per_step=1, device=default_device(), bf16=False)
-    cmd_bench(argparse.Namespace(what="sampling", preset=presets, steps=BENCH_STEPS, out=Path(args.out) / "sampling.json",
-                                 **common))
+    cmd_bench(argparse.Namespace(what="sampling", preset=presets, steps=BENCH_STEPS,
+                                 out=Path(args.out) / "sampling.json", **common))
     cmd_bench(argparse.Namespace(what="pvqvae", preset=list(dict.fromkeys(["ffhq", own])), steps=BENCH_STEPS,
                                  out=Path(args.out) / "pvqvae.json", **common))
 
@@ -153,7 +154,8 @@ def cmd_import_official(args: argparse.Namespace) -> None:
             raise ValueError(f"{params.source}: official: no entry {args.official!r} (entries: "
                              f"{', '.join(params.official) or 'none'})")
         entry = params.official[args.official]
-        if transformer not in (None, entry.transformer) or overrides is not None or variant not in (None, entry.variant):
+        differs = transformer not in (None, entry.transformer) or variant not in (None, entry.variant)
+        if differs or overrides is not None:
             raise ValueError(f"--official {args.official} takes the file, variant and model from params.yaml; "
                              "do not give --transformer, --variant or --model-overrides that differ")
         transformer, variant, overrides = entry.transformer, entry.variant, entry.model
@@ -292,7 +294,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     params = load_cli_params(args)
     metrics = [Path(args.metrics_dir) / f"{label}.json" for label in params.evaluated_labels()]
     out = run_report(params, metrics, Path(args.samples), Path(args.masks), Path(args.benchmarks), Path(args.out),
-                     parse_tags(args.tag), optional_path(args.frontier), resolved_params=optional_path(args.resolved_params))
+                     parse_tags(args.tag), optional_path(args.frontier),
+                     resolved_params=optional_path(args.resolved_params))
     print(f"report written to {out}")
 
 
@@ -444,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     frontier.add_argument("--variant", choices=VARIANTS, default="put")
     frontier.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
     frontier.add_argument("--masks", required=True, help="folder written by `put masks`")
-    frontier.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint records)")
+    frontier.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer records)")
     frontier.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png)")
     frontier.add_argument("--samples", required=True, help="folder for the inpainted images")
     frontier.add_argument("--device", type=device_name)

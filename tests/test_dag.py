@@ -281,6 +281,24 @@ def test_params_typos_are_errors_naming_the_key(tmp_path, text, message):
     assert message in str(err.value) and str(path) in str(err.value)
 
 
+def test_params_yaml_lists_every_setting_so_that_dvc_set_param_finds_it():
+    """`dvc exp run -S overrides.transformer_train.lr=5e-4` only sets keys that exist in params.yaml (Hydra's rule):
+    every setting that cannot be null is listed there, null meaning the preset's value."""
+    from put.config.params import unset_overrides
+    from put.config.presets import Preset
+
+    assert yaml.safe_load((ROOT / "params.yaml").read_text())["overrides"] == unset_overrides(Preset)
+
+
+def test_a_null_override_keeps_the_presets_value_unless_the_setting_may_be_null(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("preset: ffhq\n"
+                    "overrides: {transformer_train: {lr: null, iterations: 7000}, masks: {pconv_root: null}}\n")
+    resolved = load_params(path).resolved()
+    assert resolved.transformer_train.lr == 3e-4 and resolved.transformer_train.iterations == 7000
+    assert resolved.masks.pconv_root is None  # ffhq's is data/raw/pconv_masks: null sets it to none
+
+
 def test_the_repository_params_file_is_valid():
     params = load_params(ROOT / "params.yaml")
     assert params.preset == "demo"

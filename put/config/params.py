@@ -17,10 +17,11 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
@@ -38,6 +39,42 @@ def deep_merge(base: dict, changes: dict) -> dict:
         else:
             merged[key] = value
     return merged
+
+
+def _nullable(annotation: Any) -> bool:
+    union = get_origin(annotation) in (Union, UnionType)
+    return annotation is type(None) or (union and type(None) in get_args(annotation))
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def without_unset(changes: dict, model: type[BaseModel]) -> dict:
+    """Overrides minus the nulls that mean "the preset's value": a null on a field that cannot be None. params.yaml
+    lists every such field with null, so that `dvc exp run -S overrides.<section>.<key>=<value>` finds its key; on a
+    field that can be None (data.root, say) a null sets it to None."""
+    kept = {}
+    for key, value in changes.items():
+        field = model.model_fields.get(key)  # unknown keys stay, for validation to name them
+        sub = _model_of(field.annotation) if field is not None else None
+        if isinstance(value, dict) and sub is not None:
+            kept[key] = without_unset(value, sub)
+        elif not (value is None and field is not None and not _nullable(field.annotation)):
+            kept[key] = value
+    return kept
+
+
+def unset_overrides(model: type[BaseModel]) -> dict:
+    """Every field of `model` that cannot be None, nested, with null: what params.yaml's overrides list."""
+    skeleton = {}
+    for key, field in model.model_fields.items():
+        sub = _model_of(field.annotation)
+        if sub is not None:
+            skeleton[key] = unset_overrides(sub)
+        elif not _nullable(field.annotation):
+            skeleton[key] = None
+    return skeleton
 
 
 def describe(err: ValidationError, prefix: str, source: str) -> str:
@@ -95,7 +132,8 @@ class Params(StrictModel):
             raise ParamsError(f"{self.source}: preset: unknown preset {self.preset!r}; "
                               f"expected one of {', '.join(PRESETS)}")
         try:
-            return Preset.model_validate(deep_merge(PRESETS[self.preset].model_dump(), self.overrides))
+            return Preset.model_validate(deep_merge(PRESETS[self.preset].model_dump(),
+                                                    without_unset(self.overrides, Preset)))
         except ValidationError as err:
             raise ParamsError(describe(err, "overrides", self.source)) from None
 
@@ -104,7 +142,8 @@ class Params(StrictModel):
             raise ParamsError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
         base = apply_variant(self.resolved().model, variant)
         try:
-            return ModelConfig.model_validate(deep_merge(base.model_dump(), self.variants.get(variant, {})))
+            return ModelConfig.model_validate(deep_merge(base.model_dump(),
+                                                         without_unset(self.variants.get(variant, {}), ModelConfig)))
         except ValidationError as err:
             raise ParamsError(describe(err, f"variants.{variant}", self.source)) from None
 

@@ -206,7 +206,8 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
     for metric in METRICS:
         for mode, method in MODE_METHOD.items():
             block = MODE_LABELS[mode]
-            rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)", *_measured(metrics, "put", mode, metric)))
+            rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)",
+                         *_measured(metrics, "put", mode, metric)))
             rows += [(metric, block, f"{METHOD_LABELS[method]} (released weights "
                                      rf"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
                       *_measured(metrics, label, mode, metric)) for label in official]

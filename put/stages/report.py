@@ -28,7 +28,8 @@ from put.stages.sample import read_samples
 from put.tracking import git_commit, stage_tracker, tracked
 
 
-def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 4) -> tuple[list[list[np.ndarray]], list[str]]:
+def grid_rows(samples: Path, masks: Path, images: int = 4,
+              columns: int = 4) -> tuple[list[list[np.ndarray]], list[str]]:
     """Masked input, `columns` top-K samples (fewer if fewer were drawn) and the ground truth for a few images
     of the 40-50% bin."""
     jobs = read_samples(samples)

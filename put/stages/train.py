@@ -42,8 +42,8 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
 def training_identity(preset: Preset, config: ModelConfig, train: dict, split_dir: Path, **extra: str) -> dict:
     """What defines a training run (put/train/loop.py refuses to resume a state made with another)."""
     return {"model": config.model_dump(mode="json"), "train": train, "masks": preset.masks.model_dump(mode="json"),
-            "data": preset.data.model_dump(mode="json"), "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"),
-            **extra}
+            "data": preset.data.model_dump(mode="json"),
+            "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"), **extra}
 
 
 def split_datasets(split_dir: Path, image_size: int,
@@ -57,7 +57,8 @@ def split_datasets(split_dir: Path, image_size: int,
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
                  tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False) -> LoopResult:
     if variant not in PVQVAE_VARIANTS:
-        raise ValueError(f"variant {variant!r} has no P-VQVAE of its own (it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
+        raise ValueError(f"variant {variant!r} has no P-VQVAE of its own "
+                         f"(it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
                          f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
