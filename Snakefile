@@ -36,10 +36,12 @@ rule ablations:
         target_files("ablations", PRESET, PARAMS),
 
 
-for stage in STAGES:
+def declare_rule(stage):
+    """One rule per stage. A function, not a loop body: Snakemake evaluates `shell:` when the job runs, and a
+    loop variable would hold the last stage's command by then."""
     spec = rule_spec(stage, PRESET, PARAMS, PARAMS_FILE)
     if spec is None:  # an official stage, and params.yaml names no official checkpoint
-        continue
+        return
     resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
 
     rule:
@@ -65,3 +67,7 @@ for stage in STAGES:
             **spec.wildcard_constraints,
         shell:
             spec.shell
+
+
+for stage in STAGES:
+    declare_rule(stage)

@@ -109,8 +109,8 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, offic
         assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
 
 
-def test_a_bare_snakemake_dry_run_plans_the_whole_dag():
-    plan = snakemake(ROOT, "-n", "--cores", "2")
+def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
+    plan = snakemake(working_copy(tmp_path / "repo"), "-n", "--cores", "2")  # not this checkout: it may hold a demo
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert re.search(rf"^total\s+{len(ALL) + 1}$", plan.stdout, re.M), plan.stdout[-2000:]  # + the target `all`
 
@@ -133,6 +133,17 @@ def test_snakemake_config_values_reach_the_jobs(tmp_path):
     typo = snakemake(repo, "-n", "--cores", "1", "--config", 'overrides={"transformer_train": {"lrr": 0.0005}}')
     assert typo.returncode != 0
     assert "overrides.transformer_train.lrr: Extra inputs are not permitted" in typo.stdout + typo.stderr
+
+
+def test_snakemake_runs_each_rule_with_its_own_command(tmp_path):
+    """Snakemake evaluates a rule's `shell:` when the job runs: rules built in a loop body all ran the last
+    stage's command (the report's), which only a real job shows, never a dry run."""
+    repo = working_copy(tmp_path / "repo")
+    resolved = path_of(CONFIG.outputs["--out"].pattern, "demo")
+    run = snakemake(repo, "--cores", "1", str(resolved))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert load_params(repo / "params.yaml").resolved().transformer_train.lr == yaml.safe_load(
+        (repo / resolved).read_text())["transformer_train"]["lr"]
 
 
 def placeholder_outputs(repo: Path) -> None:
