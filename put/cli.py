@@ -65,10 +65,20 @@ def launch_torchrun(processes: int, argv: list[str]) -> NoReturn:
     threads = threads_per_process(processes)
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+    command = [sys.executable, "-c", "from put.cli import torchrun; torchrun()", "--standalone", "--nnodes=1",
                f"--nproc-per-node={processes}", "-m", "put", *argv]
     print("launching: " + " ".join(command), file=sys.stderr, flush=True)
     os.execv(command[0], command)
+
+
+def torchrun() -> None:
+    """`torchrun` whose parser matches its own options exactly: by default it takes an abbreviation out of the
+    training command's arguments (our `--log` is ambiguous with its `--log-dir`, ...) and stops."""
+    import torch.distributed.run
+
+    parser = torch.distributed.run.get_args_parser()
+    parser.allow_abbrev = False
+    torch.distributed.run.run(parser.parse_args(sys.argv[1:]))
 
 
 def evaluated_label(text: str) -> str:

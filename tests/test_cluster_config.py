@@ -145,7 +145,7 @@ def test_gpus_above_one_reruns_the_command_under_torchrun(monkeypatch):
     argv = ["train-pvqvae", "--preset", "demo", "--gpus", "4", "--out", "x.pt"]
     with pytest.raises(Exec):
         cli.main(argv)
-    assert calls == [[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+    assert calls == [[sys.executable, "-c", "from put.cli import torchrun; torchrun()", "--standalone", "--nnodes=1",
                       "--nproc-per-node=4", "-m", "put", *argv]]
     assert os.environ["OMP_NUM_THREADS"] == "2"  # the job's 8 CPUs shared by 4 processes
 

@@ -277,12 +277,16 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     train_transformer(p, "put", pvqvae, workdir / "splits", single, device="cpu")
     double = tmp_path / "double.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # Through our torchrun (what `--gpus 2` execs): torchrun's own parser would stop at `--log`, an abbreviation
+    # of its `--log-dir` and others.
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "put",
-         "train-transformer", "--variant", "put", "--pvqvae", str(pvqvae), "--split", str(workdir / "splits"),
-         "--out", str(double), "--device", "cpu", "--params", str(workdir / "params.yaml")],
+        [sys.executable, "-c", "from put.cli import torchrun; torchrun()", "--standalone", "--nproc_per_node", "2",
+         "-m", "put", "train-transformer", "--variant", "put", "--pvqvae", str(pvqvae), "--split",
+         str(workdir / "splits"), "--out", str(double), "--device", "cpu", "--params", str(workdir / "params.yaml"),
+         "--log", str(tmp_path / "double.log")],
         capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "double.log").stat().st_size > 0
     a, b = load_checkpoint(single).model, load_checkpoint(double).model
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
