@@ -1,0 +1,92 @@
+"""Argument types and options shared by several subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from put.config import PRESETS
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def device_name(text: str) -> str:
+    """A device this machine has: checked when the command line is read, not after loading a model."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (expected cpu, cuda or cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: no CUDA device is available here (use --device cpu)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def evaluated_label(text: str) -> str:
+    """A variant, or official_<name> for an entry of params.yaml's `official` (the label of its files)."""
+    from put.config import VARIANTS
+    from put.config.params import OFFICIAL_PREFIX
+
+    name = text[len(OFFICIAL_PREFIX):] if text.startswith(OFFICIAL_PREFIX) else ""
+    if text in VARIANTS or name.replace("_", "").isalnum():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}) or {OFFICIAL_PREFIX}NAME")
+
+
+def optional_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def parse_tags(pairs: list[str] | None) -> dict[str, str]:
+    tags = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--tag expects KEY=VALUE, got {pair!r}")
+        tags[key] = value
+    return tags
+
+
+def add_params_arguments(parser: argparse.ArgumentParser, tags: bool = False) -> None:
+    parser.add_argument("--params", help="parameter file (default: ./params.yaml if present, else the defaults)")
+    parser.add_argument("--preset", choices=list(PRESETS), help="use this preset instead of the file's")
+    parser.add_argument("--log", help="also write everything this command prints to this file (appended)")
+    if tags:
+        parser.add_argument("--tag", action="append", metavar="KEY=VALUE",
+                            help="MLflow tag for this stage's run (e.g. the DVC stage or Snakemake rule); repeatable")
+
+
+def load_cli_params(args: argparse.Namespace):
+    """params.yaml (or --params) with --preset applied: the stages' one way of reading their knobs."""
+    from put.config.params import load_params
+
+    path = args.params if args.params is not None else ("params.yaml" if Path("params.yaml").is_file() else None)
+    return load_params(path, preset=args.preset)
+
+
+def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str, ...]) -> None:
+    """What both training stages take (`put train-pvqvae`, `put train-transformer`)."""
+    add_params_arguments(parser, tags=True)
+    parser.add_argument("--variant", choices=variants, default="put")
+    parser.add_argument("--split", default="data/splits", help="folder written by `put split`")
+    parser.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
+    parser.add_argument("--curves", help="folder for the loss and held-out metric curves (train.csv, eval.csv)")
+    parser.add_argument("--restart", action="store_true",
+                        help="discard a saved state (e.g. one made with other settings) and train afresh")
+    parser.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--gpus", type=int, default=0,
+                        help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
+                             "(DDP; gloo on CPU); 0 or 1: one process")
+    parser.set_defaults(out_folder=False)

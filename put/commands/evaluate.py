@@ -1,0 +1,28 @@
+"""`put evaluate`: metrics of one variant's samples."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from put.commands.common import add_params_arguments, evaluated_label, load_cli_params, parse_tags
+
+HELP = "metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_params_arguments(parser, tags=True)
+    parser.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
+    parser.add_argument("--samples", required=True, help="folder written by `put sample`")
+    parser.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
+    parser.add_argument("--out", required=True, help="metrics JSON")
+    parser.set_defaults(out_folder=False)
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.stages.evaluate import run_evaluate
+
+    result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
+                          parse_tags(args.tag))
+    cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
+    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins)")

@@ -1,0 +1,23 @@
+"""`put train-pvqvae`: train a P-VQVAE (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from put.commands.common import add_training_arguments, load_cli_params, optional_path, parse_tags
+from put.config import PVQVAE_VARIANTS
+
+HELP = "train a P-VQVAE (resumes if interrupted)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_training_arguments(parser, PVQVAE_VARIANTS)
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.stages.train import train_pvqvae
+
+    result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device,
+                          parse_tags(args.tag), curves=optional_path(args.curves), restart=args.restart)
+    print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")
