@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Iterable
 from contextlib import nullcontext
 from typing import NoReturn
 
@@ -58,20 +59,46 @@ def torchrun() -> None:
     torch.distributed.run.run(parser.parse_args(sys.argv[1:]))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="put", description="PUT pluralistic image inpainting (CVPR 2022)")
+class CommandParser(argparse.ArgumentParser):
+    """argparse with one-line errors: `put sample: error: ...` and where to look, not the usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
+def option_name(parser: argparse.ArgumentParser, dest: str) -> str:
+    return next(a.option_strings[-1] for a in parser._actions if a.dest == dest and a.option_strings)
+
+
+def refuse_conflicts(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     conflicts: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
+    """A command's CONFLICTS: (option, the options it contradicts, why). Given means: differs from its default."""
+    given = {dest for dest, value in vars(args).items() if value != parser.get_default(dest)}
+    for option, others, why in conflicts:
+        for other in others:
+            if option in given and other in given:
+                value = getattr(args, other)
+                shown = option_name(parser, other) + ("" if isinstance(value, bool) else f" {value}")
+                parser.error(f"{option_name(parser, option)} cannot be combined with {shown}: {why}")
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `put` parser and each subcommand's."""
+    parser = CommandParser(prog="put", description="PUT pluralistic image inpainting (CVPR 2022)")
     sub = parser.add_subparsers(dest="command", required=True)
+    commands = {}
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command = commands[name] = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
-        command.set_defaults(func=module.run)
-    return parser
+        command.set_defaults(func=module.run, conflicts=getattr(module, "CONFLICTS", ()))
+    return parser, commands
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser, commands = build_parser()
     args = parser.parse_args(argv)
+    refuse_conflicts(commands[args.command], args, args.conflicts)
     with tee_output(args.log) if getattr(args, "log", None) else nullcontext():
         try:
             if getattr(args, "out", None) is not None:  # before any work: a bad --out fails now, not hours later
