@@ -5,28 +5,59 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Iterable
-from contextlib import nullcontext
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import NoReturn
 
 import torch
 
 from put.checkpoint import CheckpointError
 from put.commands import COMMANDS
+from put.diskspace import DiskFullError, as_disk_full
 from put.fileio import check_output, tee_output
+from put.outlock import OutputLock, OutputLocked
 from put.pretrained import DownloadError
 
-# Bad input, and files or folders that are missing, of the wrong kind or not writable: exit status 2.
+# Bad input, files or folders that are missing, of the wrong kind or not writable, an output another run holds,
+# a full disk: exit status 2, one line.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
-                                            NotADirectoryError, IsADirectoryError, PermissionError, DownloadError)
+                                            NotADirectoryError, IsADirectoryError, PermissionError, DownloadError,
+                                            OutputLocked, DiskFullError)
 
 
 def describe(err: Exception) -> str:
     """The error for the user: an operating-system error as "PATH: reason", others as their message."""
-    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+    if isinstance(err, OSError) and not isinstance(err, DiskFullError) and err.filename is not None and err.strerror:
         return f"{err.filename}: {err.strerror}"
     return str(err)
+
+
+def outputs_of(args: argparse.Namespace) -> list[Path]:
+    """What the command writes: --out, and the options a command names in `other_outputs` (frontier's --samples)."""
+    names = ("out", *getattr(args, "other_outputs", ()))
+    return [Path(value) for name in names if (value := getattr(args, name, None)) is not None]
+
+
+@contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM (a scheduler's kill, `kill PID`) as SystemExit, so that every `finally` runs and the output locks
+    are released; training replaces it while it runs, to save its state first (put/train/loop.py)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def threads_per_process(processes: int = 1) -> int | None:
@@ -99,16 +130,26 @@ def main(argv: list[str] | None = None) -> int:
     parser, commands = build_parser()
     args = parser.parse_args(argv)
     refuse_conflicts(commands[args.command], args, args.conflicts)
-    with tee_output(args.log) if getattr(args, "log", None) else nullcontext():
+    outputs = outputs_of(args)
+    with tee_output(args.log) if getattr(args, "log", None) else nullcontext(), sigterm_as_exit():
         try:
             if getattr(args, "out", None) is not None:  # before any work: a bad --out fails now, not hours later
                 check_output(args.out, folder=args.out_folder)
             if getattr(args, "gpus", 0) > 1 and "WORLD_SIZE" not in os.environ:
+                with OutputLock(outputs):  # another run on these outputs stops this one now; rank 0 will hold them
+                    pass
                 launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
             if threads := threads_per_process():
                 torch.set_num_threads(threads)
-            args.func(args)
+            with OutputLock(outputs) if outputs and os.environ.get("RANK", "0") == "0" else nullcontext():
+                args.func(args)
         except USER_ERRORS as err:
             print(f"put {args.command}: error: {describe(err)}", file=sys.stderr)
+            return 2
+        except Exception as err:  # a full disk met by a write that did not translate it
+            full = as_disk_full(err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
+            if full is None:
+                raise
+            print(f"put {args.command}: error: {full}", file=sys.stderr)
             return 2
     return 0
