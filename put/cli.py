@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,7 +17,7 @@ from put.checkpoint import CheckpointError
 from put.commands import COMMANDS
 from put.diskspace import DiskFullError, as_disk_full
 from put.fileio import check_output, tee_output
-from put.outlock import OutputLock, OutputLocked
+from put.outlock import OutputLock, OutputLocked, sigterm_as_exit
 from put.pretrained import DownloadError
 
 # Bad input, files or folders that are missing, of the wrong kind or not writable, an output another run holds,
@@ -40,24 +38,6 @@ def outputs_of(args: argparse.Namespace) -> list[Path]:
     """What the command writes: --out, and the options a command names in `other_outputs` (frontier's --samples)."""
     names = ("out", *getattr(args, "other_outputs", ()))
     return [Path(value) for name in names if (value := getattr(args, name, None)) is not None]
-
-
-@contextmanager
-def sigterm_as_exit() -> Iterator[None]:
-    """SIGTERM (a scheduler's kill, `kill PID`) as SystemExit, so that every `finally` runs and the output locks
-    are released; training replaces it while it runs, to save its state first (put/train/loop.py)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield
-        return
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def threads_per_process(processes: int = 1) -> int | None:

@@ -44,6 +44,7 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
         yield tmp
         os.replace(tmp, path)
     except Exception as err:
+        tmp.unlink(missing_ok=True)  # first, so that the error counts the space it held as free
         if not isinstance(err, DiskFullError) and (full := as_disk_full(err, path, needed)) is not None:
             raise full from err
         raise
@@ -127,6 +128,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except Exception as err:
         if (full := as_disk_full(err, path)) is not None:
             written = folder_bytes(tmp) if tmp.is_dir() else 0
+            shutil.rmtree(tmp, ignore_errors=True)  # first, so that the error counts the space it held as free
             raise DiskFullError(path, None, reason=f"{full.strerror.lower()} after writing {human(written)} of the "
                                 f"new folder beside the old one", code=full.errno) from err
         raise

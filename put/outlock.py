@@ -40,10 +40,13 @@ import errno
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,7 +54,7 @@ from put.fileio import pid_alive, recover_leftovers
 
 HEARTBEAT_S = 30.0
 LEASE_S = 300.0
-FRESH_S = 3 * HEARTBEAT_S  # refreshed this recently: its holder is alive
+FRESH_BEATS = 3  # refreshed within this many heartbeats: its holder is alive
 LOST_EXIT = 75  # EX_TEMPFAIL: the lock was taken over while this run held it; it stopped without writing more
 
 
@@ -237,7 +240,7 @@ class OutputLock:
         if holder.host == self.me.host:
             return "live"
         same_job = holder.slurm_job is not None and holder.slurm_job == self.me.slurm_job
-        return "wait" if same_job or age >= min(FRESH_S, self.lease) else "live"
+        return "wait" if same_job or age >= min(FRESH_BEATS * self.heartbeat, self.lease) else "live"
 
     def _refresh(self) -> None:
         while not self._stop.wait(self.heartbeat):
@@ -271,3 +274,21 @@ class OutputLock:
             except FileNotFoundError:
                 pass
         self.held.clear()
+
+
+@contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM (a scheduler's kill, `kill PID`) as SystemExit, so that every `finally` runs and the output locks
+    are released; training replaces it while it runs, to save its state first (put/train/loop.py)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
