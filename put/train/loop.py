@@ -205,6 +205,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             except DiskFullError as err:
                 problem = err
         if not dist.all_true(problem is None):
+            progress.close()  # the error on a line of its own
             raise problem if problem is not None else SystemExit(2)  # the main process says why
         dist.barrier()
 
