@@ -170,6 +170,15 @@ def _take_over(lock: Path, stale: bytes) -> None:
         grabbed.unlink(missing_ok=True)
 
 
+def _remove_own_leftovers(lock: Path) -> None:
+    """The uniquely named files `_create` and `_take_over` use for an instant, left by a process of this host that
+    was killed in that instant."""
+    for entry in lock.parent.glob(f"{lock.name}.*"):
+        host, _, pid = entry.name[len(lock.name) + 1:].removeprefix("stale.").rpartition(".")
+        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+            entry.unlink(missing_ok=True)
+
+
 class OutputLock:
     """Holds the locks of `outputs` while in use (`with OutputLock([...]) as lock:`), refreshing them; on
     entering, removes what killed runs left of them (fileio.recover_leftovers) and prints what it did."""
@@ -208,6 +217,7 @@ class OutputLock:
             created, server_now = _create(lock, self.content)
             if created:
                 self.held.append(lock)
+                _remove_own_leftovers(lock)
                 return
             try:
                 raw, mtime = lock.read_bytes(), lock.stat().st_mtime

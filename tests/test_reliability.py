@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -435,6 +436,12 @@ def test_leftovers_of_killed_runs_go_and_those_of_live_ones_stay(tmp_path):
     assert len(done) == 3 and all("left by an interrupted run" in line for line in done)
     assert leftovers(tmp_path) == [f".other.pt.tmp-{dead.pid}", f".transformer.pt.tmp-{os.getpid()}"]
     assert list((folder / "all").iterdir()) == [] and out.read_bytes() == b"good"
+    # The lock's own instant files (a kill while taking the lock): removed by the next run on the output.
+    host = socket.gethostname()
+    for name in (f".samples.lock.{host}.{dead.pid}", f".samples.lock.stale.{host}.{dead.pid}"):
+        (tmp_path / name).write_text("{}")
+    with OutputLock([folder]):
+        assert sorted(p.name for p in tmp_path.iterdir() if ".lock" in p.name) == [".samples.lock"]
 
 
 # ---------------------------------------------------------------- a checkpoint under another variant's name
