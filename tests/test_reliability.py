@@ -529,6 +529,7 @@ def test_every_user_yaml_file_goes_through_the_same_reader(tmp_path):
       "9"], "put inpaint: error: --deterministic cannot be combined with --top-k 9: argmax takes every token"),
     (["inpaint", "--checkpoint", "c", "--image", "i", "--mask", "m", "--out", "o", "--steps", "4",
       "--tokens-per-step", "2"], "put inpaint: error: --steps cannot be combined with --tokens-per-step 2"),
+    (["train-pvqvae", "--out", "p.pt", "--gpus", "-2"], "put train-pvqvae: error: argument --gpus: expected 0 or a"),
 ])
 def test_command_line_errors_are_one_line(args, message, capsys):
     with pytest.raises(SystemExit) as exit_:
