@@ -107,8 +107,9 @@ def inpaint_file(model: PUTModel, request: InpaintRequest, progress: Progress | 
 
 @dataclass
 class FolderReport:
+    images: int                                                      # image files found
     done: list[str] = field(default_factory=list)                    # image file names inpainted
-    skipped: list[tuple[str, str]] = field(default_factory=list)     # (file name, why)
+    skipped: list[tuple[str, str]] = field(default_factory=list)     # (file name, why), masks included
 
 
 def files_by_stem(folder: Path) -> dict[str, list[Path]]:
@@ -122,8 +123,8 @@ def files_by_stem(folder: Path) -> dict[str, list[Path]]:
     return groups
 
 
-def pair_by_stem(images: Path, masks: Path) -> tuple[list[tuple[Path, Path]], list[tuple[str, str]]]:
-    """(image, mask) pairs with the same file name stem, and the files left out with the reason."""
+def pair_by_stem(images: Path, masks: Path) -> tuple[list[tuple[Path, Path]], list[tuple[str, str]], int]:
+    """(image, mask) pairs with the same file name stem, the files left out with the reason, the image count."""
     image_groups, mask_groups = files_by_stem(images), files_by_stem(masks)
     pairs, skipped = [], []
     for stem, found in image_groups.items():
@@ -140,7 +141,7 @@ def pair_by_stem(images: Path, masks: Path) -> tuple[list[tuple[Path, Path]], li
             pairs.append((found[0], candidates[0]))
     skipped += [(p.name, f"mask without an image named {stem}.* in {images}")
                 for stem, found in mask_groups.items() if stem not in image_groups for p in found]
-    return pairs, skipped
+    return pairs, skipped, sum(len(found) for found in image_groups.values())
 
 
 def inpaint_folder(model: PUTModel, request: InpaintRequest) -> FolderReport:
@@ -149,10 +150,10 @@ def inpaint_folder(model: PUTModel, request: InpaintRequest) -> FolderReport:
     its reason, and the others are still inpainted."""
     from tqdm import tqdm
 
-    pairs, skipped = pair_by_stem(request.image, request.mask)
-    if not pairs and not skipped:
+    pairs, skipped, images = pair_by_stem(request.image, request.mask)
+    if not images:
         raise ValueError(f"{request.image}: no image files in this folder")
-    report = FolderReport(skipped=skipped)
+    report = FolderReport(images, skipped=skipped)
     for image, mask in tqdm(pairs, desc="inpaint", unit="img"):
         try:
             inpaint_file(model, InpaintRequest(image, mask, request.out, request.settings, request.composite,

@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> None:
             print(path)
         return
     report = inpaint_folder(model, request)
-    print(f"inpainted {len(report.done)} of {len(report.done) + len(report.skipped)} images into {request.out} "
+    print(f"inpainted {len(report.done)} of {report.images} images into {request.out} "
           f"({settings.samples} result(s) each)", file=sys.stderr)
     if report.skipped:
-        print(f"skipped {len(report.skipped)}:", file=sys.stderr)
+        print(f"skipped {len(report.skipped)} file(s):", file=sys.stderr)
         for name, why in report.skipped:
             print(f"  {name}: {why}", file=sys.stderr)
     if not report.done:

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
+        sock.listen(128)  # connections wait in the backlog until the server accepts them: the URL works once printed
     except OSError as err:
         raise ValueError(f"--host {args.host} --port {args.port}: cannot listen there ({err.strerror})") from None
     port = sock.getsockname()[1]

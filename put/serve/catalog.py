@@ -4,14 +4,13 @@ images, each under an id this server assigns. The page sends ids only; no path i
 from __future__ import annotations
 
 import json
-import pickle
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from put.checkpoint import FORMAT, CheckpointError, pickled_objects_message
+from put.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.config.params import OFFICIAL_PREFIX
 from put.models.put_model import PUTModel
 from put.paths import masks_dir
@@ -35,6 +34,8 @@ class ModelEntry:
 
     @property
     def label(self) -> str:
+        if self.problem:
+            return self.id
         kind = "released weights" if self.official else "trained"
         return f"{self.variant} · preset {self.preset} · {kind} ({self.id})"
 
@@ -57,10 +58,8 @@ def peek_labels(path: Path) -> tuple[dict, str]:
     weights (memory-mapped, weights only); errors name the file as `put inpaint` would."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError as err:
-        raise CheckpointError(pickled_objects_message(path, str(err))) from None
-    except Exception as err:
-        raise CheckpointError(f"{path}: not readable as a PUT checkpoint ({err})") from None
+    except Exception:  # not torch's zip format, or refused: read whole, with the CLI's errors
+        payload = load_torch_file(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") != "transformer":
         raise CheckpointError(f"{path}: not a PUT transformer checkpoint")
     return json.loads(payload["config"]), payload["pvqvae"]["path"]

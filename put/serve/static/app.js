@@ -107,7 +107,10 @@ function showImage(described) {
   $("placeholder").hidden = true;
   $("stage").hidden = false;
   return new Promise((resolve) => {
-    base.onload = resolve;
+    base.onload = () => {
+      $("stage").dataset.image = described.id;  // the image now on the canvas
+      resolve();
+    };
     base.src = `/api/images/${described.id}`;
   });
 }
