@@ -98,8 +98,8 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
     remaining = ~known.flatten(1)
     counts = step_counts(remaining.sum(1), min(options.tokens_per_step, h * w), options.steps)   # (S, B)
     widths = counts.amax(1).tolist()  # one host sync for all steps
-    total = sum(1 for n in widths if n)
-    for step, (count, n) in enumerate((c, n) for c, n in zip(counts, widths) if n):  # no row needs it: no forward
+    steps = [(c, n) for c, n in zip(counts, widths) if n]  # a step no row needs costs no forward
+    for step, (count, n) in enumerate(steps, 1):
         logits = transformer.forward_embedded(x)                                  # (B, L, K)
         scores = position_scores(logits, options.position_rule).float().masked_fill(~remaining, float("-inf"))
         best, where = scores.topk(n, dim=1)                                        # (B, n)
@@ -114,7 +114,7 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
         x.scatter_(1, where.unsqueeze(-1).expand(-1, -1, x.shape[-1]),
                    torch.where(valid.unsqueeze(-1), new_inputs, x.gather(1, where.unsqueeze(-1).expand_as(new_inputs))))
         if progress is not None:
-            progress(step + 1, total)
+            progress(step, len(steps))
     return tokens.view(b, h, w)
 
 

@@ -36,15 +36,15 @@ VARIANTS = ("put", "no_ref")  # two variants of the preset "tiny", random weight
 N = 4
 
 
-def save_tiny_run(folder: Path, variant: str, seed: int) -> None:
+def save_tiny_run(folder: Path, variant: str, seed: int, **labels: str) -> None:
     from put.model_io import save_pvqvae, save_transformer
     from put.models.put_model import PUTModel
 
     torch.manual_seed(seed)
     config = apply_variant(TINY, variant)
     model = PUTModel(config).eval()
-    save_pvqvae(folder / "pvqvae.pt", model.pvqvae, config, preset="tiny", variant=variant)
-    save_transformer(folder / "transformer.pt", model, folder / "pvqvae.pt", preset="tiny", variant=variant)
+    save_pvqvae(folder / "pvqvae.pt", model.pvqvae, config, preset="tiny", variant=variant, **labels)
+    save_transformer(folder / "transformer.pt", model, folder / "pvqvae.pt", preset="tiny", variant=variant, **labels)
 
 
 def photo(width: int = 96, height: int = 92) -> np.ndarray:
@@ -60,6 +60,7 @@ def workdir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("serve")
     for seed, variant in enumerate(VARIANTS):
         save_tiny_run(root / "runs" / "tiny" / variant, variant, seed)
+    save_tiny_run(root / "runs" / "tiny" / "official_release", "put", 2, source="official")  # as import-official
     broken = root / "runs" / "tiny" / "broken" / "transformer.pt"
     broken.parent.mkdir()
     broken.write_bytes(b"not a checkpoint")
@@ -128,8 +129,10 @@ def decoded(data: bytes) -> np.ndarray:
 def test_every_variant_is_listed_with_its_preset_and_a_broken_one_with_why(server):
     info = json.loads(request(f"{server}/api/info")[1])
     models = {m["id"]: m for m in info["models"]}
-    assert set(models) == {"tiny/put", "tiny/no_ref", "tiny/broken"}
+    assert set(models) == {"tiny/put", "tiny/no_ref", "tiny/official_release", "tiny/broken"}
     assert models["tiny/no_ref"]["variant"] == "no_ref" and models["tiny/no_ref"]["preset"] == "tiny"
+    assert models["tiny/official_release"]["official"] and not models["tiny/put"]["official"]
+    assert models["tiny/official_release"]["label"] == "put · preset tiny · released weights (tiny/official_release)"
     assert not models["tiny/put"]["problem"]
     assert models["tiny/broken"]["problem"].startswith("runs/tiny/broken/transformer.pt: holds data a weights-only")
     assert info["test_images"] == {"tiny": ["test_0000.png"]}
@@ -271,9 +274,9 @@ def page(server):
 
 def load_and_brush(page, workdir: Path) -> None:
     """Upload the photo and brush one stroke across it with mouse events."""
-    before = page.get_attribute("#stage", "data-image")
+    before = page.get_attribute("#stage", "data-image") or ""
     page.set_input_files("#image-file", str(workdir / "photo.png"))
-    page.wait_for_function("previous => document.getElementById('stage').dataset.image !== previous", arg=before)
+    page.wait_for_function("previous => (document.getElementById('stage').dataset.image || previous) !== previous", arg=before)
     box = page.locator("#mask-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.35)
     page.mouse.down()
@@ -282,12 +285,15 @@ def load_and_brush(page, workdir: Path) -> None:
     page.mouse.up()
 
 
-def finished_run(page, server: str, panels: int) -> list[dict]:
-    """Waits for the newest run's panels to show N results each; their jobs as the server describes them."""
-    page.wait_for_function(f"(() => {{ const run = document.querySelector('#results .run');"
-                           f"  return run && run.querySelectorAll('.job').length === {panels} &&"
-                           f"    [...run.querySelectorAll('.job')].every(j => j.querySelectorAll('img').length === {N}"
-                           f"      && [...j.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)); }})()")
+def run_and_wait(page, server: str, button: str, panels: int) -> list[dict]:
+    """Clicks the button, waits for the new run's panels to show N results each; their jobs as the server has them."""
+    previous = int(page.get_attribute("#results .run", "data-run") or 0) if page.query_selector("#results .run") else 0
+    page.click(button)
+    page.wait_for_function("([previous, panels, n]) => { const run = document.querySelector('#results .run');"
+                           "  return run && Number(run.dataset.run) > previous && "
+                           "    run.querySelectorAll('.job').length === panels && [...run.querySelectorAll('.job')]"
+                           "      .every(j => [...j.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth)"
+                           "        .length === n); }", arg=[previous, panels, N])
     ids = page.eval_on_selector_all("#results .run:first-child .job", "jobs => jobs.map(j => j.dataset.job)")
     return [json.loads(request(f"{server}/api/jobs/{job}")[1]) for job in ids]
 
@@ -311,8 +317,7 @@ def test_page_inpaints_a_brushed_hole_with_n_results(page, server, workdir):
     load_and_brush(page, workdir)
     page.select_option("#model", "tiny/put")
     page.fill("#samples", str(N))
-    page.click("#run")
-    (job,) = finished_run(page, server, panels=1)
+    (job,) = run_and_wait(page, server, "#run", panels=1)
     assert job["model"]["id"] == "tiny/put" and job["total"] > 1 and job["done"] == job["total"]
     original = np.asarray(Image.open(workdir / "photo.png").convert("RGB"))
     results = check_results(server, job, original)
@@ -337,8 +342,7 @@ def test_page_compares_variants_side_by_side(page, server, workdir):
     page.fill("#seed", "7")
     for variant in VARIANTS:
         page.check(f".compare-model[value='tiny/{variant}']")
-    page.click("#compare")
-    jobs = finished_run(page, server, panels=2)
+    jobs = run_and_wait(page, server, "#compare", panels=2)
     assert sorted(job["model"]["id"] for job in jobs) == sorted(f"tiny/{v}" for v in VARIANTS)
     assert len({job["mask"] for job in jobs}) == 1 and {job["seed"] for job in jobs} == {7}  # same hole and seed
     original = np.asarray(Image.open(workdir / "photo.png").convert("RGB"))
@@ -361,7 +365,25 @@ def test_page_shows_a_bad_upload_and_the_next_request_still_works(page, server, 
     page.click("#undo")  # the stroke is back
     page.select_option("#model", "tiny/no_ref")
     page.fill("#samples", str(N))
-    page.click("#run")
-    (job,) = finished_run(page, server, panels=1)
+    (job,) = run_and_wait(page, server, "#run", panels=1)
     assert page.is_hidden("#error") and job["model"]["id"] == "tiny/no_ref"
     check_results(server, job, np.asarray(Image.open(workdir / "photo.png").convert("RGB")))
+
+
+def test_page_takes_a_test_image_and_a_mask_file_with_its_polarity(page, server, workdir):
+    hole = np.zeros((32, 32), bool)
+    hole[8:20, 4:28] = True
+    Image.fromarray(np.where(hole, 0, 255).astype(np.uint8)).save(workdir / "keep_white.png")
+    before = page.get_attribute("#stage", "data-image") or ""
+    page.click("#load-test")  # the preset's first test image
+    page.wait_for_function("previous => (document.getElementById('stage').dataset.image || previous) !== previous", arg=before)
+    page.select_option("#polarity", "keep-white")
+    page.set_input_files("#mask-file", str(workdir / "keep_white.png"))
+    page.wait_for_function("document.getElementById('mask-canvas').getContext('2d')"
+                           ".getImageData(16, 12, 1, 1).data[3] === 255")  # the hole shows on the canvas
+    page.select_option("#model", "tiny/put")
+    page.fill("#samples", str(N))
+    (job,) = run_and_wait(page, server, "#run", panels=1)
+    assert np.array_equal(decoded(request(f"{server}/api/masks/{job['mask']}")[1])[..., 0] == 255, hole)
+    test_image = np.asarray(Image.open(workdir / "data" / "tiny" / "masks" / "gt" / "test_0000.png").convert("RGB"))
+    check_results(server, job, test_image)

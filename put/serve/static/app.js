@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { image: null, models: [], undo: [], eraser: false, drawing: false, last: null };
+const state = { image: null, models: [], undo: [], eraser: false, drawing: false, last: null, runs: 0 };
 const UNDO_DEPTH = 30;
 const RUNS_KEPT = 5;
 
@@ -270,6 +270,7 @@ async function start(models) {
   })).json();
   const run = document.createElement("div");
   run.className = "run";
+  run.dataset.run = ++state.runs;
   const head = document.createElement("div");
   head.className = "run-head";
   head.textContent = `${state.image.name}, seed ${body.seed}, N = ${body.samples}` +
