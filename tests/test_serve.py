@@ -197,7 +197,7 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     model = PUTModel(TINY).eval()
 
     def entry(name: str, load) -> ModelEntry:
-        found = ModelEntry(name, Path("t.pt"), "tiny", name, False, Path("p.pt"))
+        found = ModelEntry(name, Path("t.pt"), "tiny", name, False)
         found.load = load
         return found
 

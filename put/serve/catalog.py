@@ -13,9 +13,9 @@ import torch
 from put.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.config.params import OFFICIAL_PREFIX
 from put.models.put_model import PUTModel
-from put.paths import masks_dir
+from put.paths import TRANSFORMER_CHECKPOINT, masks_dir
 
-TRANSFORMER_FILE = "transformer.pt"
+TRANSFORMER_FILE = Path(TRANSFORMER_CHECKPOINT).name  # what a run folder holds: runs/<preset>/<variant>/
 TEST_IMAGES_LISTED = 1000  # the dropdown lists at most this many test images per preset
 
 
@@ -27,7 +27,6 @@ class ModelEntry:
     preset: str
     variant: str
     official: bool     # imported from the authors' released weights (`put import-official`)
-    pvqvae: Path       # where the checkpoint says its P-VQVAE is
     problem: str = ""  # why it cannot be used (listed, not selectable)
     _model: PUTModel | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -62,7 +61,13 @@ def peek_labels(path: Path) -> tuple[dict, str]:
         payload = load_torch_file(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") != "transformer":
         raise CheckpointError(f"{path}: not a PUT transformer checkpoint")
-    return json.loads(payload["config"]), payload["pvqvae"]["path"]
+    reference = (payload.get("pvqvae") or {}).get("path")
+    if not reference:
+        raise CheckpointError(f"{path}: records no P-VQVAE (file altered or damaged)")
+    try:
+        return json.loads(payload["config"]), reference
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"{path}: its config is missing or not valid JSON (file altered or damaged)") from None
 
 
 def read_entry(path: Path, runs: Path) -> ModelEntry:
@@ -71,10 +76,10 @@ def read_entry(path: Path, runs: Path) -> ModelEntry:
     try:
         labels, reference = peek_labels(path)
     except CheckpointError as err:  # listed with the reason, not selectable
-        return ModelEntry(entry_id, path, "?", "?", False, path, problem=str(err))
+        return ModelEntry(entry_id, path, "?", "?", False, problem=str(err))
     pvqvae = path.parent / reference
     entry = ModelEntry(entry_id, path, str(labels.get("preset", "?")), str(labels.get("variant", "?")),
-                       labels.get("source") == "official" or path.parent.name.startswith(OFFICIAL_PREFIX), pvqvae)
+                       labels.get("source") == "official" or path.parent.name.startswith(OFFICIAL_PREFIX))
     if not pvqvae.is_file():
         entry.problem = f"{path}: its P-VQVAE {pvqvae} does not exist"
     return entry
