@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from put.data.images import ImageReadError, read_image, write_image
 from put.masks.io import MaskError, read_mask
@@ -97,9 +98,9 @@ class InpaintRequest:
     mask_polarity: str = "hole-white"
 
 
-def inpaint_file(model: PUTModel, request: InpaintRequest, progress: Progress | None = None) -> list[Path]:
+def inpaint_file(model: PUTModel, request: InpaintRequest) -> list[Path]:
     image, keep = read_inputs(request.image, request.mask, request.mask_polarity)
-    results = inpaint_tensors(model, image, keep, request.settings, str(request.image), progress)
+    results = inpaint_tensors(model, image, keep, request.settings, str(request.image))
     if request.composite:
         results = paste_known(results, keep, image)
     return write_results(request.out, request.image.stem, results)
@@ -148,16 +149,13 @@ def inpaint_folder(model: PUTModel, request: InpaintRequest) -> FolderReport:
     """Every image of `request.image` (a folder) with the mask of the same stem in `request.mask`; a pair that
     cannot be read or does not fit (not an image, mask not binary or of another size, ...) is skipped with
     its reason, and the others are still inpainted."""
-    from tqdm import tqdm
-
     pairs, skipped, images = pair_by_stem(request.image, request.mask)
     if not images:
         raise ValueError(f"{request.image}: no image files in this folder")
     report = FolderReport(images, skipped=skipped)
     for image, mask in tqdm(pairs, desc="inpaint", unit="img"):
         try:
-            inpaint_file(model, InpaintRequest(image, mask, request.out, request.settings, request.composite,
-                                               request.mask_polarity))
+            inpaint_file(model, replace(request, image=image, mask=mask))
             report.done.append(image.name)
         except (ImageReadError, MaskError) as err:
             report.skipped.append((image.name, str(err)))
