@@ -94,9 +94,9 @@ class Holder:
 
     @classmethod
     def this_process(cls) -> "Holder":
-        return cls(socket.gethostname(), os.getpid(), datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                   _boot_id(), _process_start(os.getpid()), os.environ.get("SLURM_JOB_ID"),
-                   " ".join(["put", *sys.argv[1:]])[:500], secrets.token_hex(8))
+        started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        return cls(socket.gethostname(), os.getpid(), started, _boot_id(), _process_start(os.getpid()),
+                   os.environ.get("SLURM_JOB_ID"), " ".join(["put", *sys.argv[1:]])[:500], secrets.token_hex(8))
 
     def describe(self) -> str:
         job = f", Slurm job {self.slurm_job}" if self.slurm_job else ""
@@ -266,7 +266,10 @@ class OutputLock:
                     continue  # the file server did not answer: try again at the next beat
                 if self._stop.is_set():
                     return
-                holder = _parse(lock.read_bytes()) if lock.exists() else None
+                try:
+                    holder = _parse(lock.read_bytes())
+                except OSError:
+                    holder = None
                 print(f"{lock}: this run's lock was taken over by {holder.describe() if holder else 'another run'}"
                       " (its lease ran out while this run could not refresh it); stopping at once, writing nothing "
                       "more", file=sys.stderr, flush=True)

@@ -123,7 +123,8 @@ def test_a_report_folder_on_a_full_tmpfs_keeps_the_previous_one(small_disk):
             for i in range(8):
                 (staging / f"figure{i}.png").write_bytes(os.urandom(200_000))
     assert str(err.value).startswith(f"{out}: no space left on device after writing ")
-    assert "of the new folder beside the old one" in str(err.value) and f"the existing {out} is as it was" in str(err.value)
+    assert "of the new folder beside the old one" in str(err.value)
+    assert f"the existing {out} is as it was" in str(err.value)
     assert [p.name for p in out.iterdir()] == ["table1.tex"] and leftovers(small_disk) == []
 
 

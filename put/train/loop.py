@@ -197,8 +197,8 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                 "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
                 "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
                 **(labels or {})})
-            kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps "
-                    "since are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
+            kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps since "
+                    "are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
             try:
                 require_space(path, state_bytes(ckpt, task), kept)
                 save_checkpoint(path, ckpt, kept)
