@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def temporary_name(path: Path, what: str = "tmp", pid: int | None = None) -> Path:
-    return path.with_name(f".{path.name}.{what}-{os.getpid() if pid is None else pid}")
+def temporary_name(path: Path, what: str = "tmp") -> Path:
+    return path.with_name(f".{path.name}.{what}-{os.getpid()}")
 
 
 @contextmanager
