@@ -12,6 +12,7 @@ import yaml
 from put.config import PRESETS
 from put.dag.declaration import STAGES
 
+RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
 RULES = tuple(stage.name for stage in STAGES)
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
 RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}

@@ -12,7 +12,9 @@ import torch.nn.functional as F
 from put.data.images import read_image, write_image
 from put.masks.io import MaskError, read_mask
 from put.model_io import load_put_model
-from put.sampling import SamplingOptions, inpaint_batch
+from put.sampling import SamplingOptions
+from put.sampling_engine import inpaint_batch
+from put.seeding import derive_seed
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,6 @@ def inpaint(request: InpaintRequest) -> list[Path]:
                             f"crop or resize it, or pass --pad to pad it (the result is cropped back)")
         image, keep = pad_to_multiple(image, keep, patch)
 
-    generator = torch.Generator(device).manual_seed(request.seed)
     batch = request.batch_size or request.samples
     results = []
     with autocast_for(device):
@@ -68,7 +69,8 @@ def inpaint(request: InpaintRequest) -> list[Path]:
             images = image.to(device).expand(n, -1, -1, -1)
             keeps = keep.to(device).expand(n, -1, -1, -1)
             results.append(inpaint_batch(model, images, keeps, "all" if request.deterministic else "iterative",
-                                         request.options, generator, composite=request.composite).float())
+                                         request.options, derive_seed(request.seed, start),
+                                         composite=request.composite).float())
     outputs = torch.cat(results)[..., :h, :w]
 
     request.out.mkdir(parents=True, exist_ok=True)

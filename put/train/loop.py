@@ -36,9 +36,9 @@ from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_ch
 from put.config import TrainConfig
 from put.fileio import atomic_path
 from put.paths import EVAL_CURVE, TRAIN_CURVE
+from put.seeding import derive_seed
 from put.train.distributed import Distributed
 from put.tracking import NullTracker
-from put.train.schedule import derive_seed
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
 
