@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from contextlib import nullcontext
+from functools import lru_cache
 
 import torch
 
@@ -83,6 +84,14 @@ def network(config, module: torch.nn.Module) -> dict:
             "parameters": sum(p.numel() for p in module.parameters())}
 
 
+@lru_cache(maxsize=1)
+def timed_model(preset: str, device: str, seed: int = 0) -> PUTModel:
+    """The preset's model with seeded random weights, kept for the next row of the same preset (building the
+    ImageNet transformer takes seconds); one at a time."""
+    torch.manual_seed(seed)
+    return PUTModel(model_config(preset)).eval().to(device)
+
+
 class StepClock:
     """Marks the end of each step without stalling the device (CUDA events on GPUs, the wall clock elsewhere),
     so that a captured engine's replays are timed as they run: back to back."""
@@ -129,9 +138,8 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     started = time.perf_counter()
     dev = torch.device(device)
     kind = resolve_engine(engine, dev)
-    torch.manual_seed(seed)
     config = model_config(preset)
-    model = PUTModel(config).eval().to(dev)
+    model = timed_model(preset, str(dev), seed)
     h, w = config.token_grid
     length = h * w
     if steps * tokens_per_step > length:

@@ -16,6 +16,7 @@ with the command that would measure it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,14 @@ STAGE_JOBS = {"train_pvqvae": len(PVQVAE_VARIANTS), "train_transformer": len(VAR
 TRAIN_STAGE = {"train_pvqvae": "pvqvae", "train_transformer": "transformer"}
 
 
-def masked_patches(preset: str, count: int = MASKS_PER_GROUP, seed: int = 0) -> dict[str, np.ndarray]:
-    """Per evaluation group, the masked-patch counts of `count` generated masks at the preset's size."""
+def masked_patches(preset: str) -> dict[str, np.ndarray]:
+    """Per evaluation group, the masked-patch counts of generated masks at the preset's size."""
     config = model_config(preset)
-    size, patch = config.image_size, config.pvqvae.patch_size
+    return _masked_patches(config.image_size, config.pvqvae.patch_size)
+
+
+@lru_cache(maxsize=None)
+def _masked_patches(size: int, patch: int, count: int = MASKS_PER_GROUP, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     found = {}
     for group, (lo, hi) in EVAL_GROUPS.items():

@@ -38,11 +38,13 @@ def synthetic_images(count: int, size: int, seed: int) -> list[torch.Tensor]:
     return [torch.rand(3, size, size, generator=g) * 2 - 1 for _ in range(count)]
 
 
-def build_task(stage: str, preset: str, batch: int, dev: torch.device, folder: Path):
-    """The stage's task at per-GPU batch `batch` (its global batch, for one process), and one training batch."""
+def build_task(stage: str, preset: str, batch: int, dev: torch.device, folder: Path, **train_updates):
+    """The stage's task at per-GPU batch `batch` (its global batch, for one process), with `train_updates` to its
+    training settings, and one training batch."""
     P, config = load_preset(preset), model_config(preset)
     size, dist = config.image_size, Distributed(0, 1, dev)
-    train = (P.pvqvae_train if stage == "pvqvae" else P.transformer_train).model_copy(update={"batch_size": batch})
+    train = (P.pvqvae_train if stage == "pvqvae" else P.transformer_train).model_copy(
+        update={"batch_size": batch, **train_updates})
     # The preset's mask settings; generated irregular masks stand in for a PConv folder (same cost).
     masks = TrainingMasks((size, size), config.pvqvae.patch_size, train.masks,
                           erase_prob=P.pvqvae_train.erase_prob if stage == "pvqvae" else 0.0)
