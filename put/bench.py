@@ -15,6 +15,7 @@ import sys
 import time
 from contextlib import nullcontext
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -74,7 +75,13 @@ def environment(device: torch.device, bf16: bool) -> dict:
     """Where and with what a row was measured."""
     return {"device": str(device), "device_name": device_name(device), "precision": precision(bf16),
             "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
-            "commit": git_commit() or "unknown", "command": " ".join(["put", *sys.argv[1:]]) or "put bench"}
+            "commit": git_commit() or "unknown", "command": " ".join([program(), *sys.argv[1:]])}
+
+
+def program() -> str:
+    """How this process was started: `put`, `python -m put`, or a script's name."""
+    name = Path(sys.argv[0]).name
+    return "python -m put" if name == "__main__.py" else name
 
 
 def network(config, module: torch.nn.Module) -> dict:
