@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+GPU_DIR ?= .gpu
 
 .PHONY: install tex demo test test-slow test-slurm test-all dag record bench cost gpu-prepare test-gpu measure-gpu clean-venv
 
@@ -67,6 +68,9 @@ bench: $(STAMP)
 	  --out reports/benchmarks/sampling_demo_cpu.json
 	$(BIN)/put bench pvqvae --preset demo --batch 16 --out reports/benchmarks/pvqvae_demo_cpu.json
 	$(BIN)/put bench train --preset demo --steps 10 --out reports/benchmarks/train_demo_cpu.json
+	if [ -d $(GPU_DIR)/authors ]; then $(BIN)/python tools/gpu/authors_bench.py --official $(GPU_DIR)/authors \
+	  --device cpu --batch 1 --masked 3 --repeats 1 --out reports/benchmarks/authors_sampling_cpu.json; \
+	  else echo "the authors' loop not timed: no $(GPU_DIR)/authors (make gpu-prepare)"; fi
 	$(MAKE) cost
 
 # What each preset costs (reports/benchmarks/cost.json and the README's tables) from the rows in reports/benchmarks/.
@@ -77,7 +81,6 @@ cost: $(STAMP)
 # pytest) and the authors' released code (AUTHORS_GIT: the .git folder of a clone of github.com/liuqk3/PUT),
 # both into .gpu/ (ignored by git; carry it to the GPU machine). There: `make measure-gpu` (tools/gpu/measure.sh:
 # every CUDA benchmark, the authors' loop, the cost tables, test-gpu), or `make test-gpu` alone.
-GPU_DIR ?= .gpu
 AUTHORS_BRANCH ?= cvpr2022
 gpu-prepare: $(STAMP)
 	rm -rf $(GPU_DIR)/wheels && $(BIN)/pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -127,8 +127,8 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
         needed = np.ceil(masks[group] / cfg.tokens_per_step)
         return math.ceil(n_images / batch) * expected_max(needed, batch)
 
-    iterative = sum(steps(g, images) for g in TABLE_GROUPS)
-    iterative += cfg.diversity_samples * sum(steps(g, diversity_images) for g in FINE_BINS)
+    table = sum(steps(g, images) for g in TABLE_GROUPS)
+    iterative = table + cfg.diversity_samples * sum(steps(g, diversity_images) for g in FINE_BINS)
     all_at_once = per_batch * len(TABLE_GROUPS)
     results = images * 2 * len(TABLE_GROUPS) + diversity_images * cfg.diversity_samples * len(FINE_BINS)
     seconds = (iterative + all_at_once) * row["seconds_per_step"]
@@ -139,7 +139,31 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
     wall = seconds / 3600
     return {**base, "modelled_batch": batch, "engine": row["engine"], "results": results,
             "steps": round(iterative + all_at_once), "seconds_per_step": row["seconds_per_step"],
-            "peak_gib": row.get("peak_gib"), "wall_hours": wall, "device_hours": wall * max(gpus, 1), **_where(row)}
+            "peak_gib": row.get("peak_gib"), "wall_hours": wall, "device_hours": wall * max(gpus, 1),
+            "table_topk_hours": table * row["seconds_per_step"] / 3600, **_where(row)}
+
+
+def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.ndarray]) -> list[dict]:
+    """Top-K sampling of the evaluation set's Table 1 groups (one result per image and group, one token per
+    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, each at
+    its largest measured batch not above the stage's."""
+    P = load_preset(preset)
+    images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
+    found = []
+    for code in ("ours", "authors"):
+        fits = [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
+                and r["tokens_per_step"] == 1 and r["batch"] <= P.sample.batch_size
+                and r["device"].split(":")[0] == _device_type(gpus)]
+        if not fits:
+            continue
+        largest = max(r["batch"] for r in fits)
+        at = [r for r in fits if r["batch"] == largest]
+        row = _preferred([r for r in at if r.get("engine") == ("graph" if gpus > 0 else "eager")]) or _preferred(at)
+        steps = sum(math.ceil(images / largest) * expected_max(masks[g], largest) for g in TABLE_GROUPS)
+        found.append({"preset": preset, "code": code, "engine": row["engine"], "images": images,
+                      "batch": largest, "steps": round(steps), "seconds_per_step": row["seconds_per_step"],
+                      "hours": steps * row["seconds_per_step"] / 3600, **_where(row)})
+    return found
 
 
 def totals(preset: str, stages: list[dict]) -> dict:
@@ -169,15 +193,17 @@ def layouts(rows: list[dict], preset: str, rule: str) -> list[dict]:
 def preset_costs(rows: list[dict], resources: dict, preset: str, masks: dict[str, np.ndarray] | None = None) -> dict:
     """Stages, totals and measured training layouts of one preset, at the GPU counts of `resources`."""
     gpus = {rule: resources[preset][rule]["gpu"] for rule in STAGE_JOBS}
+    masks = masks if masks is not None else masked_patches(preset)
     stages = [train_cost(rows, preset, rule, gpus[rule]) for rule in TRAIN_STAGE]
-    stages.append(sample_cost(rows, preset, gpus["sample"], masks if masks is not None else masked_patches(preset)))
+    stages.append(sample_cost(rows, preset, gpus["sample"], masks))
     return {"stages": stages, "totals": [totals(preset, stages)],
-            "layouts": [layout for rule in TRAIN_STAGE for layout in layouts(rows, preset, rule)]}
+            "layouts": [layout for rule in TRAIN_STAGE for layout in layouts(rows, preset, rule)],
+            "table_topk": table_topk(rows, preset, gpus["sample"], masks)}
 
 
 def cost_report(rows: list[dict], resources: dict, presets: list[str], resources_file: Path) -> dict:
     """cost.json: every preset's stages, totals and layouts, with what they were computed from."""
-    found = {"stages": [], "totals": [], "layouts": []}
+    found = {"stages": [], "totals": [], "layouts": [], "table_topk": []}
     for name in presets:
         for key, items in preset_costs(rows, resources, name).items():
             found[key] += items

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from put.bench_cost import cost_report, expected_max, preset_costs, sample_cost, totals, train_cost
+from put.bench_cost import cost_report, expected_max, preset_costs, sample_cost, table_topk, totals, train_cost
 from put.cli import main
 from put.cluster import RESOURCE_TABLE, load_resource_table
 from put.config import preset
@@ -76,6 +76,16 @@ def test_sampling_prefers_the_stages_engine_and_the_largest_batch_that_fits():
     cost = sample_cost(rows, "ffhq", 1, masks)
     assert (cost["modelled_batch"], cost["engine"], cost["seconds_per_step"]) == (64, "graph", 0.05)
     assert expected_max(np.arange(64), 1) < expected_max(np.arange(64), 10) <= 63
+
+
+def test_table_groups_by_our_sampler_and_the_authors_loop_each_at_its_own_batch():
+    masks = {group: np.full(64, 10) for group in EVAL_GROUPS}
+    rows = [sampling(10, 0.01), sampling(1, 0.002),
+            sampling(10, 0.1, engine="released sample_largest (cvpr2022)", code="authors", source="authors_x")]
+    ours, theirs = table_topk(rows, "ffhq", 1, masks)
+    assert (ours["code"], ours["batch"], theirs["code"], theirs["batch"]) == ("ours", 10, "authors", 10)
+    assert ours["steps"] == theirs["steps"] == 3 * 100 * 10  # 1000 images in batches of 10, 10 steps each
+    assert theirs["hours"] == pytest.approx(3000 * 0.1 / 3600) and theirs["source"] == "authors_x"
 
 
 def test_totals_add_jobs_and_the_critical_path():

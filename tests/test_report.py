@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from put.report.cost import cost_table, layouts_table
+from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, write_document
 from put.report.plots import masked_input, plot_curves, sample_grid
 from put.report.reported import (
@@ -380,6 +380,8 @@ def test_document_compiles(tmp_path):
                           out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
               write_latex(cost_table(COMMITTED_COST), out / "tables" / "cost.tex", None, "tab:cost", cmd, commit),
               write_latex(layouts_table(COMMITTED_COST), out / "tables" / "layouts.tex", None, "tab:layouts", cmd,
+                          commit),
+              write_latex(table_topk_table(COMMITTED_COST), out / "tables" / "sampling.tex", None, "tab:s", cmd,
                           commit)]
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
                plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]

@@ -59,13 +59,20 @@ def layouts_frame(cost: dict) -> pd.DataFrame:
                           "Measured on": _measured_on(s)} for s in cost["layouts"]])
 
 
+def table_topk_frame(cost: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"Preset": t["preset"], "Code": "ours, " + t["engine"] if t["code"] == "ours" else
+                          "authors' released loop", "Images x groups": f"{t['images']} x 3", "Batch": t["batch"],
+                          "Steps": t["steps"], "s/step": t["seconds_per_step"], "Wall h": t["hours"],
+                          "Measured on": _measured_on(t)} for t in cost.get("table_topk", [])])
+
+
 def _format(frame: pd.DataFrame) -> pd.DataFrame:
     """Numbers as text, n/a where absent: one rendering for LaTeX and Markdown."""
     out = frame.copy()
     for column in out.columns:
         if column in ("s/step",):
             out[column] = [NA if v is None or pd.isna(v) else f"{v:.4g}" for v in out[column]]
-        elif column in ("Steps",):
+        elif column in ("Steps", "Batch"):
             out[column] = [NA if v is None or pd.isna(v) else f"{int(v):,}" for v in out[column]]
         elif column in ("Peak GiB", "Wall h (job)", "GPU-h (all jobs)", "Wall h", "GPU-h"):
             out[column] = [NA if v is None or pd.isna(v) else f"{v:.3g}" for v in out[column]]
@@ -83,6 +90,10 @@ def cost_markdown(cost: dict) -> str:
     text = table(cost_frame(cost))
     if cost["layouts"]:
         text += "\n\nMeasured GPU layouts of the training stages (one job):\n\n" + table(layouts_frame(cost))
+    if cost.get("table_topk"):
+        text += ("\n\nTop-K sampling of the evaluation set's three Table 1 groups, per variant, one device (ours and "
+                 "the authors' released loop, each at its largest measured batch up to the sample stage's):\n\n"
+                 + table(table_topk_frame(cost)))
     return text + "\n"
 
 
@@ -99,11 +110,19 @@ def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Sty
 def cost_table(cost: dict) -> Styler:
     return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.0, 1.0, 1.3, 0.9, 1.0, 1.1, 5.0), (
         "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x GPUs each, per-GPU "
-        "batch, measured seconds per step, steps, peak memory per GPU at that batch, wall time of one job, "
+        "batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the benchmark process's "
+        "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
         "6 samplings of the evaluation set). Computed by put bench cost from the benchmark rows named; training "
         "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the measured batch on "
         "generated masks of each hole-ratio group."))
+
+
+def table_topk_table(cost: dict) -> Styler:
+    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.0, 6.0), (
+        "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
+        "on one device: our sampler and the authors' released loop, each at its largest measured batch up to the "
+        "sample stage's, as many steps per batch as its most masked image needs (generated masks)."))
 
 
 def layouts_table(cost: dict) -> Styler:

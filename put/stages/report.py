@@ -20,7 +20,7 @@ from put.fileio import atomic_dir, atomic_write_text, read_json
 from put.masks.io import read_mask
 from put.paths import REPORT_PDF, path_of
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
-from put.report.cost import cost_table, layouts_table
+from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE
 from put.report.plots import masked_input, measurable, plot_curves, sample_grid
@@ -112,6 +112,9 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             if cost["layouts"]:
                 tables.append(write_latex(layouts_table(cost), staging / "cost_layouts.tex", None, "tab:layouts",
                                           command, commit))
+            if cost.get("table_topk"):
+                tables.append(write_latex(table_topk_table(cost), staging / "cost_sampling.tex", None,
+                                          "tab:sampling_cost", command, commit))
         figures, notes = curve_figures(curves, staging)
         if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
