@@ -1,6 +1,6 @@
 """What each preset costs: GPU-hours and wall time of every stage of the ablation DAG (4 P-VQVAEs, 6 transformers,
 6 samplings of the evaluation set), from measured benchmark rows (`put bench train`, `put bench sampling`),
-the presets' schedules and the GPU counts of workflow/resources.yaml. `put bench cost` writes the result to
+the presets' schedules and the GPU counts of workflow/resources.yaml. `put cost` writes the result to
 reports/benchmarks/cost.json, from which the report's cost table and the README's are rendered.
 
 The model, stated so it can be checked: a training job of N GPUs takes the measured seconds per step of one
@@ -208,7 +208,7 @@ def cost_report(rows: list[dict], resources: dict, presets: list[str], resources
         for key, items in preset_costs(rows, resources, name).items():
             found[key] += items
     used = sorted({s["source"] for s in found["stages"] + found["layouts"] if "source" in s})
-    return {"provenance": {"what": "computed by `put bench cost` (put/bench_cost.py) from measured rows, the "
+    return {"provenance": {"what": "computed by `put cost` (put/bench_cost.py) from measured rows, the "
                                    "presets' schedules and the GPU counts of " + resources_file.as_posix(),
                            "sources": used, "model": __doc__.split("\n\n")[1].replace("\n", " ")},
             **found}

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--masks", required=True, help="folder written by `put masks`")
     parser.add_argument("--benchmarks", help="this run's bench stage folder (`put bench-suite`)")
     parser.add_argument("--measured", default=str(benchmark_dir()),
-                        help="committed benchmark rows (GPU figures, the authors' loop) and `put bench cost`'s "
+                        help="committed benchmark rows (GPU figures, the authors' loop) and `put cost`'s "
                              "cost.json")
     parser.add_argument("--frontier", help="folder written by `put frontier` (its table and figure join the report)")
     parser.add_argument("--out", required=True, help="report folder")

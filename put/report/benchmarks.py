@@ -8,7 +8,7 @@ from pathlib import Path
 
 from put.fileio import read_json
 
-COST_FILE = "cost.json"  # `put bench cost`'s output: derived figures, not measured rows
+COST_FILE = "cost.json"  # `put cost`'s output: derived figures, not measured rows
 
 
 def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
@@ -23,6 +23,8 @@ def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
         for row in items:
             if not isinstance(row, dict) or "benchmark" not in row:
                 raise ValueError(f"{path}: expected benchmark rows (objects with a `benchmark` key), got {row!r:.80}")
+            if "dtype" in row and "precision" not in row:  # files written before rows named it `precision`
+                row = {**row, "precision": row["dtype"]}
             rows.append({**row, "source": source or path.stem,
                          **({"measured_elsewhere": provenance.get("what", "")} if provenance else {})})
     return rows

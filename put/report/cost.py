@@ -1,4 +1,4 @@
-"""The cost tables (report and README) from `put bench cost`'s cost.json (put/bench_cost.py computes it):
+"""The cost tables (report and README) from `put cost`'s cost.json (put/bench_cost.py computes it):
 GPU-hours and wall time per stage and for the ablation DAG at the GPU counts of workflow/resources.yaml, and
 every measured GPU layout of the training stages (what the counts were chosen from)."""
 
@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 from pandas.io.formats.style import Styler
+
+from put.report.tables import long_table
 
 NA = "n/a"
 STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer", "sample": "sampling",
@@ -98,35 +100,30 @@ def cost_markdown(cost: dict) -> str:
 
 
 def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Styler:
-    styler = _format(frame).style.format(escape="latex", na_rep=NA).hide(axis="index")
-    styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "setlength", "props": ":{\\tabcolsep}{3pt};"},
-                             {"selector": "column_format", "props": ":" + "".join(
-                                 rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths) + ";"}],
-                            overwrite=False)
-    return styler.set_caption(caption)
+    return long_table(_format(frame).style.format(escape="latex", na_rep=NA).hide(axis="index"), widths) \
+        .set_caption(caption)
 
 
 def cost_table(cost: dict) -> Styler:
-    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.0, 1.0, 1.3, 0.9, 1.0, 1.1, 5.0), (
+    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.3, 1.0, 1.3, 0.9, 1.0, 1.1, 4.2), (
         "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x GPUs each, per-GPU "
         "batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the benchmark process's "
         "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
-        "6 samplings of the evaluation set). Computed by put bench cost from the benchmark rows named; training "
+        "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "
         "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the measured batch on "
         "generated masks of each hole-ratio group."))
 
 
 def table_topk_table(cost: dict) -> Styler:
-    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.0, 6.0), (
+    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.0, 5.2), (
         "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
         "on one device: our sampler and the authors' released loop, each at its largest measured batch up to the "
         "sample stage's, as many steps per batch as its most masked image needs (generated masks)."))
 
 
 def layouts_table(cost: dict) -> Styler:
-    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.1, 1.1, 1.1, 1.1, 1.1, 6.0), (
+    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.3, 1.1, 1.1, 1.1, 1.1, 5.2), (
         "Every measured GPU layout of a training stage (one job): what the GPU counts of workflow/resources.yaml "
         "were chosen from. A layout of N GPUs is timed as one GPU at the per-GPU batch (the preset's batch / N)."))
 

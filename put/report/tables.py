@@ -258,7 +258,7 @@ def _timed_network(b: dict) -> tuple[str, str]:
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, f"paper size, {size}, random weights"
+        return dataset, f"paper size, {size}"
     return f"{b['preset']} preset", f"{size}; not a paper model, not comparable"
 
 
@@ -278,7 +278,7 @@ def speed_table(rows: Sequence[dict]) -> Styler:
     for b in rows:
         model = TRANSFORMER if b["benchmark"] == "sampling" else PVQVAE
         dataset, net = _timed_network(b)
-        setting = (f"batch {b['batch']}, {b['tokens_per_step']} token(s)/step" if model == TRANSFORMER
+        setting = (f"batch {b['batch']}, {b['tokens_per_step']}/step" if model == TRANSFORMER
                    else f"batch {b['batch']}")
         rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
         table.append((model, dataset, 0, _timed_code(b), net, f"{b['device_name']}, {b['precision']}", setting,
@@ -299,16 +299,12 @@ def speed_table(rows: Sequence[dict]) -> Styler:
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
     # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "setlength", "props": ":{\\tabcolsep}{3pt};"},
-                             {"selector": "column_format", "props": ":" + "".join(
-                                 rf">{{\raggedright\arraybackslash}}p{{{w}cm}}"
-                                 for w in (1.5, 1.2, 2.7, 2.6, 2.4, 1.6)) + "rr;"}],
-                            overwrite=False)
+    long_table(styler, (1.4, 1.2, 2.8, 2.2, 2.9, 1.6), numeric=2)
     return styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
         "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
-        "with random weights (the speed does not depend on the weights) on the device named, by the code named: "
+        "with random weights (the speed does not depend on the weights) on the device named, by the code named "
+        "(setting: batch and tokens per forward): "
         "ours (eager: the eager sampler; graph: the sampling engine's whole step replayed as one CUDA graph; "
         "compile: the same with a compiled forward) or the authors' released sampling loop; source: this run's "
         "bench stage, or a committed file of reports/benchmarks/ (a file measured elsewhere says by whom). Matmul "
@@ -346,11 +342,26 @@ def _booktabs_rules(latex: str) -> str:
 
 
 def render_latex(styler: Styler, caption: str | None = None, label: str | None = None) -> str:
-    """The table environment (booktabs, no multirow: repeated labels are left blank instead)."""
+    """The table environment (booktabs, no multirow: repeated labels are left blank instead). A styler marked
+    `long_table` (see `long_table`) becomes a longtable, which breaks across pages."""
+    if getattr(styler, "long_table", False):
+        return "\\begingroup\\footnotesize\\setlength{\\tabcolsep}{3pt}\n" + _booktabs_rules(styler.to_latex(
+            environment="longtable", hrules=True, multirow_align="naive", multicol_align="c",
+            clines="skip-last;data", caption=caption if caption is not None else styler.caption, label=label)) + \
+            "\\endgroup\n"
     return _booktabs_rules(styler.to_latex(
         environment="table", position="htbp", position_float="centering", hrules=True,
         multirow_align="naive", multicol_align="c", clines="skip-last;data",
         caption=caption if caption is not None else styler.caption, label=label))
+
+
+def long_table(styler: Styler, widths: Sequence[float], numeric: int = 0) -> Styler:
+    """Mark a table of many rows to break across pages (longtable, small type), with ragged-right wrapping
+    columns of these widths (cm) and `numeric` right-aligned columns after them."""
+    styler.set_table_styles([{"selector": "column_format", "props": ":" + "".join(
+        rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths) + "r" * numeric + ";"}], overwrite=False)
+    styler.long_table = True
+    return styler
 
 
 def write_latex(styler: Styler, path: str | os.PathLike, caption: str | None, label: str | None,

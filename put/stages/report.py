@@ -56,9 +56,9 @@ def read_speed_rows(benchmarks: Path | None, measured: Path | None) -> list[dict
 
 
 def read_cost(measured: Path | None) -> dict | None:
-    """`put bench cost`'s figures beside the committed benchmark rows, when they were computed."""
+    """`put cost`'s figures beside the committed benchmark rows, when they were computed."""
     path = Path(measured) / COST_FILE if measured is not None else None
-    return read_json(path, "`put bench cost` figures") if path is not None and path.is_file() else None
+    return read_json(path, "`put cost` figures") if path is not None and path.is_file() else None
 
 
 CURVE_CAPTIONS = {
