@@ -72,9 +72,11 @@ def train_row(rows: list[dict], preset: str, stage: str, batch: int, gpus: int) 
                        and r["batch"] == batch and r["device"].split(":")[0] == _device_type(gpus)])
 
 
-def sampling_row(rows: list[dict], preset: str, tokens_per_step: int, batch: int, gpus: int) -> dict | None:
-    """Our sampler's row at the largest measured batch <= `batch` (the engine the stage uses before eager)."""
-    fits = [r for r in of_kind(rows, "sampling") if r.get("code") == "ours" and r["preset"] == preset
+def sampling_row(rows: list[dict], preset: str, tokens_per_step: int, batch: int, gpus: int,
+                 code: str = "ours") -> dict | None:
+    """A sampler's row (ours, or the authors' loop) at the largest measured batch <= `batch`; of ours, the engine
+    the stage uses before others."""
+    fits = [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
             and r["tokens_per_step"] == tokens_per_step and r["batch"] <= batch
             and r["device"].split(":")[0] == _device_type(gpus)]
     if not fits:
@@ -127,8 +129,8 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
         needed = np.ceil(masks[group] / cfg.tokens_per_step)
         return math.ceil(n_images / batch) * expected_max(needed, batch)
 
-    table = sum(steps(g, images) for g in TABLE_GROUPS)
-    iterative = table + cfg.diversity_samples * sum(steps(g, diversity_images) for g in FINE_BINS)
+    iterative = sum(steps(g, images) for g in TABLE_GROUPS)
+    iterative += cfg.diversity_samples * sum(steps(g, diversity_images) for g in FINE_BINS)
     all_at_once = per_batch * len(TABLE_GROUPS)
     results = images * 2 * len(TABLE_GROUPS) + diversity_images * cfg.diversity_samples * len(FINE_BINS)
     seconds = (iterative + all_at_once) * row["seconds_per_step"]
@@ -139,8 +141,7 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
     wall = seconds / 3600
     return {**base, "modelled_batch": batch, "engine": row["engine"], "results": results,
             "steps": round(iterative + all_at_once), "seconds_per_step": row["seconds_per_step"],
-            "peak_gib": row.get("peak_gib"), "wall_hours": wall, "device_hours": wall * max(gpus, 1),
-            "table_topk_hours": table * row["seconds_per_step"] / 3600, **_where(row)}
+            "peak_gib": row.get("peak_gib"), "wall_hours": wall, "device_hours": wall * max(gpus, 1), **_where(row)}
 
 
 def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.ndarray]) -> list[dict]:
@@ -151,17 +152,12 @@ def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nda
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     found = []
     for code in ("ours", "authors"):
-        fits = [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
-                and r["tokens_per_step"] == 1 and r["batch"] <= P.sample.batch_size
-                and r["device"].split(":")[0] == _device_type(gpus)]
-        if not fits:
+        row = sampling_row(rows, preset, 1, P.sample.batch_size, gpus, code)
+        if row is None:
             continue
-        largest = max(r["batch"] for r in fits)
-        at = [r for r in fits if r["batch"] == largest]
-        row = _preferred([r for r in at if r.get("engine") == ("graph" if gpus > 0 else "eager")]) or _preferred(at)
-        steps = sum(math.ceil(images / largest) * expected_max(masks[g], largest) for g in TABLE_GROUPS)
+        steps = sum(math.ceil(images / row["batch"]) * expected_max(masks[g], row["batch"]) for g in TABLE_GROUPS)
         found.append({"preset": preset, "code": code, "engine": row["engine"], "images": images,
-                      "batch": largest, "steps": round(steps), "seconds_per_step": row["seconds_per_step"],
+                      "batch": row["batch"], "steps": round(steps), "seconds_per_step": row["seconds_per_step"],
                       "hours": steps * row["seconds_per_step"] / 3600, **_where(row)})
     return found
 
