@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+GPU_DIR ?= .gpu
 
-.PHONY: install tex browser demo test test-slow test-slurm test-all dag record bench clean-venv
+.PHONY: install tex browser demo test test-slow test-slurm test-all dag record bench cost gpu-prepare test-gpu measure-gpu clean-venv
 
 install: $(STAMP)
 
@@ -67,10 +68,43 @@ dag: $(STAMP)
 record:
 	$(BIN)/python workflow/dvc_record.py
 
-# Sampling speed of the paper's FFHQ transformer on this machine (see reports/benchmarks/).
+# This machine's figures in reports/benchmarks/ (CPU: a few minutes on 2 cores; on a GPU see measure-gpu): the FFHQ
+# transformer's sampling step and the P-VQVAE, the demo preset's sampling and training steps, then `make cost`.
 bench: $(STAMP)
 	$(BIN)/put bench sampling --preset ffhq --steps 5 --out reports/benchmarks/sampling_ffhq_cpu.json
 	$(BIN)/put bench pvqvae --preset ffhq --batch 4 --out reports/benchmarks/pvqvae_ffhq_cpu.json
+	$(BIN)/put bench sampling --preset demo --steps 20 --batch 1 16 --engine eager graph \
+	  --out reports/benchmarks/sampling_demo_cpu.json
+	$(BIN)/put bench pvqvae --preset demo --batch 16 --out reports/benchmarks/pvqvae_demo_cpu.json
+	$(BIN)/put bench train --preset demo --steps 10 --out reports/benchmarks/train_demo_cpu.json
+	if [ -d $(GPU_DIR)/authors ]; then $(BIN)/python tools/gpu/authors_bench.py --official $(GPU_DIR)/authors \
+	  --device cpu --batch 1 --masked 3 --repeats 1 --out reports/benchmarks/authors_sampling_cpu.json; \
+	  else echo "the authors' loop not timed: no $(GPU_DIR)/authors (make gpu-prepare)"; fi
+	$(MAKE) cost
+
+# What each preset costs (reports/benchmarks/cost.json and the README's tables) from the rows in reports/benchmarks/.
+cost: $(STAMP)
+	$(BIN)/put cost --readme README.md
+
+# GPU work. On a machine with internet, once: wheels of what a bare GPU machine's Python 3.12 lacks (pydantic,
+# pytest) and the authors' released code (AUTHORS_GIT: the .git folder of a clone of github.com/liuqk3/PUT),
+# both into .gpu/ (ignored by git; carry it to the GPU machine). There: `make measure-gpu` (tools/gpu/measure.sh:
+# every CUDA benchmark, the authors' loop, the cost tables, test-gpu), or `make test-gpu` alone.
+AUTHORS_BRANCH ?= cvpr2022
+gpu-prepare: $(STAMP)
+	rm -rf $(GPU_DIR)/wheels && $(BIN)/pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux2014_x86_64 -d $(GPU_DIR)/wheels pydantic pytest pytest-timeout
+	@test -n "$(AUTHORS_GIT)" || { echo "AUTHORS_GIT=<.git folder of a clone of liuqk3/PUT> is needed"; exit 2; }
+	rm -rf $(GPU_DIR)/authors && git --git-dir="$(AUTHORS_GIT)" ls-tree -r --name-only $(AUTHORS_BRANCH) \
+	  | grep -E '\.(py|yaml)$$' | while read -r f; do mkdir -p "$(GPU_DIR)/authors/$$(dirname "$$f")" && \
+	  git --git-dir="$(AUTHORS_GIT)" show "$(AUTHORS_BRANCH):$$f" > "$(GPU_DIR)/authors/$$f" || exit 1; done
+
+# The CUDA correctness tests (tests/gpu; skipped without a GPU). No .venv needed: the machine's python3 with torch.
+test-gpu:
+	. tools/gpu/env.sh && "$$PY" -m pytest -q -m gpu tests/gpu -p no:cacheprovider
+
+measure-gpu:
+	tools/gpu/measure.sh
 
 clean-venv:
 	rm -rf $(VENV)

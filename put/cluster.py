@@ -11,6 +11,7 @@ from put.config import PRESETS
 from put.dag.declaration import STAGES
 from put.yamlfile import YamlFileError, read_yaml_mapping
 
+RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
 RULES = tuple(stage.name for stage in STAGES)
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
 RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}

@@ -14,7 +14,9 @@ from tqdm import tqdm
 from put.data.images import ImageReadError, read_image, write_image
 from put.masks.io import MaskError, read_mask
 from put.models.put_model import PUTModel, paste_known
-from put.sampling import Progress, SamplingOptions, inpaint_batch
+from put.sampling import Progress, SamplingOptions
+from put.sampling_engine import inpaint_batch
+from put.seeding import derive_seed
 from put.train.common import autocast
 
 
@@ -55,7 +57,6 @@ def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, se
         image, keep = pad_to_multiple(image, keep, patch)
 
     device = next(model.parameters()).device
-    generator = torch.Generator(device).manual_seed(settings.seed)
     batch = settings.batch_size or settings.samples
     batches = -(-settings.samples // batch)
     results = []
@@ -68,7 +69,7 @@ def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, se
             results.append(inpaint_batch(model, image.to(device).expand(n, -1, -1, -1),
                                          keep.to(device).expand(n, -1, -1, -1),
                                          "all" if settings.deterministic else "iterative", settings.options,
-                                         generator, progress=report).float().cpu())
+                                         derive_seed(settings.seed, start), progress=report).float().cpu())
     return torch.cat(results)[..., :h, :w]
 
 

@@ -33,7 +33,8 @@ REPORT_DIR = "reports/{preset}"
 # Compiled from REPORT_DIR/report.tex when pdflatex exists. Outside REPORT_DIR, which the DAG's front ends
 # clear before the report stage runs: a machine without pdflatex never deletes the committed PDF.
 REPORT_PDF = "reports/{preset}.pdf"
-LOG_DIR = "logs/{preset}"  # Snakemake: one log per job, logs/<preset>/<rule>[/<variant>].log
+LOG_DIR = "logs/{preset}"
+BENCHMARKS_DIR = "reports/benchmarks"  # committed measurements (this machine's and GPUs'), see benchmark_dir  # Snakemake: one log per job, logs/<preset>/<rule>[/<variant>].log
 
 
 def path_of(pattern: str, preset: str, variant: str = "put", **extra: str) -> Path:
@@ -98,5 +99,6 @@ def report_dir(preset: str) -> Path:
 
 
 def benchmark_dir() -> Path:
-    """The committed benchmark figures of `make bench` (not a DAG output)."""
-    return Path("reports") / "benchmarks"
+    """The committed benchmark figures (`make bench`, tools/gpu/measure.sh; not a DAG output), which the report
+    reads beside its own bench stage's."""
+    return Path(BENCHMARKS_DIR)

@@ -1,4 +1,4 @@
-"""Token sampling for masked patches (supplementary Algorithm 1 and its variants).
+"""Token sampling for masked patches (supplementary Algorithm 1 and its variants): the eager sampler.
 
 - `sample_iterative`: each step is one full forward; among still-masked positions take the one(s)
   with the largest max-logit (or max probability), draw from its top-K, and replace that position's
@@ -8,6 +8,11 @@
   positions each step fixes is one pure function, `step_counts`. Pluralistic results: replicate the
   input B times. All of it is batched: no Python loop over batch elements or positions inside a step.
 - `sample_all_at_once`: deterministic PUT_all, every masked position from one forward, argmax.
+
+A step is `choose` (positions and tokens, fp32, static shapes) then `write_back`; the captured engine
+(put/sampling_engine.py, used on GPUs) replays exactly these two on fixed buffers. The top-K draw is
+Gumbel-max over noise that is a pure function of (seed, step) (put/seeding.py), so the two draw the same
+tokens for the same seed.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import torch
 
 from put.models.put_model import PUTModel
+from put.seeding import run_seed, step_uniform
 
 
 # Called as progress(done, total) after each forward pass of a sampling call (a server's progress display).
@@ -68,12 +75,38 @@ def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | Non
     return done.diff(dim=0)
 
 
-def draw_top_k(logits: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """(..., K) logits -> (...) tokens drawn from the softmax over the top_k largest logits."""
+def static_shape(options: SamplingOptions, length: int) -> tuple[int, int]:
+    """(most steps, most positions per step) any run over `length` positions can take under `options`: the
+    static shapes of the captured engine, and the number of positions every step ranks (eager and engine
+    alike, so that both break ties between equal scores the same way)."""
+    if options.steps is None:
+        per_step = min(options.tokens_per_step, length)
+        return -(-length // per_step), per_step
+    return min(options.steps, length), _cosine_width(options.steps, length)
+
+
+@lru_cache(maxsize=64)
+def _cosine_width(steps: int, length: int) -> int:
+    """The most positions one step of the S-step cosine schedule fixes, over every masked count 0..length."""
+    return int(step_counts(torch.arange(length + 1), steps=steps).max())
+
+
+def plan(remaining: torch.Tensor, options: SamplingOptions) -> torch.Tensor:
+    """(B, L) positions still masked -> (S, B) positions each step fixes per row; a step no row needs is
+    dropped (it would cost a forward for nothing). One host sync."""
+    counts = step_counts(remaining.sum(1), min(options.tokens_per_step, remaining.shape[1]), options.steps)
+    return counts[counts.amax(1) > 0]
+
+
+def draw_top_k(logits: torch.Tensor, top_k: int, temperature: float, uniform: torch.Tensor) -> torch.Tensor:
+    """(..., K) logits -> (...) tokens drawn from the softmax over the top_k largest logits (times temperature).
+
+    Gumbel-max: the candidate with the largest logit + Gumbel noise, -log(-log u), is a draw from that
+    softmax; `uniform` (..., top_k) holds the u (put/seeding.py), so the draw is a pure function of them."""
     values, candidates = logits.float().topk(min(top_k, logits.shape[-1]), dim=-1)
-    probs = torch.softmax(values * temperature, dim=-1)
-    choice = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator)
-    return candidates.reshape(-1, candidates.shape[-1]).gather(1, choice).view(logits.shape[:-1])
+    gumbel = -torch.log(-torch.log(uniform[..., :values.shape[-1]]))
+    choice = (values * temperature + gumbel).argmax(-1, keepdim=True)
+    return candidates.gather(-1, choice).squeeze(-1)
 
 
 def position_scores(logits: torch.Tensor, rule: str) -> torch.Tensor:
@@ -84,37 +117,60 @@ def position_scores(logits: torch.Tensor, rule: str) -> torch.Tensor:
     return max_logit if rule == "logit" else torch.exp(max_logit - logits.logsumexp(-1))
 
 
+def sampler_inputs(model: PUTModel, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """features (B, C, h, w) -> transformer inputs x (B, L, D), each code's input emb_proj(e) (K, D) and the
+    position embeddings (L, D), all fp32."""
+    transformer = model.transformer
+    grid = tuple(features.shape[-2:])
+    x = transformer.embed(features.flatten(2).transpose(1, 2), grid)
+    return x, transformer.project(model.pvqvae.codebook.unmasked_book), transformer.position_embedding(grid)[0]
+
+
+def choose(logits: torch.Tensor, remaining: torch.Tensor, count: torch.Tensor, uniform: torch.Tensor,
+           options: SamplingOptions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's decisions: the `width` (uniform's second dimension) most confident masked positions of each
+    row, of which the first count[b] are taken (`valid`), and a top-K draw for each. Static shapes, no host
+    sync: the engine captures it as it is."""
+    width = uniform.shape[1]
+    scores = position_scores(logits, options.position_rule).masked_fill(~remaining, float("-inf"))
+    best, where = scores.topk(width, dim=1)                                        # (B, width)
+    # rows with fewer positions to fix this step fill up with picks they do not take
+    valid = (torch.arange(width, device=where.device) < count[:, None]) & (best > float("-inf"))
+    picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+    return where, draw_top_k(picked, options.top_k, options.temperature, uniform), valid
+
+
+def write_back(x: torch.Tensor, tokens: torch.Tensor, remaining: torch.Tensor, where: torch.Tensor,
+               drawn: torch.Tensor, valid: torch.Tensor, code_inputs: torch.Tensor, positions: torch.Tensor) -> None:
+    """Fix the valid picks in place: their tokens, their masked flag, and their input, now the drawn code's."""
+    drawn = torch.where(valid, drawn, tokens.gather(1, where))
+    tokens.scatter_(1, where, drawn)
+    remaining.scatter_(1, where, remaining.gather(1, where) & ~valid)
+    index = where.unsqueeze(-1).expand(-1, -1, x.shape[-1])
+    new_inputs = (code_inputs[drawn] + positions[where]).to(x.dtype)
+    x.scatter_(1, index, torch.where(valid.unsqueeze(-1), new_inputs, x.gather(1, index)))
+
+
 @torch.inference_mode()
 def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
-                     options: SamplingOptions = SamplingOptions(), generator: torch.Generator | None = None,
+                     options: SamplingOptions = SamplingOptions(), seed: int | None = None,
                      progress: Progress | None = None) -> torch.Tensor:
-    """features (B, C, h, w), known (B, h, w), tokens (B, h, w) valid where known -> tokens everywhere."""
-    transformer = model.transformer
+    """features (B, C, h, w), known (B, h, w), tokens (B, h, w) valid where known -> tokens everywhere.
+    `seed` (None: one from torch's global generator) fixes every draw; `progress(done, total)` is called after each step."""
     b, _, h, w = features.shape
-    x = transformer.embed(features.flatten(2).transpose(1, 2), (h, w))           # (B, L, D)
-    code_inputs = transformer.project(model.pvqvae.codebook.unmasked_book)       # (K, D): emb_proj(e), fp32
-    positions = transformer.position_embedding((h, w))[0]                         # (L, D)
+    x, code_inputs, positions = sampler_inputs(model, features)
     tokens = torch.where(known, tokens, torch.zeros_like(tokens)).flatten(1).clone()
     remaining = ~known.flatten(1)
-    counts = step_counts(remaining.sum(1), min(options.tokens_per_step, h * w), options.steps)   # (S, B)
-    widths = counts.amax(1).tolist()  # one host sync for all steps
-    steps = [(c, n) for c, n in zip(counts, widths) if n]  # a step no row needs costs no forward
-    for step, (count, n) in enumerate(steps, 1):
-        logits = transformer.forward_embedded(x)                                  # (B, L, K)
-        scores = position_scores(logits, options.position_rule).float().masked_fill(~remaining, float("-inf"))
-        best, where = scores.topk(n, dim=1)                                        # (B, n)
-        # the first count[b] picks of row b; rows with fewer positions left fill up with -inf picks
-        valid = (torch.arange(n, device=where.device) < count[:, None]) & (best > float("-inf"))
-        picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-        drawn = draw_top_k(picked, options.top_k, options.temperature, generator)
-        drawn = torch.where(valid, drawn, tokens.gather(1, where))
-        tokens.scatter_(1, where, drawn)
-        remaining.scatter_(1, where, remaining.gather(1, where) & ~valid)
-        new_inputs = (code_inputs[drawn] + positions[where]).to(x.dtype)
-        x.scatter_(1, where.unsqueeze(-1).expand(-1, -1, x.shape[-1]),
-                   torch.where(valid.unsqueeze(-1), new_inputs, x.gather(1, where.unsqueeze(-1).expand_as(new_inputs))))
+    seed = run_seed(seed)
+    _, width = static_shape(options, h * w)
+    uniform = torch.empty(b, width, min(options.top_k, code_inputs.shape[0]), device=x.device)
+    counts = plan(remaining, options)
+    for step, count in enumerate(counts):
+        logits = model.transformer.forward_embedded(x)                            # (B, L, K)
+        where, drawn, valid = choose(logits, remaining, count, step_uniform(seed, step, uniform), options)
+        write_back(x, tokens, remaining, where, drawn, valid, code_inputs, positions)
         if progress is not None:
-            progress(step, len(steps))
+            progress(step + 1, len(counts))
     return tokens.view(b, h, w)
 
 
@@ -124,20 +180,3 @@ def sample_all_at_once(model: PUTModel, features: torch.Tensor, known: torch.Ten
     logits = model.transformer(features)
     best = logits.argmax(-1).view_as(tokens)
     return torch.where(known, tokens, best)
-
-
-@torch.inference_mode()
-def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor, mode: str = "iterative",
-                  options: SamplingOptions = SamplingOptions(), generator: torch.Generator | None = None,
-                  composite: bool = False, progress: Progress | None = None) -> torch.Tensor:
-    """images (B, 3, H, W) in [-1, 1], keep_mask (B, 1, H, W) -> inpainted images in [-1, 1]."""
-    features, known, tokens = model.transformer_inputs(images, keep_mask)
-    if mode == "all":
-        tokens = sample_all_at_once(model, features, known, tokens)
-        if progress is not None:
-            progress(1, 1)
-    elif mode == "iterative":
-        tokens = sample_iterative(model, features, known, tokens, options, generator, progress)
-    else:
-        raise ValueError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
-    return model.decode(tokens, keep_mask, images, composite=composite)

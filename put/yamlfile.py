@@ -24,9 +24,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses a mapping holding the same key twice, naming both lines."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self.flatten_mapping(node)  # merge keys (<<) may repeat a key on purpose: only literal duplicates count
+        # Only literal duplicates count: a key merged in by `<<: *anchor` may be overridden on purpose, so the
+        # check runs before the merge keys are flattened into the mapping.
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.setdefault(key, key_node.start_mark.line)
@@ -35,6 +38,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if first != key_node.start_mark.line:
                 raise _DuplicateKey(None, None, f"key {key!r} given twice (first at line {first + 1})",
                                     key_node.start_mark)
+        self.flatten_mapping(node)
         return super().construct_mapping(node, deep)
 
 

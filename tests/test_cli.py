@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from put.cli import main
@@ -131,16 +132,34 @@ def test_deterministic_mode_ignores_seed(tiny_checkpoints, tmp_path):
 
 
 def test_bench_sampling_writes_json(tmp_path, capsys):
+    """Rows per engine, named by device, torch, precision and commit, with TFLOP/s against the matmul rate."""
     out = tmp_path / "bench.json"
-    assert main(["bench", "sampling", "--preset", "demo", "demo", "--steps", "3", "--device", "cpu",
+    assert main(["bench", "sampling", "--preset", "demo", "--steps", "3", "--batch", "2", "--tokens-per-step", "2",
+                 "--engine", "eager", "graph", "--device", "cpu", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert [r["engine"] for r in results] == ["eager", "graph"] and not any(r["captured"] for r in results)
+    for result in results:
+        assert result["steps"] == 3 and result["seconds_per_step"] > 0 and result["wall_seconds"] > 0
+        assert (result["batch"], result["tokens_per_step"], result["tokens_per_second"]) == \
+            (2, 2, 4 / result["seconds_per_step"])
+        assert result["matmul_tflops"] > 0 and 0 < result["fraction_of_matmul"] and result["achieved_tflops"] > 0
+        assert result["matmul_reference"] == "float32 2048x2048x2048" and result["precision"] == "fp32"
+        assert result["device"] == "cpu" and result["torch"] == torch.__version__ and result["commit"]
+        assert (result["n_layer"], result["n_embd"], result["image_size"]) == (4, 128, 64) and result["parameters"] > 0
+    assert "tokens/s" in capsys.readouterr().out
+
+
+def test_bench_train_times_both_stages_on_the_demo(tmp_path, capsys):
+    out = tmp_path / "train.json"
+    assert main(["bench", "train", "--preset", "demo", "--steps", "1", "--batch", "2", "--device", "cpu",
                  "--out", str(out)]) == 0
     results = json.loads(out.read_text())
-    assert len(results) == 2 and all(r["matmul_gflops"] > 0 for r in results)
-    result = results[0]
-    assert result["steps"] == 3 and result["seconds_per_step"] > 0 and result["wall_seconds"] > 0
-    assert 0 < result["fraction_of_matmul"]
-    assert (result["n_layer"], result["n_embd"], result["image_size"]) == (4, 128, 64) and result["parameters"] > 0
-    assert "tokens/s" in capsys.readouterr().out
+    assert [r["stage"] for r in results] == ["pvqvae", "transformer"]
+    for r in results:
+        assert r["batch"] == 2 and r["preset_batch"] == 16 and r["gpus_layout"] == 8 and r["seconds_per_step"] > 0
+        assert r["images_per_second"] == 2 / r["seconds_per_step"] and r["peak_gib"] > 0 and r["tflop_per_step"] > 0
+    assert results[1]["preset_iterations"] == 150 and results[0]["discriminator_parameters"] > 0
+    assert "training step" in capsys.readouterr().out
 
 
 def test_inpaint_folders_pairs_by_stem_and_lists_what_it_skipped(tiny_checkpoints, tmp_path, capsys):

@@ -30,7 +30,7 @@ from put.diskspace import DiskFullError
 from put.fileio import atomic_dir, atomic_write_text, recover_leftovers
 from put.official.convert import read_overrides
 from put.outlock import OutputLock, OutputLocked, lock_path
-from put.yamlfile import YamlFileError
+from put.yamlfile import YamlFileError, read_yaml
 from tests.test_bad_input import eval_masks  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -495,6 +495,16 @@ def test_no_parameter_file_still_means_the_defaults(tmp_path, monkeypatch):
     assert main(["config", "--out", "r.yaml"]) == 0 and "preset: demo" in (tmp_path / "r.yaml").read_text()
     assert load_params(None).preset == "demo"
     assert params_from_mapping({"overrides": {"sample": {"composite": True}}}, "x").resolved().sample.composite
+
+
+def test_a_key_merged_in_by_an_anchor_may_be_overridden_but_not_given_twice(tmp_path):
+    """workflow/resources.yaml overrides rules of `<<: *paper` per preset: YAML's merge, not a duplicate."""
+    path = tmp_path / "merge.yaml"
+    path.write_text("a: &base {x: 1, y: 2}\nb:\n  <<: *base\n  y: 3\n")
+    assert read_yaml(path, "a test") == {"a": {"x": 1, "y": 2}, "b": {"x": 1, "y": 3}}
+    path.write_text("a: &base {x: 1}\nb:\n  <<: *base\n  y: 3\n  y: 4\n")
+    with pytest.raises(YamlFileError, match=re.escape(f"{path}: line 5: key 'y' given twice (first at line 4)")):
+        read_yaml(path, "a test")
 
 
 def test_every_user_yaml_file_goes_through_the_same_reader(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import os
 import shutil
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, write_document
 from put.report.plots import masked_input, plot_curves, sample_grid
 from put.report.reported import (
@@ -239,32 +241,40 @@ def test_missing_variant_is_na_and_duplicates_are_errors():
 
 
 def bench_result(preset: str, benchmark: str = "sampling", **changes) -> dict:
-    """A `put bench` result as bench.py writes it (sizes of the preset's model)."""
+    """A benchmark row as put/bench.py writes it (sizes of the preset's model)."""
     from put.config import model_config
 
     config = model_config(preset)
-    result = {"benchmark": benchmark, "preset": preset, "n_layer": config.transformer.n_layer,
-              "n_embd": config.transformer.n_embd, "image_size": config.image_size, "device_name": "x86_64 (8 threads)",
-              "dtype": "fp32", "batch": 1, "tokens_per_step": 1, "tokens_per_second": 1.5, "fraction_of_matmul": 0.25,
-              "images_per_second": 99.5}
+    result = {"benchmark": benchmark, "code": "ours", "engine": "eager", "preset": preset,
+              "n_layer": config.transformer.n_layer, "n_embd": config.transformer.n_embd,
+              "image_size": config.image_size, "device": "cpu", "device_name": "x86_64 (8 threads)",
+              "precision": "fp32", "batch": 1, "tokens_per_step": 1, "tokens_per_second": 1.5,
+              "fraction_of_matmul": 0.25, "images_per_second": 99.5, "source": "this run"}
     return {**result, **changes}
 
 
 def test_speed_table_sets_like_beside_like():
-    sampling = [bench_result("demo", tokens_per_second=397.0), bench_result("ffhq", tokens_per_second=0.57),
-                bench_result("imagenet", tokens_per_second=0.12), bench_result("places2", tokens_per_second=0.5)]
-    pvqvae = [bench_result("ffhq", "pvqvae", images_per_second=2.5), bench_result("demo", "pvqvae")]
-    latex = render_latex(speed_table(sampling, pvqvae))
+    rows = [bench_result("demo", tokens_per_second=397.0), bench_result("ffhq", tokens_per_second=0.57),
+            bench_result("imagenet", tokens_per_second=0.12), bench_result("places2", tokens_per_second=0.5),
+            bench_result("ffhq", engine="graph", device="cuda", device_name="NVIDIA H100 80GB HBM3",
+                         precision="bf16-autocast", batch=10, tokens_per_second=901.0, source="sampling_cuda_h100"),
+            bench_result("ffhq", code="authors", engine="released sample_largest (cvpr2022)", device="cuda",
+                         device_name="NVIDIA H100 80GB HBM3", tokens_per_second=62.3, source="authors_cuda_h100"),
+            bench_result("ffhq", "pvqvae", images_per_second=2.5), bench_result("demo", "pvqvae")]
+    latex = render_latex(speed_table(rows))
     for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "0.570", "99.500", r"x86\_64", r"25.0\%",
-                 "30 layers x 512, 256 px", "35 layers x 1024", "not a paper model, not comparable", "random weights"):
+                 "30 layers x 512, 256 px", "35 layers x 1024", "not a paper model, not comparable", "random weights",
+                 "ours, eager; this run", r"ours, graph; sampling\_cuda\_h100", "authors' released loop",
+                 "NVIDIA H100 80GB HBM3, bf16-autocast", "901.000", "62.300", "batch 10, 1/step"):
         assert text in latex, text
-    lines = [line for line in latex.splitlines() if line.endswith(r"\\")][1:]
+    body = latex.split(r"\endlastfoot")[1]  # a longtable: caption and header come first (twice)
+    lines = [line for line in body.splitlines() if line.endswith(r"\\")]
     datasets = [line.split("&")[1].strip() for line in lines]
-    # each paper dataset: measured row then the paper's row; the demo preset's row after them
-    assert datasets == ["FFHQ", "FFHQ", "Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
+    # each paper dataset: measured rows then the paper's row; the demo preset's rows after them
+    assert datasets == ["FFHQ"] * 4 + ["Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
                         "demo preset"]
-    assert "0.570" in lines[0] and "37.138" in lines[1] and "397.000" in lines[6]
-    assert "measured: paper size" in lines[0] and "reported: the paper's trained model" in lines[1]
+    assert "0.570" in lines[0] and "37.138" in lines[3] and "397.000" in lines[8]
+    assert "paper size" in lines[0] and "reported by the paper" in lines[3]
     assert r"\textbf" not in latex
 
 
@@ -312,15 +322,24 @@ def test_report_curves_and_the_line_for_each_missing_one(tmp_path):
     assert {p.name for p in figures} == {"curves_psnr_ssim_mae.png", "curve_fid.png", "curve_lpips.png"} and not notes
 
 
-def test_benchmarks_are_read_as_lists(tmp_path):
+def test_benchmark_rows_are_read_from_lists_single_rows_and_files_measured_elsewhere(tmp_path):
     import json
 
-    from put.stages.report import read_benchmarks
+    from put.report.benchmarks import read_benchmark_rows
 
     (tmp_path / "sampling.json").write_text(json.dumps([bench_result("ffhq"), bench_result("demo")]))
     (tmp_path / "pvqvae.json").write_text(json.dumps(bench_result("ffhq", "pvqvae")))  # older files: one result
-    found = read_benchmarks(tmp_path)
-    assert [b["preset"] for b in found["sampling"]] == ["ffhq", "demo"] and len(found["pvqvae"]) == 1
+    (tmp_path / "baseline.json").write_text(json.dumps({"provenance": {"what": "measured on an H100 elsewhere"},
+                                                        "rows": [bench_result("ffhq", batch=10)]}))
+    (tmp_path / "cost.json").write_text(json.dumps({"provenance": {}, "stages": []}))  # derived, not rows
+    rows = read_benchmark_rows(tmp_path)
+    assert [(r["source"], r["preset"]) for r in rows] == [("baseline", "ffhq"), ("pvqvae", "ffhq"),
+                                                          ("sampling", "ffhq"), ("sampling", "demo")]
+    assert rows[0]["measured_elsewhere"] == "measured on an H100 elsewhere" and "measured_elsewhere" not in rows[1]
+    assert {r["source"] for r in read_benchmark_rows(tmp_path, source="this run")} == {"this run"}
+    (tmp_path / "bad.json").write_text(json.dumps([{"preset": "ffhq"}]))
+    with pytest.raises(ValueError, match="bad.json: expected benchmark rows"):
+        read_benchmark_rows(tmp_path)
 
 
 def test_sample_grid_and_masked_input(tmp_path):
@@ -347,6 +366,9 @@ needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None and not os.
                                     reason="pdflatex not installed (Debian: texlive-latex-base texlive-latex-recommended)")
 
 
+COMMITTED_COST = json.loads((Path(__file__).resolve().parents[1] / "reports" / "benchmarks" / "cost.json").read_text())
+
+
 @needs_pdflatex
 def test_document_compiles(tmp_path):
     metrics = synthetic_metrics(fid_unavailable=True)
@@ -355,8 +377,13 @@ def test_document_compiles(tmp_path):
     tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",
                           cmd, commit),
               write_latex(table3(metrics, "demo"), out / "tables" / "table3.tex", None, "tab:t3", cmd, commit),
-              write_latex(speed_table([bench_result("ffhq")], [bench_result("demo", "pvqvae")]),
-                          out / "tables" / "speed.tex", None, "tab:speed", cmd, commit)]
+              write_latex(speed_table([bench_result("ffhq"), bench_result("demo", "pvqvae")]),
+                          out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
+              write_latex(cost_table(COMMITTED_COST), out / "tables" / "cost.tex", None, "tab:cost", cmd, commit),
+              write_latex(layouts_table(COMMITTED_COST), out / "tables" / "layouts.tex", None, "tab:layouts", cmd,
+                          commit),
+              write_latex(table_topk_table(COMMITTED_COST), out / "tables" / "sampling.tex", None, "tab:s", cmd,
+                          commit)]
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
                plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
     tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,

@@ -3,48 +3,94 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
 from put.fileio import atomic_write_text
+from put.sampling_engine import ENGINES
 
 HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae"])
+    parser.add_argument("what", choices=["sampling", "pvqvae", "train"])
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
                         help="one or more presets, each timed with its own model size (one JSON list)")
-    parser.add_argument("--steps", type=positive_int, default=5, help="sampling steps to time")
-    parser.add_argument("--batch", type=positive_int, default=1)
-    parser.add_argument("--tokens-per-step", type=positive_int, default=1)
+    parser.add_argument("--steps", type=positive_int, default=5, help="sampling or training steps to time")
+    parser.add_argument("--batch", type=positive_int, nargs="+",
+                        help="batch sizes (train: per GPU; default: sampling and pvqvae 1, train the batch of "
+                             "each --gpu-counts layout)")
+    parser.add_argument("--tokens-per-step", type=positive_int, nargs="+", default=[1])
+    parser.add_argument("--engine", choices=ENGINES, nargs="+", default=["auto"],
+                        help="sampling engines: eager, graph (captured step; uncaptured on CPU), compile (graph "
+                             "with a torch.compile'd forward); auto = graph on CUDA, eager on CPU")
+    parser.add_argument("--stage", choices=["pvqvae", "transformer"], nargs="+", default=["pvqvae", "transformer"],
+                        help="train: the training stages to time")
+    parser.add_argument("--gpu-counts", type=positive_int, nargs="+", default=[1],
+                        help="train: time the per-GPU batch of these GPU counts (the preset's batch / N)")
     parser.add_argument("--device", type=device_name, default=default_device())
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
-    parser.add_argument("--out", help="write the figures as JSON here")
+    parser.add_argument("--bf16", action="store_true", help="sampling, pvqvae: bf16 autocast (train: bf16 on GPUs "
+                                                            "always, as training runs)")
+    parser.add_argument("--out", help="write the rows as a JSON list here")
     parser.set_defaults(out_folder=False)
+
+
+def train_batches(preset: str, stage: str, batches: list[int] | None, gpus: list[int]) -> list[int]:
+    """The per-GPU batches to time: given, or the preset's global batch split over each GPU count."""
+    if batches:
+        return batches
+    from put.config import preset as load_preset
+
+    train = getattr(load_preset(preset), f"{stage}_train")
+    bad = [n for n in gpus if train.batch_size % n]
+    if bad:
+        raise ValueError(f"--gpu-counts {bad[0]}: {preset}'s {stage} batch {train.batch_size} does not split over "
+                         f"{bad[0]} GPUs")
+    return [train.batch_size // n for n in gpus]
+
+
+def describe(r: dict) -> str:
+    where = f"{r['device_name']}, {r['precision']}"
+    if "oom" in r:
+        return f"{r['preset']} {r['stage']} training at batch {r['batch']} on {where}: out of memory ({r['oom']})"
+    rate = f"{r['achieved_tflops']:.3g} TFLOP/s = {r['fraction_of_matmul']:.0%} of {r['matmul_reference']} matmul " \
+           f"at {r['matmul_tflops']:.3g} TFLOP/s"
+    if r["benchmark"] == "sampling":
+        return (f"{r['preset']} sampling ({r['n_layer']} layers x {r['n_embd']}) by {r['engine']} on {where}, batch "
+                f"{r['batch']}, {r['tokens_per_step']} token/step: {r['seconds_per_step'] * 1e3:.2f} ms/step, "
+                f"{r['tokens_per_second']:.2f} tokens/s, {rate} (bench took {r['wall_seconds']:.1f} s)")
+    if r["benchmark"] == "pvqvae":
+        return (f"{r['preset']} P-VQVAE on {where}, batch {r['batch']}: {r['images_per_second']:.2f} images/s at "
+                f"{r['image_size']}px, {rate} (bench took {r['wall_seconds']:.1f} s)")
+    return (f"{r['preset']} {r['stage']} training step on {where}, batch {r['batch']} per GPU: "
+            f"{r['seconds_per_step']:.4f} s/step, {r['images_per_second']:.1f} images/s, peak {r['peak_gib']:.2f} GiB "
+            f"({r['peak_memory_kind']}), {rate} (bench took {r['wall_seconds']:.1f} s)")
 
 
 def run(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
+    presets = args.preset
     results = []
     if args.what == "sampling":
-        for name in args.preset:
-            r = bench.bench_sampling(name, args.steps, batch=args.batch, tokens_per_step=args.tokens_per_step,
-                                     device=args.device, bf16=args.bf16)
-            print(f"{name} sampling ({r['n_layer']} layers x {r['n_embd']}) on {r['device_name']} ({r['dtype']}, "
-                  f"batch {args.batch}, {args.tokens_per_step} token/step): {r['seconds_per_step']:.3f} s/step, "
-                  f"{r['tokens_per_second']:.2f} tokens/s, {r['achieved_gflops']:.1f} GFLOP/s = "
-                  f"{r['fraction_of_matmul']:.0%} of the measured matmul rate {r['matmul_gflops']:.1f} GFLOP/s "
-                  f"(bench took {r['wall_seconds']:.1f} s)")
-            results.append(r)
+        for name, batch, per_step, engine in itertools.product(presets, args.batch or [1], args.tokens_per_step,
+                                                               args.engine):
+            results.append(bench.bench_sampling(name, args.steps, batch=batch, tokens_per_step=per_step,
+                                                device=args.device, bf16=args.bf16, engine=engine))
+            print(describe(results[-1]), flush=True)
+    elif args.what == "pvqvae":
+        for name, batch in itertools.product(presets, args.batch or [1]):
+            results.append(bench.bench_pvqvae(name, batch=batch, device=args.device, bf16=args.bf16))
+            print(describe(results[-1]), flush=True)
     else:
-        for name in args.preset:
-            r = bench.bench_pvqvae(name, batch=args.batch, device=args.device, bf16=args.bf16)
-            print(f"{name} P-VQVAE on {r['device_name']} ({r['dtype']}): {r['images_per_second']:.2f} images/s at "
-                  f"{r['image_size']}px (bench took {r['wall_seconds']:.1f} s)")
-            results.append(r)
+        from put.bench_train import bench_train
+
+        for name, stage in itertools.product(presets, args.stage):
+            for batch in train_batches(name, stage, args.batch, args.gpu_counts):
+                results.append(bench_train(name, stage, batch, device=args.device, steps=args.steps))
+                print(describe(results[-1]), flush=True)
     if args.out:
         atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     return results

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> None:
     own = load_cli_params(args).preset
     paper = [name for name in PRESETS if name != "demo"]
     presets = paper + ([own] if own not in paper else [])
-    common = dict(batch=1, tokens_per_step=1, device=default_device(), bf16=False)
+    common = dict(batch=[1], tokens_per_step=[1], engine=["auto"], device=default_device(), bf16=False)
     bench.run(argparse.Namespace(what="sampling", preset=presets, steps=BENCH_STEPS,
                                  out=Path(args.out) / "sampling.json", **common))
     bench.run(argparse.Namespace(what="pvqvae", preset=list(dict.fromkeys(["ffhq", own])), steps=BENCH_STEPS,

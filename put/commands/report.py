@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from put.commands.common import add_params_arguments, load_cli_params, optional_path, parse_tags
+from put.paths import benchmark_dir
 
 HELP = "LaTeX tables, plots, sample grids and the report document"
 
@@ -17,7 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", required=True, help="PUT's samples folder (for the sample grid)")
     parser.add_argument("--resolved-params", help="the `put config` file, copied into the report")
     parser.add_argument("--masks", required=True, help="folder written by `put masks`")
-    parser.add_argument("--benchmarks", default="reports/benchmarks", help="folder of `put bench` JSON files")
+    parser.add_argument("--benchmarks", help="this run's bench stage folder (`put bench-suite`)")
+    parser.add_argument("--measured", default=str(benchmark_dir()),
+                        help="committed benchmark rows (GPU figures, the authors' loop) and `put cost`'s "
+                             "cost.json")
     parser.add_argument("--frontier", help="folder written by `put frontier` (its table and figure join the report)")
     parser.add_argument("--out", required=True, help="report folder")
     parser.set_defaults(out_folder=True)
@@ -28,7 +32,7 @@ def run(args: argparse.Namespace) -> None:
 
     params = load_cli_params(args)
     metrics = [Path(args.metrics_dir) / f"{label}.json" for label in params.evaluated_labels()]
-    out = run_report(params, metrics, Path(args.samples), Path(args.masks), Path(args.benchmarks), Path(args.out),
-                     parse_tags(args.tag), optional_path(args.frontier),
-                     resolved_params=optional_path(args.resolved_params))
+    out = run_report(params, metrics, Path(args.samples), Path(args.masks), optional_path(args.benchmarks),
+                     Path(args.out), parse_tags(args.tag), optional_path(args.frontier),
+                     resolved_params=optional_path(args.resolved_params), measured=optional_path(args.measured))
     print(f"report written to {out}")

@@ -144,7 +144,8 @@ STAGES: tuple[Stage, ...] = (
           inputs={"--metrics-dir": Evaluated(paths.METRICS_FILE),
                   "--samples": paths.with_variant(paths.SAMPLES_DIR, "put"),  # the sample grid shows PUT's
                   "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR, "--frontier": paths.FRONTIER_DIR,
-                  "--resolved-params": paths.RESOLVED_PARAMS},
+                  "--resolved-params": paths.RESOLVED_PARAMS,
+                  "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
           params=("official",), tracked=True, report=True),

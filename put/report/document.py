@@ -53,6 +53,7 @@ def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.Pa
     body = f"""\\documentclass[10pt]{{article}}
 \\usepackage[margin=2cm]{{geometry}}
 \\usepackage{{booktabs}}
+\\usepackage{{longtable}}
 \\usepackage{{array}}
 \\usepackage{{graphicx}}
 \\usepackage{{caption}}

@@ -250,37 +250,45 @@ PVQVAE = "P-VQVAE (images/s)"
 
 
 def _timed_network(b: dict) -> tuple[str, str]:
-    """(dataset, network) of a `put bench` result: a paper preset's model is the paper's size; any other
-    preset's model (the demo's) is named as what it is, so no one reads it as a paper row."""
+    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size; any other preset's
+    model (the demo's) is named as what it is, so no one reads it as a paper row."""
     size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
         f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
     dataset = PRESET_DATASET.get(b["preset"])
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, f"measured: paper size, {size}, random weights"
-    return f"{b['preset']} preset", f"measured: {size}; not a paper model, not comparable"
+        return dataset, f"paper size, {size}"
+    return f"{b['preset']} preset", f"{size}; not a paper model, not comparable"
 
 
-def speed_table(sampling: Sequence[dict], pvqvae: Sequence[dict]) -> Styler:
-    """Our measured throughput (`put bench` results) beside the paper's RTX 3090 figures, dataset by dataset:
-    measured rows time the paper-size network of each preset on the device at hand; a smaller preset's
-    network (the demo's) gets its own row, last. Nothing is bolded: devices differ, so no column has a best."""
-    rows = []
-    for b in [*sampling, *pvqvae]:
+def _timed_code(b: dict) -> str:
+    """Whose code, which engine, and where the figure comes from (this run, or a committed file)."""
+    who = "authors' released loop" if b.get("code") == "authors" else \
+        f"ours, {b['engine']}" if b.get("engine") else "ours"
+    return f"{who}; {b.get('source', 'this run')}"
+
+
+def speed_table(rows: Sequence[dict]) -> Styler:
+    """Measured throughput (sampling and P-VQVAE benchmark rows: ours by engine, the authors' released loop)
+    beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, precision,
+    code and source (this run, or the committed file under reports/benchmarks/); a smaller preset's network
+    (the demo's) gets its own rows, last. Nothing is bolded: devices differ, so no column has a best."""
+    table = []
+    for b in rows:
         model = TRANSFORMER if b["benchmark"] == "sampling" else PVQVAE
         dataset, net = _timed_network(b)
-        setting = (f"batch {b['batch']}, {b['tokens_per_step']} token(s)/step" if model == TRANSFORMER
+        setting = (f"batch {b['batch']}, {b['tokens_per_step']}/step" if model == TRANSFORMER
                    else f"batch {b['batch']}")
         rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
-        rows.append((model, dataset, 0, net, f"{b['device_name']}, {b['dtype']}", setting, float(rate),
-                     float(b.get("fraction_of_matmul", "nan"))))
+        table.append((model, dataset, 0, _timed_code(b), net, f"{b['device_name']}, {b['precision']}", setting,
+                      float(rate), float(b.get("fraction_of_matmul", "nan"))))
     for r in speed_reported().itertuples():
         model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
-        rows.append((model, r.dataset, 1, "reported: the paper's trained model", r.device, "not stated",
-                     float(r.value), float("nan")))
-    frame = pd.DataFrame(rows, columns=["Model", "Dataset", "reported", "Network", "Device", "Setting", "Throughput",
-                                        "Matmul use"])
+        table.append((model, r.dataset, 1, "reported by the paper", "the paper's trained model", r.device,
+                      "not stated", float(r.value), float("nan")))
+    frame = pd.DataFrame(table, columns=["Model", "Dataset", "reported", "Code; source", "Network", "Device",
+                                         "Setting", "Throughput", "Matmul use"])
     # Like beside like: per model, the paper's datasets in its order (measured, then reported), others last.
     order = {name: i for i, name in enumerate((TRANSFORMER, PVQVAE, *DATASETS, "all"))}
     frame = frame.sort_values(["Model", "Dataset", "reported"], kind="stable",
@@ -291,17 +299,17 @@ def speed_table(sampling: Sequence[dict], pvqvae: Sequence[dict]) -> Styler:
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
     # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
-                             {"selector": "setlength", "props": ":{\\tabcolsep}{4pt};"},
-                             {"selector": "column_format", "props": ":" + "".join(
-                                 rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in (1.6, 1.3, 4.3, 2.9, 2.1))
-                              + "rr;"}],
-                            overwrite=False)
+    long_table(styler, (1.4, 1.2, 2.8, 2.2, 2.9, 1.6), numeric=2)
     return styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
         "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
-        "with random weights (the speed does not depend on the weights) on the device named. Matmul use: achieved "
-        "FLOP rate of one sampling step over a plain matmul's rate on the same device, measured right after it.")
+        "with random weights (the speed does not depend on the weights) on the device named, by the code named "
+        "(setting: batch and tokens per forward): "
+        "ours (eager: the eager sampler; graph: the sampling engine's whole step replayed as one CUDA graph; "
+        "compile: the same with a compiled forward) or the authors' released sampling loop; source: this run's "
+        "bench stage, or a committed file of reports/benchmarks/ (a file measured elsewhere says by whom). Matmul "
+        "use: achieved FLOP rate of one sampling step or P-VQVAE pass over this device's dense matmul rate (bf16 "
+        "on GPUs, fp32 on CPUs) measured right after it.")
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -334,11 +342,26 @@ def _booktabs_rules(latex: str) -> str:
 
 
 def render_latex(styler: Styler, caption: str | None = None, label: str | None = None) -> str:
-    """The table environment (booktabs, no multirow: repeated labels are left blank instead)."""
+    """The table environment (booktabs, no multirow: repeated labels are left blank instead). A styler marked
+    `long_table` (see `long_table`) becomes a longtable, which breaks across pages."""
+    if getattr(styler, "long_table", False):
+        return "\\begingroup\\footnotesize\\setlength{\\tabcolsep}{3pt}\n" + _booktabs_rules(styler.to_latex(
+            environment="longtable", hrules=True, multirow_align="naive", multicol_align="c",
+            clines="skip-last;data", caption=caption if caption is not None else styler.caption, label=label)) + \
+            "\\endgroup\n"
     return _booktabs_rules(styler.to_latex(
         environment="table", position="htbp", position_float="centering", hrules=True,
         multirow_align="naive", multicol_align="c", clines="skip-last;data",
         caption=caption if caption is not None else styler.caption, label=label))
+
+
+def long_table(styler: Styler, widths: Sequence[float], numeric: int = 0) -> Styler:
+    """Mark a table of many rows to break across pages (longtable, small type), with ragged-right wrapping
+    columns of these widths (cm) and `numeric` right-aligned columns after them."""
+    styler.set_table_styles([{"selector": "column_format", "props": ":" + "".join(
+        rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths) + "r" * numeric + ";"}], overwrite=False)
+    styler.long_table = True
+    return styler
 
 
 def write_latex(styler: Styler, path: str | os.PathLike, caption: str | None, label: str | None,

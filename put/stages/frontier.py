@@ -39,11 +39,12 @@ from put import paths
 from put.models.put_model import PUTModel
 from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table, plot_frontier
 from put.report.tables import write_latex
-from put.sampling import SamplingOptions, inpaint_batch, step_counts
+from put.sampling import SamplingOptions, step_counts
+from put.sampling_engine import inpaint_batch
+from put.seeding import derive_seed
 from put.stages.evaluate import Cells, files_fid, pixel_metrics
 from put.tracking import git_commit, stage_tracker, tracked
 from put.train.common import autocast
-from put.train.schedule import derive_seed
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
@@ -117,12 +118,11 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
     passes = []
 
     def inpaint(images: torch.Tensor, keep: torch.Tensor, start: int) -> tuple[torch.Tensor, float]:
-        generator = torch.Generator(device).manual_seed(
-            derive_seed(config.seed, FAMILY_SEED[setting.family], setting.value, setting.top_k or 0, start))
+        seed = derive_seed(config.seed, FAMILY_SEED[setting.family], setting.value, setting.top_k or 0, start)
         synchronize(device)
         began = time.perf_counter()
         with autocast(device):
-            results = inpaint_batch(model, images, keep, mode, setting.options or SamplingOptions(), generator,
+            results = inpaint_batch(model, images, keep, mode, setting.options or SamplingOptions(), seed,
                                     composite=composite)
         synchronize(device)
         return results, time.perf_counter() - began

@@ -19,6 +19,8 @@ from put.data.images import read_rgb
 from put.fileio import atomic_dir, atomic_write_text, read_json
 from put.masks.io import read_mask
 from put.paths import REPORT_PDF, path_of
+from put.report.benchmarks import COST_FILE, read_benchmark_rows
+from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE
 from put.report.plots import masked_input, measurable, plot_curves, sample_grid
@@ -46,14 +48,17 @@ def grid_rows(samples: Path, masks: Path, images: int = 4,
     return rows, ["masked input", *[f"sample {i + 1}" for i in range(columns)], "ground truth"]
 
 
-def read_benchmarks(folder: Path) -> dict[str, list[dict]]:
-    """`put bench` results in `folder` (sampling.json, pvqvae.json; a list, or one result from older files)."""
-    found = {}
-    for kind in ("sampling", "pvqvae"):
-        if (path := Path(folder) / f"{kind}.json").is_file():
-            data = read_json(path, f"`put bench {kind}` figures")
-            found[kind] = data if isinstance(data, list) else [data]
-    return found
+def read_speed_rows(benchmarks: Path | None, measured: Path | None) -> list[dict]:
+    """Sampling and P-VQVAE rows of this run's bench stage (source "this run") and of the committed files."""
+    rows = read_benchmark_rows(benchmarks, source="this run") if benchmarks is not None else []
+    rows += read_benchmark_rows(measured) if measured is not None else []
+    return [r for r in rows if r["benchmark"] in ("sampling", "pvqvae")]
+
+
+def read_cost(measured: Path | None) -> dict | None:
+    """`put cost`'s figures beside the committed benchmark rows, when they were computed."""
+    path = Path(measured) / COST_FILE if measured is not None else None
+    return read_json(path, "`put cost` figures") if path is not None and path.is_file() else None
 
 
 CURVE_CAPTIONS = {
@@ -79,9 +84,9 @@ def curve_figures(curves: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, str],
     return figures, notes
 
 
-def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path,
+def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
-               resolved_params: Path | None = None) -> Path:
+               resolved_params: Path | None = None, measured: Path | None = None) -> Path:
     """Tables, figures and report.tex in `out_dir` (written whole, or not at all); the PDF, when pdflatex
     exists, at paths.REPORT_PDF, outside `out_dir`, which the DAG clears before this stage runs: a machine
     without pdflatex never deletes a committed PDF."""
@@ -91,7 +96,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)
-    bench = read_benchmarks(Path(benchmarks))
+    speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
     rows, titles = grid_rows(Path(samples), Path(masks))
 
     pdf = path_of(REPORT_PDF, preset)
@@ -100,9 +105,16 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "curves.csv", curves.to_csv(index=False))
         tables = [write_latex(table1(metrics, preset), staging / "table1.tex", None, "tab:table1", command, commit),
                   write_latex(table3(metrics, preset), staging / "table3.tex", None, "tab:table3", command, commit)]
-        if bench:
-            tables.append(write_latex(speed_table(bench.get("sampling", []), bench.get("pvqvae", [])),
-                                      staging / "speed.tex", None, "tab:speed", command, commit))
+        if speed:
+            tables.append(write_latex(speed_table(speed), staging / "speed.tex", None, "tab:speed", command, commit))
+        if cost is not None:
+            tables.append(write_latex(cost_table(cost), staging / "cost.tex", None, "tab:cost", command, commit))
+            if cost["layouts"]:
+                tables.append(write_latex(layouts_table(cost), staging / "cost_layouts.tex", None, "tab:layouts",
+                                          command, commit))
+            if cost.get("table_topk"):
+                tables.append(write_latex(table_topk_table(cost), staging / "cost_sampling.tex", None,
+                                          "tab:sampling_cost", command, commit))
         figures, notes = curve_figures(curves, staging)
         if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))

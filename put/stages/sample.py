@@ -21,10 +21,11 @@ from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import read_manifest
 from put.masks.io import read_mask
 from put.model_io import load_put_model
-from put.sampling import SamplingOptions, inpaint_batch
+from put.sampling import SamplingOptions
+from put.sampling_engine import inpaint_batch
+from put.seeding import derive_seed
 from put.tracking import stage_tracker, tracked
 from put.train.common import autocast
-from put.train.schedule import derive_seed
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
 MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
@@ -105,11 +106,11 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
                 batch = rows.iloc[start:start + cfg.batch_size]
                 images = torch.stack([gt[image] for image in batch["image"]]).to(device)
                 keep = torch.stack([read_mask(masks / m, "hole-white", size) for m in batch["mask"]]).to(device)
-                # A generator per batch, keyed by the mode and the batch's first row: reproducible for a seed.
-                generator = torch.Generator(device).manual_seed(derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start))
+                # A seed per batch, keyed by the mode and the batch's first row: reproducible for a seed.
+                seed = derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start)
                 with autocast(torch.device(device)):
                     results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
-                                            generator, composite=cfg.composite)
+                                            seed, composite=cfg.composite)
                 for output, result in zip(batch["output"], results.float().cpu()):
                     write_image(staging / output, result)
                 progress.update(len(batch))

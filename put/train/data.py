@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from put.train.schedule import derive_seed
+from put.seeding import derive_seed
 
 
 class StepBatchSampler(Sampler[list[tuple[int, int]]]):

@@ -37,10 +37,10 @@ from put.config import TrainConfig
 from put.diskspace import DiskFullError, require_space
 from put.fileio import atomic_path, recover_leftovers
 from put.paths import EVAL_CURVE, TRAIN_CURVE
+from put.seeding import derive_seed
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
 from put.tracking import NullTracker
-from put.train.schedule import derive_seed
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
 

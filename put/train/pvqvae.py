@@ -22,7 +22,9 @@ class PVQVAETask:
     kind = "pvqvae"
 
     def __init__(self, config: ModelConfig, train: PVQVAETrainConfig, train_images, test_images, masks,
-                 dist: Distributed, labels: dict[str, str] | None = None):
+                 dist: Distributed, labels: dict[str, str] | None = None, pretrained_vgg: bool = True):
+        """pretrained_vgg=False: a VGG19 with random weights in the perceptual and style losses, the same
+        computation (speed benchmarks on machines without the weights file)."""
         self.config, self.train, self.dist, self.labels = config, train, dist, labels or {}
         self.train_images, self.masks = train_images, masks
         device = dist.device
@@ -34,7 +36,9 @@ class PVQVAETask:
         self.disc_ddp = wrap_ddp(self.disc, dist)
         self.opt_g = torch.optim.Adam(self.model.parameters(), lr=train.lr_generator, betas=train.betas)
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=train.lr_discriminator, betas=train.betas)
-        vgg = VGG19Features.pretrained().to(device) if train.loss.needs_vgg else None
+        vgg = None
+        if train.loss.needs_vgg:
+            vgg = (VGG19Features.pretrained() if pretrained_vgg else VGG19Features.untrained()).to(device)
         self.loss = GeneratorLoss(train.loss, vgg)
         self.eval_images, self.eval_keep = held_out_batch(test_images, train.eval_images, masks.base,
                                                           train.seed, device)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 
 def warmup_cosine(step: int, total: int, warmup: int, peak: float, floor: float) -> float:
     """Linear warm-up from 0 to `peak` over `warmup` steps, then cosine decay to `floor` at `total`."""
@@ -14,7 +12,3 @@ def warmup_cosine(step: int, total: int, warmup: int, peak: float, floor: float)
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return floor + (peak - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
-
-def derive_seed(*keys: int) -> int:
-    """A 63-bit seed from a tuple of integers (run seed, step, position ...), independent streams per tuple."""
-    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint64)[0] >> 1)

@@ -13,10 +13,11 @@ from put.config import ModelConfig, TransformerTrainConfig
 from put.fileio import file_sha256
 from put.model_io import load_pvqvae
 from put.models.put_model import PUTModel, masked_token_loss
+from put.seeding import derive_seed
 from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
-from put.train.schedule import derive_seed, warmup_cosine
+from put.train.schedule import warmup_cosine
 
 
 class TransformerTask:

@@ -1,0 +1,39 @@
+"""`put cost`: what each preset costs to train and sample, from the measured benchmark rows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from put.config import PRESETS
+from put.paths import benchmark_dir
+
+HELP = "GPU-hours and wall time per stage and for the ablation DAG, from measured benchmark rows (cost.json)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=list(PRESETS))
+    parser.add_argument("--benchmarks", default=str(benchmark_dir()),
+                        help="folder of measured rows (`put bench`, tools/gpu/); cost.json is written there")
+    parser.add_argument("--readme", help="also rewrite the cost tables of this README (between its markers)")
+    parser.set_defaults(out_folder=False)
+
+
+def run(args: argparse.Namespace) -> dict:
+    from put.bench_cost import cost_report
+    from put.cluster import RESOURCE_TABLE, load_resource_table
+    from put.fileio import atomic_write_text
+    from put.report.benchmarks import COST_FILE, read_benchmark_rows
+    from put.report.cost import cost_markdown, with_readme_tables
+
+    folder = Path(args.benchmarks)
+    cost = cost_report(read_benchmark_rows(folder), load_resource_table(RESOURCE_TABLE), args.preset, RESOURCE_TABLE)
+    if args.readme:  # checked before anything is written
+        readme = Path(args.readme)
+        text = with_readme_tables(readme.read_text(), cost, str(readme))
+    atomic_write_text(folder / COST_FILE, json.dumps(cost, indent=1) + "\n")
+    if args.readme:
+        atomic_write_text(readme, text)
+    print(cost_markdown(cost))
+    return cost

@@ -1,0 +1,34 @@
+"""Benchmark rows as the tables read them: every JSON file of a folder (`put bench`, tools/gpu/ and the DAG's
+bench stage write them), each a list of rows, one row (older files), or {"provenance": ..., "rows": [...]}
+for figures measured elsewhere (the file says by whom). Each row gets `source`: the file it came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from put.fileio import read_json
+
+COST_FILE = "cost.json"  # `put cost`'s output: derived figures, not measured rows
+
+
+def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
+    """The rows of every *.json file in `folder` (sorted by name); `source` overrides the file name."""
+    rows = []
+    for path in sorted(Path(folder).glob("*.json")):
+        if path.name == COST_FILE:
+            continue
+        data = read_json(path, "benchmark rows (`put bench`)")
+        provenance = data.get("provenance") if isinstance(data, dict) and "rows" in data else None
+        items = data["rows"] if provenance is not None else data if isinstance(data, list) else [data]
+        for row in items:
+            if not isinstance(row, dict) or "benchmark" not in row:
+                raise ValueError(f"{path}: expected benchmark rows (objects with a `benchmark` key), got {row!r:.80}")
+            if "dtype" in row and "precision" not in row:  # files written before rows named it `precision`
+                row = {**row, "precision": row["dtype"]}
+            rows.append({**row, "source": source or path.stem,
+                         **({"measured_elsewhere": provenance.get("what", "")} if provenance else {})})
+    return rows
+
+
+def of_kind(rows: list[dict], benchmark: str) -> list[dict]:
+    return [r for r in rows if r["benchmark"] == benchmark]

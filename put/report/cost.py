@@ -1,0 +1,140 @@
+"""The cost tables (report and README) from `put cost`'s cost.json (put/bench_cost.py computes it):
+GPU-hours and wall time per stage and for the ablation DAG at the GPU counts of workflow/resources.yaml, and
+every measured GPU layout of the training stages (what the counts were chosen from)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from pandas.io.formats.style import Styler
+
+from put.report.tables import long_table
+
+NA = "n/a"
+STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer", "sample": "sampling",
+               "ablation DAG": "ablation DAG"}
+
+
+def _hours(value: float | None) -> str:
+    return NA if value is None else f"{value:.3g}"
+
+
+def _measured_on(s: dict) -> str:
+    if "missing" in s:
+        return s["missing"]
+    return f"{s['device_name']}, {s['precision']} ({s['source']})"
+
+
+def _batch(s: dict) -> str:
+    modelled = s.get("modelled_batch")
+    return f"{s['batch_per_gpu']:g}" + (f" (as {modelled})" if modelled not in (None, s["batch_per_gpu"]) else "")
+
+
+def _gpus(s: dict) -> str:
+    return f"{s['jobs']} x {s['gpus'] or 'CPU'}"
+
+
+def cost_frame(cost: dict) -> pd.DataFrame:
+    """One row per preset and stage, then the preset's ablation DAG."""
+    rows = []
+    for s in cost["stages"]:
+        rows.append({"Preset": s["preset"], "Stage": STAGE_NAMES[s["stage"]], "Jobs x GPUs": _gpus(s),
+                     "Batch/GPU": _batch(s), "s/step": s.get("seconds_per_step"),
+                     "Steps": s.get("steps"), "Peak GiB": s.get("peak_gib"), "Wall h (job)": s.get("wall_hours"),
+                     "GPU-h (all jobs)": s["jobs"] * s["device_hours"] if "device_hours" in s else None,
+                     "Measured on": _measured_on(s)})
+    for t in cost["totals"]:
+        wall = (f"{_hours(t['wall_hours'])} (every job of a stage at once); "
+                f"{_hours(t['wall_hours_one_job_at_a_time'])} one job at a time") if "missing" not in t else t["missing"]
+        rows.append({"Preset": t["preset"], "Stage": STAGE_NAMES[t["stage"]], "Jobs x GPUs": str(t.get("jobs", NA)),
+                     "Batch/GPU": "", "s/step": None, "Steps": None, "Peak GiB": None,
+                     "Wall h (job)": t.get("wall_hours"), "GPU-h (all jobs)": t.get("device_hours"),
+                     "Measured on": wall})
+    order = {name: i for i, name in enumerate(dict.fromkeys(s["preset"] for s in cost["stages"]))}
+    frame = pd.DataFrame(rows)
+    return frame.sort_values("Preset", kind="stable", key=lambda p: p.map(order)).reset_index(drop=True)
+
+
+def layouts_frame(cost: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"Preset": s["preset"], "Stage": STAGE_NAMES[s["stage"]], "GPUs": s["gpus"],
+                          "Batch/GPU": f"{s['batch_per_gpu']:g}", "s/step": s["seconds_per_step"],
+                          "Peak GiB": s.get("peak_gib"), "Wall h": s["wall_hours"], "GPU-h": s["device_hours"],
+                          "Measured on": _measured_on(s)} for s in cost["layouts"]])
+
+
+def table_topk_frame(cost: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"Preset": t["preset"], "Code": "ours, " + t["engine"] if t["code"] == "ours" else
+                          "authors' released loop", "Images x groups": f"{t['images']} x 3", "Batch": t["batch"],
+                          "Steps": t["steps"], "s/step": t["seconds_per_step"], "Wall h": t["hours"],
+                          "Measured on": _measured_on(t)} for t in cost.get("table_topk", [])])
+
+
+def _format(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as text, n/a where absent: one rendering for LaTeX and Markdown."""
+    out = frame.copy()
+    for column in out.columns:
+        if column in ("s/step",):
+            out[column] = [NA if v is None or pd.isna(v) else f"{v:.4g}" for v in out[column]]
+        elif column in ("Steps", "Batch"):
+            out[column] = [NA if v is None or pd.isna(v) else f"{int(v):,}" for v in out[column]]
+        elif column in ("Peak GiB", "Wall h (job)", "GPU-h (all jobs)", "Wall h", "GPU-h"):
+            out[column] = [NA if v is None or pd.isna(v) else f"{v:.3g}" for v in out[column]]
+    return out
+
+
+def cost_markdown(cost: dict) -> str:
+    """The README's tables (GitHub Markdown)."""
+    def table(frame: pd.DataFrame) -> str:
+        frame = _format(frame).astype(str)
+        lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+        lines += ["| " + " | ".join(v.replace("|", "/") for v in row) + " |" for row in frame.itertuples(index=False)]
+        return "\n".join(lines)
+
+    text = table(cost_frame(cost))
+    if cost["layouts"]:
+        text += "\n\nMeasured GPU layouts of the training stages (one job):\n\n" + table(layouts_frame(cost))
+    if cost.get("table_topk"):
+        text += ("\n\nTop-K sampling of the evaluation set's three Table 1 groups, per variant, one device (ours and "
+                 "the authors' released loop, each at its largest measured batch up to the sample stage's):\n\n"
+                 + table(table_topk_frame(cost)))
+    return text + "\n"
+
+
+def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Styler:
+    return long_table(_format(frame).style.format(escape="latex", na_rep=NA).hide(axis="index"), widths) \
+        .set_caption(caption)
+
+
+def cost_table(cost: dict) -> Styler:
+    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.3, 1.0, 1.3, 0.9, 1.0, 1.1, 4.2), (
+        "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x GPUs each, per-GPU "
+        "batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the benchmark process's "
+        "peak resident size), wall time of one job, "
+        "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
+        "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "
+        "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the measured batch on "
+        "generated masks of each hole-ratio group."))
+
+
+def table_topk_table(cost: dict) -> Styler:
+    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.0, 5.2), (
+        "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
+        "on one device: our sampler and the authors' released loop, each at its largest measured batch up to the "
+        "sample stage's, as many steps per batch as its most masked image needs (generated masks)."))
+
+
+def layouts_table(cost: dict) -> Styler:
+    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.3, 1.1, 1.1, 1.1, 1.1, 5.2), (
+        "Every measured GPU layout of a training stage (one job): what the GPU counts of workflow/resources.yaml "
+        "were chosen from. A layout of N GPUs is timed as one GPU at the per-GPU batch (the preset's batch / N)."))
+
+
+README_MARKERS = ("<!-- cost tables: generated by `make cost`, do not edit -->", "<!-- end of cost tables -->")
+
+
+def with_readme_tables(text: str, cost: dict, name: str = "README.md") -> str:
+    """`text` (a README) with the Markdown between its cost-table markers replaced by the tables of `cost`."""
+    start, end = (text.find(marker) for marker in README_MARKERS)
+    if start < 0 or end < start:
+        raise ValueError(f"{name}: no cost-table markers; expected the lines {README_MARKERS[0]!r} and "
+                         f"{README_MARKERS[1]!r}")
+    return text[:start + len(README_MARKERS[0])] + "\n\n" + cost_markdown(cost) + "\n" + text[end:]
