@@ -125,7 +125,8 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
                   f"{LATEX_PACKAGES}; `make tex` as root) and re-run this stage.")
         logged = [path.name for path in [*tables, *figures, tex, staging / "metrics.csv"]]
 
-    with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags,
+                               labels=params.evaluated_labels())) as tracker:
         for name in logged:
             tracker.log_artifact(out_dir / name)
     return out_dir
