@@ -51,16 +51,14 @@ def section(document: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def resolved_values(stage: Stage, params: Params, document: dict[str, Any]) -> Callable | str:
-    """The resolved values a stage reads, as YAML text per instance (the rule's `params`, see the docstring)."""
-    def values(name: str) -> str:
-        return yaml.safe_dump({p: section(document, p.format(variant=name, official=name)) for p in stage.params},
-                              sort_keys=True)
-
-    if wildcard(stage) is None:
-        return values("")
-    by_name = {name: values(name) for name in instance_names(stage, params)}
-    return lambda wildcards: by_name[getattr(wildcards, wildcard(stage))]
+def resolved_values(stage: Stage, params: Params, document: dict[str, Any]) -> Callable:
+    """The resolved values a stage reads, as YAML text per instance (the rule's `params`, see the docstring); a
+    function of the job's wildcards, so that Snakemake takes braces in the text for nothing but text."""
+    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name))
+                                     for p in stage.params}, sort_keys=True)
+               for name in instance_names(stage, params)}
+    key = wildcard(stage)
+    return lambda wildcards: by_name[getattr(wildcards, key) if key else None]
 
 
 def option_name(option: str) -> str:
@@ -122,7 +120,7 @@ def rule_spec(stage: Stage, preset: str, params: Params, config: dict[str, Any],
     rule_params = {"resolved": resolved_values(stage, params, params.resolved_document())} if stage.params else {}
     if stage is CONFIG:  # it resolves the parameters (as dvc.yaml's config stage, which tracks params.yaml)
         inputs["presets"] = PRESET_FILE.relative_to(ROOT).as_posix()
-        rule_params["effective"] = effective_params_text(config)
+        rule_params["effective"] = lambda wildcards: effective_params_text(config)
     if stage.report:  # the captions of its files in `snakemake --report` (workflow/report/caption.rst)
         rule_params["captions"] = Captions()
     declared = {o: out for o, out in stage.outputs.items() if out.declared}
