@@ -276,7 +276,9 @@ class MlflowTracker(NullTracker):
             self.parent = self._run({**identity, "put.level": "dag"}, parent_name(preset, dag_id, labels), None)
             if labels is not None:
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
-            own = {**identity, "put.level": "stage", "put.stage": stage, **({"put.variant": variant} if variant else {})}
+            own = {**identity, "put.level": "stage", "put.stage": stage}
+            if variant:
+                own["put.variant"] = variant
             self.run_id = self._run(own, f"{stage} {variant}" if variant else stage, self.parent)
             for key, value in {**environment_tags(command), **(tags or {})}.items():
                 self.client.set_tag(self.run_id, key, value)

@@ -113,7 +113,8 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, offic
 
 
 def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
-    plan = snakemake(working_copy(tmp_path / "repo"), "-n", "-p", "--cores", "2")  # not this checkout: it may hold a demo
+    repo = working_copy(tmp_path / "repo")  # not this checkout: it may hold a demo
+    plan = snakemake(repo, "-n", "-p", "--cores", "2")
     assert plan.returncode == 0, plan.stderr[-3000:]
     # The repository carries the outputs of `config` and `bench` (and DVC's lock calls them current): Snakemake,
     # which has no record of them, plans them when a file they read is newer (e.g. code edited since the commit).

@@ -25,8 +25,8 @@ from put.dag.code_deps import ROOT, command_sources
 from put.dag.declaration import CONFIG, STAGES, TARGETS, Evaluated, OfficialFile, Stage
 from put.dag.graph import concrete, evaluated, instance_names
 from put.fileio import atomic_write_text
-from put.report.products import Captions
 from put.paths import LOG_DIR
+from put.report.products import Captions
 
 EFFECTIVE_PARAMS = Path(".snakemake") / "put" / "params.yaml"  # written by the Snakefile's onstart handler
 

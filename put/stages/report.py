@@ -103,7 +103,8 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         if bench:
             stylers["speed"] = speed_table(bench.get("sampling", []), bench.get("pvqvae", []))
         if frontier is not None:
-            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(pd.read_csv(Path(frontier) / Path(FRONTIER_CSV).name), preset)
+            frame = pd.read_csv(Path(frontier) / Path(FRONTIER_CSV).name)
+            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(frame, preset)
         for name, styler in stylers.items():  # HTML beside each LaTeX table: viewable in a browser and the
             write_html(styler, staging / f"{name}.html")  # Snakemake report
         tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
