@@ -200,7 +200,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
                                                                                        "demo"))], **run).returncode == 0
     placeholder_outputs(repo)
     assert subprocess.run([str(BIN / "dvc"), "commit", "--force", "--quiet"], **run).returncode == 0
-    assert snakemake(repo, "--touch", "--cores", "1", "all").returncode == 0
+    assert snakemake(repo, "--touch", "--forceall", "--cores", "1", "all").returncode == 0
     assert out_of_date(repo) == (set(), set())
 
     per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
@@ -483,7 +483,7 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
 
     # Snakemake's HTML report of the same tables and figures (this checkout ran under DVC: Snakemake is told
     # first that the outputs are up to date).
-    assert snakemake(repo, "--touch", "--cores", "1").returncode == 0
+    assert snakemake(repo, "--touch", "--forceall", "--cores", "1").returncode == 0
     html = snakemake(repo, "--report", str(tmp_path / "report.html"))
     assert html.returncode == 0, html.stdout[-2000:] + html.stderr[-2000:]
     assert "Missing metadata" not in html.stdout + html.stderr
