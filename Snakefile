@@ -56,8 +56,9 @@ def declare_rule(stage):
             **spec.inputs,
         output:
             **{
+                # every file of the folder but dot files (Snakemake's .snakemake_timestamp), in its category
                 name: report(directory(path) if name in spec.directories else path,
-                             caption="workflow/report/caption.rst", patterns=["{file}"],
+                             caption="workflow/report/caption.rst", patterns=["{file,[^./][^/]*}"],
                              category=lambda wildcards: category(wildcards.file))
                 if spec.report
                 else (directory(path) if name in spec.directories else path)
