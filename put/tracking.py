@@ -280,8 +280,13 @@ class MlflowTracker(NullTracker):
             if variant:
                 own["put.variant"] = variant
             self.run_id = self._run(own, f"{stage} {variant}" if variant else stage, self.parent)
-            for key, value in {**environment_tags(command), **(tags or {})}.items():
+            environment = environment_tags(command)
+            for key, value in {**environment, **(tags or {})}.items():
                 self.client.set_tag(self.run_id, key, value)
+            if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:  # its first stage's source
+                for key in (k for k in environment if k.startswith("mlflow.source.")):
+                    self.client.set_tag(self.parent, key, f"put DAG ({preset})" if key.endswith(".name")
+                                        else environment[key])
             for run in (self.run_id, self.parent):
                 self.client.update_run(run, status="RUNNING")
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
