@@ -167,6 +167,7 @@ class Plot:
     over: FanOut = "variants"
     mark: Literal["line", "point"] = "line"
     series: str | None = None  # a Vega expression naming a row's series; None: the variant of its file
+    series_title: str = "variant"
     log_x: bool = False
 
     def files(self) -> list[str]:
@@ -195,7 +196,7 @@ PLOTS: tuple[Plot, ...] = (
                             ("mae", "MAE (mean absolute error, pixel values in 0 to 1)"))),
     Plot("frontier_psnr", "PSNR against transformer forward passes per image (the sampling frontier)",
          paths.FRONTIER_CSV, "forward_passes", "psnr", "transformer forward passes per image (log scale)",
-         "PSNR (dB)", over="none", mark="point", log_x=True,
+         "PSNR (dB)", over="none", mark="point", log_x=True, series_title="sampling",
          series="datum.family + (toNumber(datum.top_k) > 0 ? ', K=' + toNumber(datum.top_k) : '')"),
 )
 METRICS: tuple[str, ...] = (paths.FRONTIER_METRICS,)  # `dvc metrics` files that lie inside a stage's output folder

@@ -28,12 +28,12 @@ def template_name(plot: Plot) -> str:
 
 
 def series_expression(plot: Plot) -> str:
-    """The variant of a row's file, read from its path by the pattern's `{variant}` / `{pvqvae}` place."""
+    """The variant of a row's file: the path component at the pattern's `{variant}` / `{pvqvae}` place, read
+    from the end of the path (DVC may show the files' paths shortened to where they differ)."""
     if plot.series is not None:
         return plot.series
-    pattern = re.escape(re.sub(r"\{(variant|pvqvae)\}", "\0", plot.pattern)).replace("\0", "([^/]+)")
-    pattern = re.sub(r"\\\{preset\\\}|\{preset\}", "[^/]+", pattern)
-    return f"replace(datum.filename, regexp('^{pattern}$'), '$1')"
+    tail = re.split(r"\{(?:variant|pvqvae)\}", plot.pattern)[-1]
+    return f"replace(datum.filename, regexp('^(?:.*/)?([^/]+){re.escape(tail)}$'), '$1')"
 
 
 def template(plot: Plot) -> dict[str, Any]:
@@ -55,9 +55,10 @@ def template(plot: Plot) -> dict[str, Any]:
                   "scale": x_scale},
             "y": {"field": ANCHOR.format("Y"), "type": "quantitative", "title": ANCHOR.format("Y_LABEL"),
                   "scale": {"zero": False}},
-            "color": {"field": "series", "type": "nominal", "title": "series", "scale": {"scheme": "category10"}},
-            "strokeDash": {"field": "rev", "type": "nominal", "title": "revision"},
-            "shape": {"field": "rev", "type": "nominal", "title": "revision"},
+            "color": {"field": "series", "type": "nominal", "title": plot.series_title,
+                      "scale": {"scheme": "category10"}},
+            # the revision (workspace, a commit, an experiment): a line's dash, a point's shape
+            "strokeDash" if plot.mark == "line" else "shape": {"field": "rev", "type": "nominal", "title": "revision"},
         },
     }
 
