@@ -20,21 +20,31 @@ _TEXT_MACROS = [(re.compile(r"\\texttt\{([^{}]*)\}"), r"<code>\1</code>"),
 _BOLD = "textbf: --rwrap;"  # Styler's LaTeX bold, as it appears in the HTML's CSS
 
 
-def latex_to_html(text: str) -> str:
-    """Text with inline LaTeX (`$...$` math, \\texttt, \\textbf, \\%, ~) as HTML; a macro left over is an error,
-    so that a new one cannot slip into a table unseen."""
+def _math(latex: str) -> str:
     from latex2mathml.converter import convert
 
+    return convert(latex.replace(r"\rm ", r"\mathrm "))
+
+
+def _other_macro(match: re.Match) -> str:
+    """A text-mode macro not in _TEXT_MACROS (\\pm, \\times ...): as math, or left as it is (tests/test_report_html.py
+    checks that the report's tables leave none)."""
+    try:
+        return _math(match.group(0))
+    except Exception:
+        return match.group(0)
+
+
+def latex_to_html(text: str) -> str:
+    """Text with inline LaTeX (`$...$` math, \\texttt, \\textbf, \\%, ~) as HTML."""
     parts = []
     for i, part in enumerate(_MATH.split(text)):
         if i % 2:
-            parts.append(convert(part.replace(r"\rm ", r"\mathrm ")))
+            parts.append(_math(part))
             continue
         for pattern, replacement in _TEXT_MACROS:
             part = pattern.sub(replacement, part)
-        if left := re.search(r"\\[A-Za-z]+", part):
-            raise ValueError(f"no HTML for the LaTeX macro {left.group(0)} in {text!r}")
-        parts.append(part)
+        parts.append(re.sub(r"\\[A-Za-z]+(\{[^{}]*\})?", _other_macro, part))
     return "".join(parts)
 
 
