@@ -269,6 +269,7 @@ class MlflowTracker(NullTracker):
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
         command = " ".join(["put", stage.replace("_", "-")] + ([variant] if variant else []))
+        environment, distributions = environment_tags(command), installed_distributions()  # outside the lock
         with self.lock:
             self.client = MlflowClient(self.uri)
             self.experiment = self._experiment(f"put-{preset}")
@@ -280,7 +281,6 @@ class MlflowTracker(NullTracker):
             if variant:
                 own["put.variant"] = variant
             self.run_id = self._run(own, f"{stage} {variant}" if variant else stage, self.parent)
-            environment = environment_tags(command)
             for key, value in {**environment, **(tags or {})}.items():
                 self.client.set_tag(self.run_id, key, value)
             if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:  # its first stage's source
@@ -290,7 +290,7 @@ class MlflowTracker(NullTracker):
             for run in (self.run_id, self.parent):
                 self.client.update_run(run, status="RUNNING")
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
-                self.client.log_text(self.run_id, installed_distributions(), "environment.txt")
+                self.client.log_text(self.run_id, distributions, "environment.txt")
         self.system = SystemMetrics(self) if system_metrics else None
         if self.system:
             self.system.start()
