@@ -158,7 +158,8 @@ def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
     state = {"searchFilter": "tags.`put.stage` = 'evaluate'", "orderByKey": f"metrics.`{sort_key}`",
              "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
              "modelVersionFilter": "All Runs", "selectedColumns": ["attributes.`Models`", *columns],
-             "columnOrder": [], "columnWidths": {column: 150 for column in columns}, "runsHiddenMode": "SHOW_ALL",
+             "columnOrder": ["attributes.`Run Name`", *columns], "columnWidths": {column: 150 for column in columns},
+             "runsHiddenMode": "SHOW_ALL",
              "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False,
              "useGroupedValuesInCharts": True, "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},
              "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
@@ -453,8 +454,9 @@ class MlflowTracker(NullTracker):
         self.log_metrics(flat, 0, **links, **({"model_id": self.model_id} if self.model_id else {}))
         shown = [k for k in flat if k.endswith(("/psnr", "/ssim")) and k.count("/") == 2
                  and not k.startswith("bins/")]
-        if shown:
-            sort_key = next((k for k in shown if k.endswith("/psnr") and not k.startswith("all/")), shown[0])
+        if shown:  # top-K sampling first (the paper's PUT row), its 10-60% PSNR the order
+            shown.sort(key=lambda k: (k.startswith("all/"), "/10-60/" not in k, k))
+            sort_key = next(k for k in shown if k.endswith("/psnr"))
             with self.lock:
                 self.client.set_experiment_tag(self.experiment, f"mlflow.sharedViewState.{VARIANTS_VIEW}",
                                                variants_view(shown, sort_key))
