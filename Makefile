@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 GPU_DIR ?= .gpu
 
-.PHONY: install tex browser demo test test-slow test-slurm test-all dag record bench cost gpu-prepare test-gpu measure-gpu clean-venv
+.PHONY: install tex browser demo test test-slow test-slurm test-all dag vega exp record bench cost gpu-prepare test-gpu measure-gpu clean-venv
 
 install: $(STAMP)
 
@@ -32,21 +32,21 @@ tex:
 	      texlive-latex-base texlive-latex-recommended >/dev/null; \
 	  else echo "note: pdflatex missing (install texlive-latex-base texlive-latex-recommended); its test is skipped"; fi; }
 
-# Chromium for the tests that drive a page (Playwright, from the dev extras, launches /usr/bin/chromium; it downloads
-# no browser): Debian's package, installed when missing and apt-get is usable (root, as in CI).
+# Debian's chromium for the tests that look at pages in a real browser (Playwright drives it: no browser
+# download), installed when missing and apt-get is usable (root, as in CI); elsewhere those tests are skipped.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	      chromium >/dev/null; \
-	  else echo "note: chromium missing (install Debian's chromium); the browser tests are skipped"; fi; }
+	  else echo "note: chromium missing (Debian: apt-get install chromium); the browser tests are skipped"; fi; }
 
 # The fast suite (about 10 minutes on 2 cores).
 test: $(STAMP) tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.
-test-slow: $(STAMP) tex
+test-slow: $(STAMP) tex browser
 	$(BIN)/python -m pytest -q -m "slow"
 
 # Everything CI runs (.ci/run).
@@ -60,9 +60,23 @@ test-slurm: $(STAMP)
 	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 timeout 3600 $(BIN)/python -m pytest -q -m slurm tests/slurm; \
 	  status=$$?; tests/slurm/cluster.sh down; exit $$status
 
-# dvc.yaml from the DAG declaration (put/dag/declaration.py); a test fails when the committed file is stale.
+# dvc.yaml and the dvc plots templates from the DAG declaration (put/dag/declaration.py); a test fails when
+# a committed file is stale.
 dag: $(STAMP)
 	$(BIN)/put dag
+
+# Re-vendor Vega, Vega-Lite and vega-embed (pinned, integrity-checked npm packages) into the offline page of
+# `dvc plots show` (.dvc/plots_page.html); needs npm.
+vega:
+	$(PYTHON) workflow/vendor_vega.py
+
+# The experiments table with the columns that matter: the PSNR and SSIM of Table 1's 10-60% cell (top-K
+# sampling) of the variants in EXP_VARIANTS (a regular expression; each column is ~45 characters wide), the
+# learning rates, and every setting an experiment changed (it fits a 200-column terminal).
+EXP_VARIANTS ?= put
+exp: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp show --only-changed --drop '.*' \
+	  --keep 'Experiment|Created|State|.*metrics/($(EXP_VARIANTS))\.json:k[0-9]+\.10-60\.(psnr|ssim)$$|^pvqvae_train\.lr_generator$$|^transformer_train\.lr$$'
 
 # After a Snakemake (cluster) run: record its outputs in dvc.lock so `dvc repro` sees them as up to date.
 record:

@@ -3,7 +3,7 @@
 #   snakemake --cores 2                           (everything, locally; the default target `all`)
 #   snakemake --profile slurm ablations           (on a Slurm cluster, see README)
 #   snakemake --config preset=ffhq ...            (another preset; any other params.yaml key works too)
-#   snakemake --report report.html                (after a run: tables and figures as one HTML file)
+#   snakemake --report report.html                (after a run: tables and figures, with captions, as one HTML file)
 # Targets: all (every stage), ablations (every variant trained, sampled and evaluated), or any rule name.
 import sys
 from pathlib import Path
@@ -13,7 +13,8 @@ sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable wi
 from put.cluster import load_resource_table, load_site, rule_resources, rule_retries
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
-from put.dag.snakemake import effective_params_file, rule_spec, target_files, write_resolved_sections
+from put.dag.snakemake import rule_spec, target_files, write_effective_params
+from put.report.products import category
 from put.yamlfile import read_yaml_mapping
 
 # Read by the stages' own reader first: Snakemake's would take a duplicated key or an empty file silently.
@@ -22,10 +23,14 @@ configfile: "params.yaml"
 
 PARAMS = params_from_mapping(config, "params.yaml + --config")  # validated now: a typo fails before any job
 PRESET = PARAMS.preset
-PARAMS_FILE = effective_params_file(config, Path(workflow.basedir))
-write_resolved_sections(PARAMS, Path(workflow.basedir))  # what each rule reads, as files it depends on
 RESOURCES = load_resource_table(Path(workflow.basedir) / "workflow" / "resources.yaml")
 SITE = load_site()  # slurm/site.yaml or $PUT_SLURM_SITE; {} means the cluster's defaults
+
+
+onstart:
+    # The file the jobs read their parameters from: written when jobs are about to run, never when the Snakefile
+    # is only read (-n, --lint, --report).
+    write_effective_params(config, Path(workflow.basedir))
 
 
 rule all:
@@ -42,7 +47,7 @@ rule ablations:
 def declare_rule(stage):
     """One rule per stage. A function, not a loop body: Snakemake evaluates `shell:` when the job runs, and a
     loop variable would hold the last stage's command by then."""
-    spec = rule_spec(stage, PRESET, PARAMS, PARAMS_FILE)
+    spec = rule_spec(stage, PRESET, PARAMS, config)
     if spec is None:  # an official stage, and params.yaml names no official checkpoint
         return
     resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
@@ -54,14 +59,20 @@ def declare_rule(stage):
             **spec.inputs,
         output:
             **{
-                name: report(directory(path) if name in spec.directories else path, category="Report",
-                             patterns=["{name}.png", "{name}.tex", "{name}.csv", "{name}.yaml"])
+                # every file of the folder but dot files (Snakemake's .snakemake_timestamp), in its category
+                name: report(directory(path) if name in spec.directories else path,
+                             caption="workflow/report/caption.rst", patterns=["{file,[^./][^/]*}"],
+                             category=lambda wildcards: category(wildcards.file))
                 if spec.report
                 else (directory(path) if name in spec.directories else path)
                 for name, path in spec.outputs.items()
             },
         log:
             spec.log,
+        benchmark:
+            spec.benchmark
+        params:
+            **spec.params,
         threads: resources["cpus_per_task"]
         resources:
             **resources,

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,10 @@ import yaml
 
 from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
-from put.dag import dvc_yaml
+from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
 from put.dag.graph import downstream, instances, output_paths
+from put.report.products import caption
 from put.paths import (REPORT_PDF, metrics_file, path_of, pvqvae_checkpoint, report_dir, samples_dir, split_dir,
                        transformer_checkpoint)
 from tests.helpers import ROOT, is_product, product_roots, working_copy
@@ -36,6 +38,7 @@ ALL = {stage.key(variant) for stage, variant in instances()}
 
 def test_dvc_yaml_is_generated_from_the_declaration():
     assert dvc_yaml.is_current(), "dvc.yaml is stale: run `put dag` (make dag) and commit it"
+    assert dvc_plots.stale() == [], "the dvc plots templates are stale: run `put dag` (make dag) and commit them"
 
 
 def dvc_stages(repo: Path) -> dict[str, dict]:
@@ -110,40 +113,42 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, offic
 
 
 def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
-    plan = snakemake(working_copy(tmp_path / "repo"), "-n", "--cores", "2")  # not this checkout: it may hold a demo
+    repo = working_copy(tmp_path / "repo")  # not this checkout: it may hold a demo
+    plan = snakemake(repo, "-n", "-p", "--cores", "2")
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert re.search(rf"^total\s+{len(ALL) + 1}$", plan.stdout, re.M), plan.stdout[-2000:]  # + the target `all`
+    # The repository carries the outputs of `config` and `bench` (and DVC's lock calls them current): Snakemake,
+    # which has no record of them, plans them when a file they read is newer (e.g. code edited since the commit).
+    assert ALL - {"config", "bench"} <= set(planned_jobs(plan.stdout)) <= ALL, plan.stdout[-2000:]
 
 
-def test_snakemake_lint_finds_nothing_but_the_environment_note():
-    lint = snakemake(ROOT, "--lint")
+def test_snakemake_lint_finds_nothing_but_the_environment_note_and_writes_nothing(tmp_path):
+    repo = working_copy(tmp_path / "repo")
+    lint = snakemake(repo, "--lint")
     findings = set(re.findall(r"^    \* (.+?):?$", lint.stdout + lint.stderr, re.M))
     assert findings <= {"Specify a conda environment or container for each rule."}, findings
+    assert not (repo / ".snakemake" / "put").exists()
 
 
-def test_snakemake_config_values_reach_the_jobs(tmp_path):
+def test_snakemake_config_values_reach_the_jobs_and_reading_the_snakefile_writes_nothing(tmp_path):
+    """The real job also shows that each rule runs its own command: Snakemake evaluates a rule's `shell:` when
+    the job runs, and rules built in a loop body all ran the last stage's (the report's), which only a real job
+    shows, never a dry run."""
     repo = working_copy(tmp_path / "repo")
-    plan = snakemake(repo, "ablations", "-n", "-p", "--cores", "1", "--config",
-                     'overrides={"transformer_train": {"lr": 0.0005}}')
+    config = ("--config", 'overrides={"transformer_train": {"lr": 0.0005}}')
+    plan = snakemake(repo, "ablations", "-n", "-p", "--cores", "1", *config)
     assert plan.returncode == 0, plan.stderr[-3000:]
     jobs = planned_jobs(plan.stdout)
     assert all("--params .snakemake/put/params.yaml" in job["shell"] for job in jobs.values())
-    effective = load_params(repo / ".snakemake" / "put" / "params.yaml")
-    assert effective.resolved().transformer_train.lr == 0.0005
+    assert not (repo / ".snakemake" / "put").exists()  # a dry run only reads the Snakefile
+    resolved = path_of(CONFIG.outputs["--out"].pattern, "demo")
+    run = snakemake(repo, "--cores", "1", "--force", str(resolved), *config)  # committed, hence current
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert load_params(repo / ".snakemake" / "put" / "params.yaml").resolved().transformer_train.lr == 0.0005
+    assert yaml.safe_load((repo / resolved).read_text())["transformer_train"]["lr"] == 0.0005
+    assert (repo / "logs/demo/benchmarks/config.tsv").is_file()  # run time and memory of the job
     typo = snakemake(repo, "-n", "--cores", "1", "--config", 'overrides={"transformer_train": {"lrr": 0.0005}}')
     assert typo.returncode != 0
     assert "overrides.transformer_train.lrr: Extra inputs are not permitted" in typo.stdout + typo.stderr
-
-
-def test_snakemake_runs_each_rule_with_its_own_command(tmp_path):
-    """Snakemake evaluates a rule's `shell:` when the job runs: rules built in a loop body all ran the last
-    stage's command (the report's), which only a real job shows, never a dry run."""
-    repo = working_copy(tmp_path / "repo")
-    resolved = path_of(CONFIG.outputs["--out"].pattern, "demo")
-    run = snakemake(repo, "--cores", "1", str(resolved))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert load_params(repo / "params.yaml").resolved().transformer_train.lr == yaml.safe_load(
-        (repo / resolved).read_text())["transformer_train"]["lr"]
 
 
 def placeholder_outputs(repo: Path) -> None:
@@ -195,7 +200,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
                                                                                        "demo"))], **run).returncode == 0
     placeholder_outputs(repo)
     assert subprocess.run([str(BIN / "dvc"), "commit", "--force", "--quiet"], **run).returncode == 0
-    assert snakemake(repo, "--touch", "--cores", "1", "all").returncode == 0
+    assert snakemake(repo, "--touch", "--forceall", "--cores", "1", "all").returncode == 0
     assert out_of_date(repo) == (set(), set())
 
     per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
@@ -355,6 +360,87 @@ def flat_numbers(data, prefix: str = "") -> dict[str, float]:
     return {prefix: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else {}
 
 
+# MLflow's run names of one DAG run's stages: `<stage> <variant>`, the report's `report`; the frontier measures put.
+TRACKED = {f"{stage.name} {name or 'put'}" if stage.name != "report" else "report"
+           for stage, name in instances() if stage.tracked}
+
+
+def check_mlflow(repo: Path, tmp_path: Path) -> None:
+    """The demo's runs through `mlflow server` (a client, then the UI in Chromium): the experiment marked as model
+    training, named runs, a registered LoggedModel with metrics per trained model, system metrics, datasets."""
+    from mlflow.tracking import MlflowClient
+
+    from put.config import PVQVAE_VARIANTS
+    from put.tracking import VARIANTS_VIEW
+    from tests.tools import browser_missing, mlflow_server, offline_page
+
+    with mlflow_server(f"sqlite:///{repo / 'mlflow.db'}", tmp_path / "mlflow-server.log") as url:
+        client = MlflowClient(url)
+        experiment = client.get_experiment_by_name("put-demo")
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+        runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id], max_results=1000)}
+        (parent,) = [name for name in runs if name.startswith("demo · 6 variants · ")]
+        assert set(runs) == TRACKED | {parent}
+        models = client.search_logged_models([experiment.experiment_id], max_results=100)
+        assert sorted((m.tags["put.kind"], m.tags["put.variant"]) for m in models) == sorted(
+            [("pvqvae", v) for v in PVQVAE_VARIANTS] + [("transformer", v) for v in VARIANTS])
+        for model in models:
+            linked = {m.key for m in model.metrics}
+            assert linked and str(model.status).endswith("READY"), model.name
+            if model.tags["put.kind"] == "transformer":
+                assert {"k50/10-60/psnr", "k50/10-60/ssim"} <= linked, model.name
+            name = f"put-demo-{model.tags['put.variant']}-{model.tags['put.kind']}"
+            assert client.get_model_version_by_alias(name, "current").source == f"models:/{model.model_id}"
+        for name, run in runs.items():
+            run = client.get_run(run.info.run_id)
+            stage = run.data.tags.get("put.stage")
+            assert run.data.tags.get("mlflow.source.git.commit") or stage is None, name
+            if stage in ("train_pvqvae", "train_transformer", "sample", "frontier"):
+                assert any(k.startswith("system/cpu_utilization") for k in run.data.metrics), name
+            datasets = {d.dataset.name for d in run.inputs.dataset_inputs}
+            splits, masks = {"demo train split", "demo test split"}, {"demo test masks"}
+            expected = {"train_pvqvae": splits, "train_transformer": splits, "sample": masks, "evaluate": masks,
+                        "frontier": masks}.get(stage)
+            assert expected is None or datasets == expected, (name, datasets)
+        if reason := browser_missing():
+            warnings.warn(f"the MLflow UI was not opened: {reason}")
+            return
+        with offline_page() as page:  # the README's two clicks: Model training, Views -> the saved view
+            page.goto(f"{url}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+                      f"&viewStateShareKey={VARIANTS_VIEW}")
+            for variant in VARIANTS:
+                page.get_by_text(f"evaluate {variant}", exact=True).wait_for(timeout=60_000)
+            for metric in ("k50/10-60/psnr", "k50/10-60/ssim"):  # columns of the table, on screen
+                header = page.locator(".ag-header-cell", has_text=metric)
+                header.first.wait_for(timeout=10_000)
+                assert header.first.is_visible() and header.first.bounding_box()["x"] < 1600, metric
+            page.screenshot(path=str(tmp_path / "mlflow-runs.png"))
+            assert page.blocked == []
+
+
+def check_plots_offline(repo: Path, out: Path) -> None:
+    """`dvc plots show` writes a page that loads no script from elsewhere and draws every plot offline."""
+    from put.dag.declaration import PLOTS
+    from tests.tools import browser_missing, offline_page
+
+    plots = dvc(repo, "plots", "show", "-o", str(out))
+    assert plots.returncode == 0, plots.stderr[-2000:]
+    page_text = (out / "index.html").read_text()
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page_text, re.I)
+    assert all(plot.title in page_text for plot in PLOTS)
+    if reason := browser_missing():
+        warnings.warn(f"the dvc plots page was not opened: {reason}")
+        return
+    with offline_page() as page:
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto((out / "index.html").as_uri())
+        page.wait_for_function(f"document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= "
+                               f"{len(PLOTS)}", timeout=60_000)
+        page.screenshot(path=str(out / "plots.png"), full_page=True)
+        assert page.blocked == [] and errors == []
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_dvc_repro_of_the_demo_preset(tmp_path):
@@ -387,26 +473,31 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
     runs_after_first = mlflow_run_count(repo)
-    assert runs_after_first == 1 + len(VARIANTS)  # a parent per DAG run, a child per variant
+    assert runs_after_first == 1 + len(TRACKED)  # a parent per DAG run, a child per tracked stage instance
+    seconds = time.monotonic()
+    check_mlflow(repo, tmp_path)
+    ux_seconds = time.monotonic() - seconds
 
     # DVC's own tools see the measured numbers, the curves and the resolved parameters.
     metrics = json.loads(dvc(repo, "metrics", "show", "--json").stdout)
     shown = flat_numbers(metrics)
     for variant in VARIANTS:
         assert any(f"{variant}.json" in key and "psnr" in key for key in shown), (variant, sorted(shown)[:20])
-    plots = dvc(repo, "plots", "show", "-o", str(tmp_path / "plots"))
-    assert plots.returncode == 0, plots.stderr[-2000:]
-    page = (tmp_path / "plots" / "index.html").read_text()
-    from put.dag.declaration import PLOTS
-    assert all(plot.title in page for plot in PLOTS)
+    seconds = time.monotonic()
+    check_plots_offline(repo, tmp_path / "plots")
 
     # Snakemake's HTML report of the same tables and figures (this checkout ran under DVC: Snakemake is told
     # first that the outputs are up to date).
-    assert snakemake(repo, "--touch", "--cores", "1").returncode == 0
+    assert snakemake(repo, "--touch", "--forceall", "--cores", "1").returncode == 0
     html = snakemake(repo, "--report", str(tmp_path / "report.html"))
     assert html.returncode == 0, html.stdout[-2000:] + html.stderr[-2000:]
+    assert "Missing metadata" not in html.stdout + html.stderr
     page = (tmp_path / "report.html").read_text(errors="replace")
-    assert all(name in page for name in ("table1.tex", "frontier.png", "curves_psnr_ssim_mae.png"))
+    assert all(name in page for name in ("table1.tex", "table1.html", "frontier.png", "curves_psnr_ssim_mae.png"))
+    for name in sorted(p.name for p in (repo / report_dir("demo")).iterdir() if not p.name.startswith(".")):
+        assert caption(name) in page, name  # every file of the report folder has its caption
+    ux_seconds += time.monotonic() - seconds
+    print(f"MLflow, dvc plots and Snakemake report checks: {ux_seconds:.0f} s")
 
     second = dvc(repo, "repro")
     assert second.returncode == 0 and "didn't change, skipping" in second.stdout

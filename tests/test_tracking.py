@@ -1,22 +1,27 @@
-"""MLflow: runs found again instead of duplicated, parallel writers on SQLite lose nothing."""
+"""MLflow: one parent per DAG configuration with one named child per stage instance, runs found again instead
+of duplicated, parallel writers on SQLite lose nothing, checkpoints logged as registered models with their
+metrics, datasets and system metrics."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from put.tracking import MlflowTracker
+from put.tracking import VARIANTS_VIEW, MlflowTracker, metric_names, parent_name, tracked
 
 WRITER = """
 import sys
+from pathlib import Path
 from put.tracking import MlflowTracker
 variant, stage = sys.argv[1], sys.argv[2]
-t = MlflowTracker("demo", variant, stage, "dag0001", {"snakemake_rule": stage})
+t = MlflowTracker("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
 t.log_params({"lr": 0.1, "nested": {"a": 1}})
 for step in range(20):
-    t.log_metrics({"loss": 1.0 / (step + 1)}, step)
+    t.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
 t.finish()
 """
 
@@ -26,13 +31,12 @@ def tracking(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
-    return uri
-
-
-def runs(uri):
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    return MlflowClient(uri)
+
+
+def runs(client):
     experiment = client.get_experiment_by_name("put-demo")
     return client.search_runs([experiment.experiment_id], max_results=1000)
 
@@ -44,34 +48,94 @@ def test_parallel_writers_on_sqlite_lose_no_run(tracking):
     assert all(p.wait(timeout=300) == 0 for p in procs)
     found = runs(tracking)
     parents = [r for r in found if r.data.tags["put.level"] == "dag"]
-    children = [r for r in found if r.data.tags["put.level"] == "variant"]
-    assert len(parents) == 1
-    assert sorted(r.data.tags["put.variant"] for r in children) == sorted(variants)
+    children = [r for r in found if r.data.tags["put.level"] == "stage"]
+    assert len(parents) == 1 and parents[0].info.run_name == "demo · 6 variants · dag0001"
+    assert sorted(r.info.run_name for r in children) == sorted(f"{s} {v}" for v in variants
+                                                               for s in ("train_transformer", "sample"))
     for child in children:
         assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-        assert child.data.params["train_transformer.nested.a"] == "1"
-        assert child.data.params["sample.lr"] == "0.1"
-        assert child.data.metrics["train_transformer/loss"] == pytest.approx(1 / 20)
+        stage, variant = child.info.run_name.split()
+        assert child.data.tags["snakemake_rule"] == f"{stage}@{variant}"  # its own, never another stage's
+        assert child.data.params["nested.a"] == "1"
+        assert child.data.metrics["train/loss"] == pytest.approx(1 / 20)
+    assert "snakemake_rule" not in parents[0].data.tags
 
 
-def test_rerunning_a_stage_reuses_its_runs(tracking):
+def test_rerunning_a_stage_reuses_its_runs_and_tags_each_with_its_source(tracking):
     for _ in range(2):
-        tracker = MlflowTracker("demo", "put", "evaluate", "dag0002", {"dvc_stage": "evaluate@put"})
+        tracker = MlflowTracker("demo", "put", "evaluate", "dag0002aaaaa", {"dvc_stage": "evaluate@put"})
         tracker.log_params({"ssim_window": 51})
-        tracker.log_metrics({"psnr": 20.0}, 0)
+        tracker.log_metrics({"k50/10-60/psnr": 20.0}, 0)
         tracker.finish()
     found = runs(tracking)
-    assert len(found) == 2  # one parent, one variant child
-    child = next(r for r in found if r.data.tags["put.level"] == "variant")
-    assert child.data.tags["put.stage.evaluate.dvc_stage"] == "evaluate@put"
-    assert child.info.status == "FINISHED"
+    assert len(found) == 2  # one parent, one stage child
+    child = next(r for r in found if r.data.tags["put.level"] == "stage")
+    assert child.info.run_name == "evaluate put" and child.info.status == "FINISHED"
+    assert child.data.tags["dvc_stage"] == "evaluate@put"
+    assert child.data.tags["mlflow.source.name"] == "put evaluate put"
+    assert len(child.data.tags["mlflow.source.git.commit"]) == 40
+    assert child.data.tags["put.version.torch"] and child.data.tags["put.version.mlflow"]
+    assert "torch==" in Path(tracking.download_artifacts(child.info.run_id, "environment.txt", ".")).read_text()
+    experiment = tracking.get_experiment_by_name("put-demo")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
-def test_report_logs_into_the_parent(tracking, tmp_path):
+def test_the_report_has_its_own_run_under_the_parent(tracking, tmp_path):
     artefact = tmp_path / "table1.tex"
     artefact.write_text("% table\n")
-    tracker = MlflowTracker("demo", None, "report", "dag0003")
+    tracker = MlflowTracker("demo", None, "report", "dag0003aaaaa", labels=["put", "conv", "official_x"])
     tracker.log_artifact(artefact)
     tracker.finish()
-    (parent,) = runs(tracking)
-    assert parent.data.tags["put.level"] == "dag"
+    parent, child = sorted(runs(tracking), key=lambda r: r.data.tags["put.level"])
+    assert parent.info.run_name == "demo · 2 variants + 1 official · dag0003"
+    assert parent.data.tags["put.variants"] == "put,conv,official_x"
+    assert child.info.run_name == "report" and parent.info.status == "FINISHED"
+    assert [a.path for a in tracking.list_artifacts(child.info.run_id)] == ["environment.txt", "table1.tex"]
+
+
+def test_metric_names_end_with_what_they_measure():
+    nested = {"k50": {"10-60": {"psnr": 20.5, "ssim": 0.5}}, "bins": {"10-20": {"mae": 0.1}}}
+    assert metric_names(nested) == {"k50/10-60/psnr": 20.5, "k50/10-60/ssim": 0.5, "bins/10-20/mae": 0.1}
+    assert parent_name("ffhq", "0123456789ab", None) == "ffhq · 6 variants · 0123456"
+
+
+def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(tracking, tmp_path, monkeypatch):
+    checkpoint = tmp_path / "transformer.pt"
+    checkpoint.write_bytes(b"weights" * 1000)
+    split = tmp_path / "train.csv"
+    split.write_text("path,sha256\na.png,00\n")
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    (masks / "manifest.csv").write_text("image,mask,group\na.png,m.png,10-60\n")
+
+    with tracked(MlflowTracker("demo", "conv", "train_transformer", "dag0004aaaaa", system_metrics=True)) as t:
+        t.log_dataset(split, "demo train split", "training")
+        model_id = t.log_model(checkpoint, "transformer", {"eval/masked_token_loss": 3.5}, {"lr": 0.001})
+        assert t.log_model(checkpoint, "transformer", {}, {}) == model_id  # a re-run reuses it
+    monkeypatch.setenv("PUT_MLFLOW_MODEL_COPY_MB", "0")  # above the limit: a reference, no copy
+    with tracked(MlflowTracker("demo", "one", "train_transformer", "dag0004aaaaa")) as t:
+        referenced = t.log_model(checkpoint, "transformer", {}, {})
+    with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0004aaaaa")) as t:
+        t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}}, masks)
+
+    model = tracking.get_logged_model(model_id)
+    assert model.name == "transformer-conv" and str(model.status).endswith("READY")
+    linked = {m.key: m for m in model.metrics}
+    assert linked["eval/masked_token_loss"].value == 3.5
+    assert linked["k50/10-60/psnr"].value == 21.0 and linked["k50/10-60/psnr"].dataset_name == "demo test masks"
+    files = {f.path for f in tracking.list_logged_model_artifacts(model_id)}
+    assert files == {"MLmodel", "transformer.pt"}
+    version = tracking.get_model_version_by_alias("put-demo-conv-transformer", "current")
+    assert version.source == f"models:/{model_id}"
+    assert {f.path for f in tracking.list_logged_model_artifacts(referenced)} == {"MLmodel"}
+
+    by_name = {r.info.run_name: r for r in runs(tracking)}
+    train = by_name["train_transformer conv"]
+    assert [d.dataset.name for d in train.inputs.dataset_inputs] == ["demo train split"]
+    assert any(k.startswith("system/cpu_utilization") for k in train.data.metrics)
+    evaluate = tracking.get_run(by_name["evaluate conv"].info.run_id)
+    assert [m.model_id for m in evaluate.inputs.model_inputs] == [model_id]
+    digest = evaluate.inputs.dataset_inputs[0].dataset.digest
+    assert len(digest) == 16
+    view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
+    assert view["name"].startswith("Variants side by side") and view["state"].startswith("deflate;")

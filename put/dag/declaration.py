@@ -154,15 +154,22 @@ STAGES: tuple[Stage, ...] = (
 
 @dataclass(frozen=True)
 class Plot:
-    """A `dvc plots` figure: one line per variant (`over`), from the same file of each variant's stage."""
+    """A `dvc plots` figure: one line per variant (`over`), from the same file of each variant's stage, one
+    colour per series (put/dag/dvc_plots.py writes its Vega-Lite template). Axis titles say what is shown, in
+    words, with the unit."""
 
     name: str
     title: str
     pattern: str
     x: str
     y: str
+    x_label: str
+    y_label: str
     over: FanOut = "variants"
-    template: str = "linear"
+    mark: Literal["line", "point"] = "line"
+    series: str | None = None  # a Vega expression naming a row's series; None: the variant of its file
+    series_title: str = "variant"
+    log_x: bool = False
 
     def files(self) -> list[str]:
         if self.over == "none":
@@ -171,20 +178,27 @@ class Plot:
         return [paths.with_variant(self.pattern, v) for v in variants]
 
 
+STEP = "training step (iterations)"
+HOLE_RATIO = "hole ratio (fraction of the image masked; bin centre)"
+CROSS_ENTROPY = "masked-token cross-entropy (nats per token)"
 PLOTS: tuple[Plot, ...] = (
     Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{paths.TRAIN_CURVE}", "step", "total",
-         over="pvqvae_variants"),
+         STEP, "total generator loss (weighted sum, no unit)", over="pvqvae_variants"),
     Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)",
-         f"{paths.PVQVAE_CURVES}/{paths.EVAL_CURVE}", "step", "psnr_with_reference", over="pvqvae_variants"),
+         f"{paths.PVQVAE_CURVES}/{paths.EVAL_CURVE}", "step", "psnr_with_reference", STEP,
+         "PSNR of the reconstruction (dB)", over="pvqvae_variants"),
     Plot("transformer_loss", "UQ-Transformer masked-token cross-entropy (training)",
-         f"{paths.TRANSFORMER_CURVES}/{paths.TRAIN_CURVE}", "step", "masked_token_loss"),
+         f"{paths.TRANSFORMER_CURVES}/{paths.TRAIN_CURVE}", "step", "masked_token_loss", STEP, CROSS_ENTROPY),
     Plot("transformer_eval_loss", "UQ-Transformer masked-token cross-entropy (held out)",
-         f"{paths.TRANSFORMER_CURVES}/{paths.EVAL_CURVE}", "step", "masked_token_loss"),
+         f"{paths.TRANSFORMER_CURVES}/{paths.EVAL_CURVE}", "step", "masked_token_loss", STEP, CROSS_ENTROPY),
     *(Plot(f"{metric}_vs_hole_ratio", f"{label} against the hole ratio (fine bins, top-K samples)",
-           paths.METRICS_BINS, "hole_ratio", metric)
-      for metric, label in (("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("mae", "MAE"))),
+           paths.METRICS_BINS, "hole_ratio", metric, HOLE_RATIO, label, series="datum.variant")
+      for metric, label in (("psnr", "PSNR (dB)"), ("ssim", "SSIM (0 to 1, no unit)"),
+                            ("mae", "MAE (mean absolute error, pixel values in 0 to 1)"))),
     Plot("frontier_psnr", "PSNR against transformer forward passes per image (the sampling frontier)",
-         paths.FRONTIER_CSV, "forward_passes", "psnr", over="none", template="scatter"),
+         paths.FRONTIER_CSV, "forward_passes", "psnr", "transformer forward passes per image (log scale)",
+         "PSNR (dB)", over="none", mark="point", log_x=True, series_title="sampling",
+         series="datum.family + (toNumber(datum.top_k) > 0 ? ', K=' + toNumber(datum.top_k) : '')"),
 )
 METRICS: tuple[str, ...] = (paths.FRONTIER_METRICS,)  # `dvc metrics` files that lie inside a stage's output folder
 

@@ -14,6 +14,7 @@ from put.config import PVQVAE_OF_VARIANT
 from put.config.params import OFFICIAL_PREFIX
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
+from put.dag.dvc_plots import template_name
 from put.dag.declaration import CONFIG, METRICS, PLOTS, STAGES, Evaluated, OfficialFile, Stage
 from put.paths import RESOLVED_PARAMS
 
@@ -79,8 +80,9 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
 
 
 def plots() -> list[dict[str, Any]]:
-    return [{dvc_path(p.name): {"x": p.x, "y": {dvc_path(f): p.y for f in p.files()},
-                                 "title": p.title, "template": p.template}} for p in PLOTS]
+    return [{dvc_path(p.name): {"x": p.x, "y": {dvc_path(f): p.y for f in p.files()}, "title": p.title,
+                                 "x_label": p.x_label, "y_label": p.y_label, "template": template_name(p)}}
+            for p in PLOTS]
 
 
 def render() -> str:

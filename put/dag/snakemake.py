@@ -1,12 +1,13 @@
 """The Snakemake rules, built from the DAG declaration (the Snakefile loops over the stages).
 
 Each rule gets: the declared inputs; the source files its command runs (as inputs, so that an edited file
-re-runs exactly the rules that run it); a small file holding the resolved values of the parameters it reads,
-rewritten at parse time only when they change (so a changed value re-runs exactly the rules that read it,
-with any `--rerun-triggers`, and with no provenance records needed); the declared outputs; a log file per job;
-threads and Slurm resources from workflow/resources.yaml. Jobs read the effective parameters -- params.yaml
-with any `--config` values merged in -- from one file that the Snakefile writes, so a `--config` value
-reaches the jobs instead of only re-triggering them.
+re-runs exactly the rules that run it); the resolved values of the parameters it reads as its `params` (so a
+changed value re-runs exactly the rules that read it: Snakemake's `params` re-run trigger, on by default, compares
+them with its record of the last run); the declared outputs; a log file and a benchmark file (run time, memory)
+per job; threads and Slurm resources from workflow/resources.yaml. Jobs read the effective parameters --
+params.yaml with any `--config` values merged in -- from one file that the Snakefile's `onstart` handler writes
+before the first job, so a `--config` value reaches the jobs. Reading the Snakefile (`-n`, `--lint`, `--report`)
+writes nothing.
 """
 
 from __future__ import annotations
@@ -25,23 +26,22 @@ from put.dag.declaration import CONFIG, STAGES, TARGETS, Evaluated, OfficialFile
 from put.dag.graph import concrete, evaluated, instance_names
 from put.fileio import atomic_write_text
 from put.paths import LOG_DIR
+from put.report.products import Captions
 
-STATE = Path(".snakemake") / "put"  # bookkeeping the Snakefile writes at parse time
-EFFECTIVE_PARAMS = STATE / "params.yaml"
-SECTIONS = STATE / "resolved" / "{stage}.yaml"
-
-
-def write_if_changed(path: Path, text: str) -> None:
-    """Leaves the file (and its time stamp, which Snakemake compares) alone when the content is the same."""
-    if not path.is_file() or path.read_text() != text:
-        atomic_write_text(path, text)
+EFFECTIVE_PARAMS = Path(".snakemake") / "put" / "params.yaml"  # written by the Snakefile's onstart handler
 
 
-def effective_params_file(config: dict[str, Any], root: Path) -> Path:
-    """Snakemake's `config` (params.yaml + --config) as the file every job reads."""
-    write_if_changed(root / EFFECTIVE_PARAMS, "# Written by the Snakefile: params.yaml with the --config values "
-                     "merged in.\n" + yaml.safe_dump(config, sort_keys=True))
-    return EFFECTIVE_PARAMS
+def effective_params_text(config: dict[str, Any]) -> str:
+    return ("# Written by the Snakefile before its first job: params.yaml with the --config values merged in.\n"
+            + yaml.safe_dump(config, sort_keys=True))
+
+
+def write_effective_params(config: dict[str, Any], root: Path) -> None:
+    """Snakemake's `config` (params.yaml + --config) as the file every job reads; left alone (with its time stamp)
+    when it holds the same."""
+    path = root / EFFECTIVE_PARAMS
+    if not path.is_file() or path.read_text() != effective_params_text(config):
+        atomic_write_text(path, effective_params_text(config))
 
 
 def section(document: dict[str, Any], dotted: str) -> Any:
@@ -51,13 +51,14 @@ def section(document: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def write_resolved_sections(params: Params, root: Path) -> None:
-    """One file per stage instance with the resolved values it reads (see the module docstring)."""
-    document = params.resolved_document()
-    for stage in (s for s in STAGES if s.params):
-        for name in instance_names(stage, params):
-            values = {p: section(document, p.format(variant=name, official=name)) for p in stage.params}
-            write_if_changed(root / str(SECTIONS).format(stage=stage.key(name)), yaml.safe_dump(values, sort_keys=True))
+def resolved_values(stage: Stage, params: Params, document: dict[str, Any]) -> Callable:
+    """The resolved values a stage reads, as YAML text per instance (the rule's `params`, see the docstring); a
+    function of the job's wildcards, so that Snakemake takes braces in the text for nothing but text."""
+    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name))
+                                     for p in stage.params}, sort_keys=True)
+               for name in instance_names(stage, params)}
+    key = wildcard(stage)
+    return lambda wildcards: by_name[getattr(wildcards, key) if key else None]
 
 
 def option_name(option: str) -> str:
@@ -101,23 +102,27 @@ class RuleSpec:
     outputs: dict[str, str]
     directories: set[str]  # names of the outputs that are folders
     log: str
+    benchmark: str
+    params: dict[str, Any]  # the values whose change re-runs the rule
     shell: str
     wildcard_constraints: dict[str, str]
     report: bool  # its outputs go into `snakemake --report`
 
 
-def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> RuleSpec | None:
+def rule_spec(stage: Stage, preset: str, params: Params, config: dict[str, Any],
+              params_file: Path = EFFECTIVE_PARAMS) -> RuleSpec | None:
     """The rule of a stage, or None for an official stage when params.yaml names no official checkpoint."""
     names = instance_names(stage, params)
     if not names:
         return None
     inputs = {option_name(o): input_path(p, preset, params) for o, p in stage.inputs.items()}
     inputs["code"] = list(command_sources(stage.command))
-    key = stage.key(f"{{{wildcard(stage)}}}" if wildcard(stage) else None)
-    if stage.params:
-        inputs["resolved"] = str(SECTIONS).format(stage=key)
+    rule_params = {"resolved": resolved_values(stage, params, params.resolved_document())} if stage.params else {}
     if stage is CONFIG:  # it resolves the parameters (as dvc.yaml's config stage, which tracks params.yaml)
-        inputs.update(params=str(params_file), presets=PRESET_FILE.relative_to(ROOT).as_posix())
+        inputs["presets"] = PRESET_FILE.relative_to(ROOT).as_posix()
+        rule_params["effective"] = lambda wildcards: effective_params_text(config)
+    if stage.report:  # the captions of its files in `snakemake --report` (workflow/report/caption.rst)
+        rule_params["captions"] = Captions()
     declared = {o: out for o, out in stage.outputs.items() if out.declared}
     outputs = {option_name(o): in_rule(out.pattern, preset) for o, out in declared.items()}
     # The report reads a folder of metrics files; the rule lists the files in it that it reads.
@@ -138,10 +143,11 @@ def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> R
         [f"python -m put {stage.command} --params {params_file} --preset {preset}{label_option(stage)}", *options,
          "--log {log}"])
     log_dir = LOG_DIR.replace("{preset}", preset)
-    log = f"{log_dir}/{stage.name}/{{{wildcard(stage)}}}.log" if wildcard(stage) else f"{log_dir}/{stage.name}.log"
+    job = f"{stage.name}/{{{wildcard(stage)}}}" if wildcard(stage) else stage.name
     constraints = {wildcard(stage): "|".join(names)} if wildcard(stage) else {}
     directories = {option_name(o) for o, out in declared.items() if out.directory}
-    return RuleSpec(stage.name, inputs, outputs, directories, log, shell, constraints, stage.report)
+    return RuleSpec(stage.name, inputs, outputs, directories, f"{log_dir}/{job}.log",
+                    f"{log_dir}/benchmarks/{job}.tsv", rule_params, shell, constraints, stage.report)
 
 
 def target_files(target: str, preset: str, params: Params) -> list[str]:

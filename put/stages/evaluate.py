@@ -87,8 +87,7 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
     with tracked(stage_tracker(params.preset, variant, "evaluate", params.dag_id(), tags)) as tracker:
         tracker.log_params(params.resolved().evaluate.model_dump())
         metrics = evaluate_variant(params, variant, samples, masks, out)
-        tracker.log_metrics({f"{metric}/{group}/{mode}": value for mode, groups in metrics.items()
-                             for group, cell in groups.items() for metric, value in cell.items()}, step=0)
+        tracker.log_evaluation(metrics, masks)  # metric names <mode>/<group>/<metric>, e.g. k50/10-60/psnr
         for path in (out, metrics_info_file(out), metrics_bins_file(out)):
             tracker.log_artifact(Path(path))
         return metrics

@@ -30,7 +30,7 @@ from put.config.evaluation import FrontierConfig, MetricProtocol
 from put.config.params import Params
 from put.data.images import read_image, write_image
 from put.fileio import atomic_write_text
-from put.masks.evaluation import read_manifest
+from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips
@@ -43,13 +43,13 @@ from put.sampling import SamplingOptions, step_counts
 from put.sampling_engine import inpaint_batch
 from put.seeding import derive_seed
 from put.stages.evaluate import Cells, files_fid, pixel_metrics
-from put.tracking import git_commit, stage_tracker, tracked
+from put.tracking import git_commit, metric_names, stage_tracker, tracked
 from put.train.common import autocast
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
 FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2}
-VALUES = ("n", "forward_passes", "seconds_per_image", *QUALITY)  # per setting and group
+VALUES = ("forward_passes", "seconds_per_image", *QUALITY)  # per setting and group (metrics.json: no counts)
 
 
 @dataclass(frozen=True)
@@ -171,10 +171,9 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
             per_input = [list(g["result"]) for _, g in part.groupby("image", sort=True)]
             cells.put(keys, "lpips", diversity(setting, per_input, protocol, config.samples, preset.sample.seed))
             cells.put(keys, "fid", files_fid(list(first["result"]), list(first["target"]), protocol))
-            cells.put(keys, "n", len(first))
             measured = cells.values[setting.name][group]
             rows.append({"setting": setting.name, "label": setting.label, "family": setting.family,
-                         "value": setting.value, "top_k": setting.top_k, "group": group,
+                         "value": setting.value, "top_k": setting.top_k, "group": group, "n": len(first),
                          **{m: measured.get(m, float("nan")) for m in VALUES},
                          **{f"{m}_unavailable": cells.unavailable.get(f"{setting.name}/{group}/{m}", "")
                             for m in QUALITY},
@@ -188,8 +187,11 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
                  pvqvae: Path | None = None) -> pd.DataFrame:
     out_dir = Path(out_dir)
     command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put frontier"
-    with tracked(stage_tracker(params.preset, variant, "frontier", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(params.preset, variant, "frontier", params.dag_id(), tags,
+                               labels=params.evaluated_labels(), system_metrics=True)) as tracker:
         tracker.log_params(params.resolved().frontier.model_dump())
+        tracker.log_dataset(Path(masks) / MANIFEST, f"{params.preset} test masks", "evaluation")
+        tracker.use_model("transformer")
         started = time.perf_counter()
         frame, cells = measure_frontier(params, variant, checkpoint, masks, samples_dir, device, pvqvae)
         atomic_write_text(out_dir / CSV_FILE, frame.to_csv(index=False))
@@ -197,9 +199,8 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
                     git_commit() or "unknown")
         plot_frontier(frame, out_dir / FRONTIER_FIGURE)
         atomic_write_text(out_dir / METRICS_FILE, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")
-        tracker.log_metrics({f"{setting}/{group}/{metric}": value for setting, groups in cells.values.items()
-                             for group, values in groups.items() for metric, value in values.items()}, step=0)
-        tracker.log_metrics({"wall_seconds": time.perf_counter() - started}, step=0)
+        tracker.log_metrics(metric_names(cells.values), step=0)  # <setting>/<group>/<metric>
+        tracker.log_metrics({"stage/wall_seconds": time.perf_counter() - started}, step=0)
         for name in (METRICS_FILE, CSV_FILE, FRONTIER_TABLE, FRONTIER_FIGURE):
             tracker.log_artifact(out_dir / name)
         return frame

@@ -18,11 +18,12 @@ from put.config.params import Params
 from put.data.images import read_rgb
 from put.fileio import atomic_dir, atomic_write_text, read_json
 from put.masks.io import read_mask
-from put.paths import REPORT_PDF, path_of
+from put.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
-from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE
+from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
+from put.report.html import write_html
 from put.report.plots import masked_input, measurable, plot_curves, sample_grid
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_metrics
@@ -103,18 +104,23 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     with atomic_dir(out_dir) as staging:
         atomic_write_text(staging / "metrics.csv", metrics.to_csv(index=False))
         atomic_write_text(staging / "curves.csv", curves.to_csv(index=False))
-        tables = [write_latex(table1(metrics, preset), staging / "table1.tex", None, "tab:table1", command, commit),
-                  write_latex(table3(metrics, preset), staging / "table3.tex", None, "tab:table3", command, commit)]
+        stylers = {"table1": table1(metrics, preset), "table3": table3(metrics, preset)}
         if speed:
-            tables.append(write_latex(speed_table(speed), staging / "speed.tex", None, "tab:speed", command, commit))
+            stylers["speed"] = speed_table(speed)
         if cost is not None:
-            tables.append(write_latex(cost_table(cost), staging / "cost.tex", None, "tab:cost", command, commit))
+            stylers["cost"] = cost_table(cost)
             if cost["layouts"]:
-                tables.append(write_latex(layouts_table(cost), staging / "cost_layouts.tex", None, "tab:layouts",
-                                          command, commit))
+                stylers["cost_layouts"] = layouts_table(cost)
             if cost.get("table_topk"):
-                tables.append(write_latex(table_topk_table(cost), staging / "cost_sampling.tex", None,
-                                          "tab:sampling_cost", command, commit))
+                stylers["cost_sampling"] = table_topk_table(cost)
+        own = list(stylers)  # the frontier's LaTeX table is its stage's, copied below
+        if frontier is not None:
+            frame = pd.read_csv(Path(frontier) / Path(FRONTIER_CSV).name)
+            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(frame, preset)
+        for name, styler in stylers.items():  # HTML beside each LaTeX table: viewable in a browser and the
+            write_html(styler, staging / f"{name}.html")  # Snakemake report
+        tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
+                  for name in own]
         figures, notes = curve_figures(curves, staging)
         if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
@@ -135,9 +141,11 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             state = f"{pdf} was left as it was (an earlier run's)" if pdf.exists() else f"{pdf} was not written"
             print(f"pdflatex not found: {tex.name} written but not compiled, and {state}. Install it (Debian: "
                   f"{LATEX_PACKAGES}; `make tex` as root) and re-run this stage.")
-        logged = [path.name for path in [*tables, *figures, tex, staging / "metrics.csv"]]
+        logged = [path.name for path in [*tables, *figures, tex, staging / "metrics.csv"]] + \
+            [f"{name}.html" for name in stylers]
 
-    with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags,
+                               labels=params.evaluated_labels())) as tracker:
         for name in logged:
             tracker.log_artifact(out_dir / name)
     return out_dir

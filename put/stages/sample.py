@@ -18,7 +18,7 @@ from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
 from put.fileio import atomic_dir, atomic_write_text, read_csv
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
-from put.masks.evaluation import read_manifest
+from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.model_io import load_put_model
 from put.sampling import SamplingOptions
@@ -78,8 +78,11 @@ def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np
 
 def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
                device: str | None = None, tags: dict[str, str] | None = None, pvqvae: Path | None = None) -> Path:
-    with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags,
+                               labels=params.evaluated_labels(), system_metrics=True)) as tracker:
         tracker.log_params(params.resolved().sample.model_dump())
+        tracker.log_dataset(Path(masks) / MANIFEST, f"{params.preset} test masks", "evaluation")
+        tracker.use_model("transformer")
         manifest = sample_variant(params, variant, transformer, masks, out_dir, device, pvqvae)
         tracker.log_image(preview(read_samples(out_dir), Path(masks), Path(out_dir)), "preview_40-60.png")
         return manifest

@@ -32,12 +32,16 @@ def training_masks(preset: Preset, config: ModelConfig, stage: str) -> TrainingM
 
 
 def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: dict[str, str] | None,
-                 stage_params: dict):
-    """MLflow for the main process only (the others would log duplicates)."""
+                 stage_params: dict, split_dir: Path):
+    """MLflow for the main process only (the others would log duplicates): the stage's parameters, system
+    metrics while it trains, the split files as its datasets."""
     if not is_main:
         return NullTracker()
-    tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags)
+    tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags,
+                            labels=params.evaluated_labels(), system_metrics=True)
     tracker.log_params(stage_params)
+    for part, context in (("train", "training"), ("test", "validation")):
+        tracker.log_dataset(Path(split_dir) / f"{part}.csv", f"{params.preset} {part} split", context)
     return tracker
 
 
@@ -69,11 +73,12 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
         labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
         task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images,
                           training_masks(preset, config, "pvqvae"), dist, labels)
-        with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags,
-                                  {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()})) as t:
+        stage_params = {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()}
+        with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags, stage_params, split_dir)) as t:
             identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
             result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels, identity=identity,
                                   curves=curves, restart=restart)
+            t.log_model(Path(out), "pvqvae", result.metrics, stage_params)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)
@@ -93,11 +98,13 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
                                training_masks(preset, config, "transformer"), dist, labels)
         stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
                         "pvqvae_sha256": task.pvqvae_sha256}
-        with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params)) as t:
+        with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params,
+                                  split_dir)) as t:
             identity = training_identity(preset, config, preset.transformer_train.model_dump(mode="json"), split_dir,
                                          pvqvae_sha256=task.pvqvae_sha256)
             result = run_training(task, preset.transformer_train, Path(out), dist, t, labels, identity=identity,
                                   curves=curves, restart=restart)
+            t.log_model(Path(out), "transformer", result.metrics, stage_params)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)

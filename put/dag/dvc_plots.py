@@ -1,0 +1,81 @@
+"""`dvc plots`: one Vega-Lite template per declared plot (`.dvc/plots/put_<name>.json`, written by `put dag`
+beside dvc.yaml, checked current by a test) and the page they are shown in.
+
+DVC's own templates colour by revision and tell a revision's files apart only by dash, label axes with raw
+column names and start them at 0. Ours: one colour per series (the variant, or the sampling family on the
+frontier), the revision as the dash, axis titles from the declaration, scales fitted to the data (a log scale
+for forward passes). The page (`.dvc/plots_page.html`, `plots.html_template` in .dvc/config) carries Vega,
+Vega-Lite and vega-embed inline (vendored by `make vega`, workflow/vendor_vega.py), so it renders offline,
+e.g. on a cluster's login node."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from put.dag.code_deps import ROOT
+from put.dag.declaration import PLOTS, Plot
+
+TEMPLATE_DIR = ROOT / ".dvc" / "plots"  # DVC's folder of custom templates
+PAGE = ROOT / ".dvc" / "plots_page.html"  # `plots.html_template` in .dvc/config (relative to .dvc/)
+ANCHOR = "<DVC_METRIC_{}>"
+
+
+def template_name(plot: Plot) -> str:
+    return f"put_{plot.name}"
+
+
+def series_expression(plot: Plot) -> str:
+    """The variant of a row's file: the path component at the pattern's `{variant}` / `{pvqvae}` place, read
+    from the end of the path (DVC may show the files' paths shortened to where they differ)."""
+    if plot.series is not None:
+        return plot.series
+    tail = re.split(r"\{(?:variant|pvqvae)\}", plot.pattern)[-1]
+    return f"replace(datum.filename, regexp('^(?:.*/)?([^/]+){re.escape(tail)}$'), '$1')"
+
+
+def template(plot: Plot) -> dict[str, Any]:
+    x_scale: dict[str, Any] = {"type": "log"} if plot.log_x else {"zero": False}
+    mark: dict[str, Any] = {"type": plot.mark, "tooltip": {"content": "data"}}
+    if plot.mark == "line":
+        mark["point"] = True
+    else:
+        mark.update(filled=True, size=60)
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": ANCHOR.format("DATA")},
+        "title": ANCHOR.format("TITLE"),
+        "width": 420, "height": 280,
+        "transform": [{"calculate": series_expression(plot), "as": "series"}],
+        "mark": mark,
+        "encoding": {
+            "x": {"field": ANCHOR.format("X"), "type": "quantitative", "title": ANCHOR.format("X_LABEL"),
+                  "scale": x_scale},
+            "y": {"field": ANCHOR.format("Y"), "type": "quantitative", "title": ANCHOR.format("Y_LABEL"),
+                  "scale": {"zero": False}},
+            "color": {"field": "series", "type": "nominal", "title": plot.series_title,
+                      "scale": {"scheme": "category10"}},
+            # the revision (workspace, a commit, an experiment): a line's dash, a point's shape
+            "strokeDash" if plot.mark == "line" else "shape": {"field": "rev", "type": "nominal", "title": "revision"},
+        },
+    }
+
+
+def rendered() -> dict[Path, str]:
+    return {TEMPLATE_DIR / f"{template_name(p)}.json": json.dumps(template(p), indent=2) + "\n" for p in PLOTS}
+
+
+def stale() -> list[Path]:
+    return [path for path, text in rendered().items() if not path.is_file() or path.read_text() != text]
+
+
+def write() -> list[Path]:
+    """Writes the templates that changed; returns them."""
+    changed = stale()
+    TEMPLATE_DIR.mkdir(parents=True, exist_ok=True)
+    texts = rendered()
+    for path in changed:
+        path.write_text(texts[path])
+    return changed

@@ -1,0 +1,52 @@
+"""What the report folder holds, file by file, as `snakemake --report` shows it: a category and a caption
+(reStructuredText) per file, so the report reads as a document. The LaTeX document has its own captions (the
+tables' are written by their builders and say more: measured on how many images, why a value is missing)."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+CATEGORIES = {".html": "1. Tables", ".png": "2. Figures", ".csv": "3. Numbers", ".yaml": "4. Parameters",
+              ".tex": "5. LaTeX sources"}
+TOPICS = {
+    "table1": "Table 1 of the paper: FID, PSNR, SSIM and MAE of PUT (deterministic and top-K sampling) on the "
+              "20-40%, 40-60% and 10-60% hole ratios, measured beside the paper's reported rows.",
+    "table3": "Table 3 of the paper: the ablations (conv, one, no_ref, tok, qua0) beside the full model, "
+              "top-K sampling (K = 50).",
+    "speed": "Inference speed of the paper-size transformers and the P-VQVAE on this machine, beside the "
+             "paper's RTX 3090 figures.",
+    "frontier": "The sampling frontier of the full model: quality and time against transformer forward passes "
+                "per image (N tokens per step, cosine schedules, top-K).",
+    "curves_psnr_ssim_mae": "PSNR, SSIM and MAE against the hole ratio (fine bins), one line per variant.",
+    "curve_fid": "FID against the hole ratio (top-K sampling, first sample per input), one line per variant.",
+    "curve_lpips": "Diversity (mean pairwise LPIPS of an input's samples) against the hole ratio.",
+    "samples_put": "PUT's samples: masked inputs (40-50% holes), top-K samples, ground truth.",
+    "metrics": "Every measured value, one row per variant, sampling mode and mask group (tidy CSV); a value "
+               "that could not be measured says why.",
+    "curves": "The hole-ratio curves' values, one row per variant and fine bin (tidy CSV).",
+    "resolved_params": "Every setting the run used, resolved from params.yaml and the preset.",
+    "report": "The LaTeX document gathering the tables and figures (compiled to the PDF beside the folder "
+              "when pdflatex exists).",
+}
+KINDS = {".html": "", ".png": "", ".csv": "", ".yaml": "", ".tex": "LaTeX source. "}
+
+
+def caption(file: str) -> str:
+    """The caption of a report file (`table1.html`); KeyError for a file this module does not know."""
+    path = PurePath(file)
+    return KINDS[path.suffix] + TOPICS[path.stem]
+
+
+def category(file: str) -> str:
+    return CATEGORIES[PurePath(file).suffix]
+
+
+class Captions:
+    """The captions, as the report rule's `params` hand them to workflow/report/caption.rst: `of(file)` fails
+    loudly for a file without one, and the stable repr keeps Snakemake's params re-run trigger quiet."""
+
+    def of(self, file: str) -> str:
+        return caption(file)
+
+    def __repr__(self) -> str:
+        return "put.report.products.Captions()"

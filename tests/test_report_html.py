@@ -1,0 +1,29 @@
+"""The report's tables as HTML (for `snakemake --report` and browsers): the LaTeX markup of the committed demo
+tables becomes HTML and MathML, none is left over, and the best values stay bold."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from put.report.html import latex_to_html, render_html
+from put.report.tables import table1, table3
+from put.stages.evaluate import read_metrics
+from tests.helpers import ROOT
+
+
+def test_latex_markup_becomes_html():
+    html = latex_to_html(r"FID $\downarrow$ (\%) \texttt{put weights} Table~1")
+    assert html.startswith('FID <math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">')
+    assert "&#x02193;" in html and html.endswith("</math> (%) <code>put weights</code> Table&nbsp;1")
+    assert "&#x000B1;" in latex_to_html(r"17.3 \pm 0.2")  # a macro outside $...$ is drawn as math
+
+
+def test_the_demo_tables_leave_no_latex():
+    files = [p for p in sorted((ROOT / "results/demo/metrics").glob("*.json")) if not p.name.endswith("_info.json")]
+    metrics, _ = read_metrics(files, "demo")
+    for styler in (table1(metrics, "demo"), table3(metrics, "demo")):
+        html = render_html(styler)
+        text = re.sub(r"<[^>]+>", " ", html[html.index("</style>", html.index("</style>") + 1):])
+        assert "\\" not in text and "$" not in text, re.findall(r".{20}[\\$].{20}", text)[:3]
+        assert "<math" in html and "font-weight: bold;" in html
