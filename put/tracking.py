@@ -93,8 +93,10 @@ class NullTracker:
 
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
-                 tags: dict[str, str] | None = None):
-        """variant None: log into the DAG's parent run (stages that span all variants, e.g. the report)."""
+                 tags: dict[str, str] | None = None, seed: int = 0):
+        """variant None: log into the DAG's parent run (stages that span all variants, e.g. the report). Each seed
+        replicate of a variant is a child of its own (tag put.seed), grouped with the variant's other
+        replicates by the tag put.replicates (the configuration: DAG and variant)."""
         from mlflow.tracking import MlflowClient
 
         self.stage = stage
@@ -106,7 +108,9 @@ class MlflowTracker(NullTracker):
             base = {"put.dag_id": dag_id, "put.preset": preset}
             parent = self._run(experiment, {**base, "put.level": "dag"}, f"{preset} {dag_id}", None)
             self.run_id = parent if variant is None else self._run(
-                experiment, {**base, "put.level": "variant", "put.variant": variant}, variant, parent)
+                experiment, {**base, "put.level": "variant", "put.variant": variant, "put.seed": str(seed),
+                             "put.replicates": f"{dag_id}/{variant}"},
+                variant if not seed else f"{variant} seed {seed}", parent)
             stage_tags = {f"put.stage.{stage}.{k.split('.')[-1]}": v
                           for k, v in {**environment_tags(), **(tags or {})}.items()}
             for key, value in {**environment_tags(), **(tags or {}), **stage_tags}.items():
@@ -172,11 +176,11 @@ class MlflowTracker(NullTracker):
 
 
 def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str,
-                  tags: dict[str, str] | None = None) -> NullTracker:
+                  tags: dict[str, str] | None = None, seed: int = 0) -> NullTracker:
     """MlflowTracker unless PUT_TRACKING=0."""
     if not tracking_enabled():
         return NullTracker()
-    return MlflowTracker(preset, variant, stage, dag_id, tags)
+    return MlflowTracker(preset, variant, stage, dag_id, tags, seed)
 
 
 @contextlib.contextmanager

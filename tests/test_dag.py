@@ -61,7 +61,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
         if not head or head.group(1) in ("all", "ablations"):
             continue
         field = {k: v for k, v in re.findall(r"^    (\w+): (.*)$", block, re.M)}
-        variant = re.search(r"(?:variant|official)=(\w+)", field.get("wildcards", ""))
+        variant = re.search(r"(?:variant|official|seed)=(\w+)", field.get("wildcards", ""))
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
             "inputs": set(field.get("input", "").split(", ")) - {""},
@@ -85,14 +85,31 @@ def with_official_entry(repo: Path) -> dict[str, dict]:
     return params
 
 
-@pytest.mark.parametrize("official", [False, True], ids=["ablations", "with-an-official-entry"])
-def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, official):
+def with_seeds(repo: Path, seeds: list[int]) -> None:
+    """params.yaml of `repo` with seed replicates."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["seeds"] = seeds
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def replicate_keys(seeds: list[int]) -> set[str]:
+    return {stage.key(str(seed)) for stage in STAGES if stage.fan_out == "seeds" for seed in seeds}
+
+
+@pytest.mark.parametrize("extra", ["", "official", "seeds"],
+                         ids=["ablations", "with-an-official-entry", "with-seed-replicates"])
+def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra):
     repo = ROOT
     expected = set(ALL)
-    if official:
+    if extra == "official":
         repo = working_copy(tmp_path / "repo")
         with_official_entry(repo)
         expected |= {f"{name}@release" for name in ("import_official", "sample_official", "evaluate_official")}
+    if extra == "seeds":
+        repo = working_copy(tmp_path / "repo")
+        with_seeds(repo, [1, 2])
+        expected |= replicate_keys([1, 2])
+        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * 22
     dvc = dvc_stages(repo)
     plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]

@@ -66,7 +66,9 @@ def option_name(option: str) -> str:
 
 
 def wildcard(stage: Stage) -> str | None:
-    return "official" if stage.fan_out == "official" else ("variant" if stage.variants else None)
+    if stage.fan_out in ("official", "seeds"):
+        return {"official": "official", "seeds": "seed"}[stage.fan_out]
+    return "variant" if stage.variants else None
 
 
 def in_rule(pattern: str, preset: str) -> str:
@@ -91,6 +93,8 @@ def label_option(stage: Stage) -> str:
         if stage.command == "import-official":
             return " --official {wildcards.official}"
         return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
+    if stage.fan_out == "seeds":
+        return f" --variant {stage.variant} --seed {{wildcards.seed}}"
     return " --variant {wildcards.variant}" if stage.variants else ""
 
 

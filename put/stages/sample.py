@@ -77,7 +77,7 @@ def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np
 
 def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
                device: str | None = None, tags: dict[str, str] | None = None, pvqvae: Path | None = None) -> Path:
-    with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags, seed=params.seed)) as tracker:
         tracker.log_params(params.resolved().sample.model_dump())
         manifest = sample_variant(params, variant, transformer, masks, out_dir, device, pvqvae)
         tracker.log_image(preview(read_samples(out_dir), Path(masks), Path(out_dir)), "preview_40-60.png")

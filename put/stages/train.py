@@ -34,7 +34,7 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
     """MLflow for the main process only (the others would log duplicates)."""
     if not is_main:
         return NullTracker()
-    tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags)
+    tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags, seed=params.seed)
     tracker.log_params(stage_params)
     return tracker
 
