@@ -53,6 +53,13 @@ def environment_tags() -> dict[str, str]:
     return tags
 
 
+def version_tags() -> dict[str, str]:
+    """The software this stage ran with: Python, the direct dependencies, whether the environment is the lock's."""
+    from put.versions import versions
+
+    return {f"put.version.{name}": value[:5000] for name, value in versions().items()}
+
+
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for key, value in data.items():
@@ -113,8 +120,10 @@ class MlflowTracker(NullTracker):
                 variant if not seed else f"{variant} seed {seed}", parent)
             stage_tags = {f"put.stage.{stage}.{k.split('.')[-1]}": v
                           for k, v in {**environment_tags(), **(tags or {})}.items()}
-            for key, value in {**environment_tags(), **(tags or {}), **stage_tags}.items():
-                self.client.set_tag(self.run_id, key, value)
+            from mlflow.entities import RunTag
+
+            every = {**environment_tags(), **(tags or {}), **stage_tags, **version_tags()}
+            self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in every.items()])
             self.client.update_run(self.run_id, status="RUNNING")
 
     def _experiment(self, name: str) -> str:

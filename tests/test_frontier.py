@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -15,7 +16,7 @@ from put.config.params import load_params
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
 from put.metrics import MetricValue
-from put.paths import metrics_bins_file, metrics_info_file
+from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.sampling import SamplingOptions
 from put.stages import frontier as stage
 from put.stages.evaluate import evaluate_variant, read_metrics
@@ -129,12 +130,21 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     assert set(metrics) == {"all", "k50", "bins"}
     assert set(metrics["k50"]) == {"20-40", "40-60", "10-60"} and set(metrics["bins"]) == {
         "10-20", "20-30", "30-40", "40-50", "50-60"}
-    assert {"psnr", "ssim", "mae", "n"} <= set(metrics["k50"]["40-60"]) and "fid" not in metrics["k50"]["40-60"]
+    cell = metrics["k50"]["40-60"]
+    assert {"psnr", "ssim", "mae", "psnr_lo", "psnr_hi", "mae_lo", "mae_hi"} <= set(cell) and "fid" not in cell
+    assert "n" not in cell and all(cell[f"{m}_lo"] <= cell[m] <= cell[f"{m}_hi"] for m in ("psnr", "ssim", "mae"))
     info = json.loads(metrics_info_file(out).read_text())
     assert info["protocol"]["ssim_window"] == 7 and "put weights --download" in info["unavailable"]["k50/40-60/fid"]
+    assert info["n"]["k50"]["40-60"] == 3 and info["seed"] == 0 and "percentile bootstrap" in info["interval"]
     bins = pd.read_csv(metrics_bins_file(out))
     assert list(bins["hole_ratio"]) == [0.15, 0.25, 0.35, 0.45, 0.55]
-    assert bins["psnr"].notna().all() and bins["lpips"].isna().all()
+    assert bins["psnr"].notna().all() and bins["psnr_lo"].notna().all() and bins["lpips"].isna().all()
+    # every per-image value behind the means: the mean of the file's rows is the metrics file's value
+    images = pd.read_csv(metrics_images_file(out), dtype={"group": str})
+    rows = images[(images["mode"] == "k50") & (images["group"] == "40-60")]
+    assert len(rows) == 3 and rows["psnr"].replace(np.inf, np.nan).mean() == pytest.approx(cell["psnr"])
+    fine = images[(images["mode"] == "bins") & (images["group"] == "40-50")]
+    assert len(fine) == fine["image"].nunique() * params.resolved().sample.diversity_samples
 
     table, curves = read_metrics([out])
     row = table.set_index(["mode", "group"]).loc[("k50", "40-60")]

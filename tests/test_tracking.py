@@ -75,3 +75,16 @@ def test_report_logs_into_the_parent(tracking, tmp_path):
     tracker.finish()
     (parent,) = runs(tracking)
     assert parent.data.tags["put.level"] == "dag"
+
+
+def test_seed_replicates_are_children_grouped_by_configuration_with_versions(tracking):
+    for seed in (0, 1, 2):
+        MlflowTracker("demo", "conv", "evaluate", "dag0004", seed=seed).finish()
+    MlflowTracker("demo", "conv", "sample", "dag0004", seed=1).finish()  # another stage of replicate 1: same run
+    children = [r for r in runs(tracking) if r.data.tags["put.level"] == "variant"]
+    assert sorted(r.data.tags["put.seed"] for r in children) == ["0", "1", "2"]
+    assert {r.data.tags["put.replicates"] for r in children} == {"dag0004/conv"}
+    assert {r.info.run_name for r in children} == {"conv", "conv seed 1", "conv seed 2"}
+    tags = children[0].data.tags
+    assert tags["put.version.python"].count(".") == 2 and tags["put.version.torch"].startswith("2.")
+    assert "requirements.lock" in tags["put.version.environment"]
