@@ -4,16 +4,30 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
+PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install tex demo test test-slow test-slurm test-all dag record bench clean-venv
+.PHONY: install lock tex demo test test-slow test-slurm test-all dag record bench clean-venv
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Exactly the pinned environment: every package at the version and hash of requirements.lock, then this project
+# itself (editable, nothing else resolved). `make lock` regenerates the lock after a change to pyproject.toml.
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[pipeline,dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# requirements.lock from pyproject.toml's dependencies and extras: the newest versions its ranges allow today,
+# each with the hashes of its published files (pip-compile, pip-tools; about 15 minutes). Review the diff, then
+# `make install`.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(PIP_TOOLS)
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
+	  --no-emit-index-url --no-emit-find-links --output-file $(LOCK) pyproject.toml
 
 # The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores).
 demo: $(STAMP) tex
