@@ -197,6 +197,7 @@ def test_seed_replicates_are_aggregated_beside_the_image_spread(tmp_path):
     assert "fid" not in set(summary["metric"])  # measured on no seed
     latex = render_latex(seeds_table(summary, "demo"))
     assert "seeds 0, 1, 2" in latex and r"$\pm$ images" in latex and r"Student-$t$" in latex
+    assert half_width_text(1.4e-17, 5) == "0.00000"
     assert f"{row['mean']:.3f}" in latex
     assert seed_summary(measured(0)).empty  # one seed: nothing to aggregate
 

@@ -38,34 +38,29 @@ def seed_summary(metrics: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 
 
 def seeds_table(summary: pd.DataFrame, preset: str, mode: str = "k50", level: float = 0.95) -> Styler:
-    """Per variant and metric, per mask group: the mean over seeds, their standard deviation, the half width of
-    the interval over seeds and the mean half width of the image bootstrap intervals."""
+    """Per metric, variant and mask group: the mean over seeds, their standard deviation, the half width of the
+    interval over seeds and the mean half width of the image bootstrap intervals."""
     part = summary[summary["mode"] == mode].set_index(["variant", "metric", "group"])
-    order = [v for v in VARIANT_ORDER if v in set(part.index.get_level_values(0))]
     rows, index = [], []
     for metric in METRICS:
-        for variant in order:
-            if (variant, metric) not in part.index.droplevel("group"):
-                continue
-            cells = []
+        for variant in VARIANT_ORDER:
             for group in GROUPS:
                 if (variant, metric, group) not in part.index:
-                    cells += [NA] * len(STATS)
                     continue
                 r = part.loc[(variant, metric, group)]
-                cells += [f"{r['mean']:.{DECIMALS[metric]}f}", half_width_text(r["std"]),
-                          half_width_text((r["hi"] - r["lo"]) / 2),
-                          half_width_text(r["image_half_width"]) if pd.notna(r["image_half_width"]) else NA]
-            rows.append(cells)
-            index.append((METRIC_LABELS[metric], VARIANT_LABELS[variant]))
-    columns = pd.MultiIndex.from_product([[*GROUPS], STATS], names=[r"Mask ratio (\%)", ""])
-    frame = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["Metric", "Variant"]), columns=columns)
+                floor = DECIMALS[metric] + 2  # a spread far below the printed precision prints as 0
+                rows.append([f"{r['mean']:.{DECIMALS[metric]}f}", half_width_text(r["std"], floor),
+                             half_width_text((r["hi"] - r["lo"]) / 2, floor),
+                             half_width_text(r["image_half_width"], floor) if pd.notna(r["image_half_width"]) else NA])
+                index.append((METRIC_LABELS[metric], VARIANT_LABELS[variant], group))
+    names = ["Metric", "Variant", r"Mask ratio (\%)"]
+    frame = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=names), columns=list(STATS))
     seeds = sorted({s for text in summary["seeds"] for s in text.split()}, key=int)
     styler = frame.style
     styler.hide(axis="index", names=True)
     styler.set_table_styles([{"selector": "scriptsize", "props": ":;"},
                              {"selector": "setlength", "props": ":{\\tabcolsep}{3pt};"},
-                             {"selector": "column_format", "props": ":ll" + "r" * frame.shape[1] + ";"}],
+                             {"selector": "column_format", "props": ":lll" + "r" * frame.shape[1] + ";"}],
                             overwrite=False)
     pct = f"{level:.0%}".replace("%", r"\%")
     return styler.set_caption(

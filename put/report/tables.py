@@ -99,10 +99,11 @@ def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str) -> tu
     return values, reasons, halves
 
 
-def half_width_text(half: float) -> str:
-    """A half interval width to two significant digits (three and more for widths of 100 and above)."""
+def half_width_text(half: float, max_decimals: int = 6) -> str:
+    """A half interval width (or a spread) to two significant digits (three and more for widths of 100 and
+    above), with at most `max_decimals` decimals."""
     decimals = max(0, 1 - int(np.floor(np.log10(abs(half))))) if half > 0 else 0
-    return f"{half:.{decimals}f}"
+    return f"{half:.{min(decimals, max_decimals)}f}"
 
 
 def reason_latex(reason: str) -> str:
