@@ -150,6 +150,38 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     row = table.set_index(["mode", "group"]).loc[("k50", "40-60")]
     assert row["psnr"] == metrics["k50"]["40-60"]["psnr"] and "put weights" in row["fid_unavailable"]
     assert len(curves) == 5 and curves["lpips_unavailable"].str.contains("LPIPS|VGG16").all()
+
+    # The report of every variant and a seed replicate: intervals, paired differences, seeds (stand-in files for
+    # the other variants: PUT's, conv's PSNR lowered by 1 dB on every image, the replicate's by 0.5 dB).
+    from put.stages.report import run_report
+
+    folder = out.parent
+    for label, shift, seed in (("conv", -1.0, 0), ("one", 0.0, 0), ("no_ref", 0.0, 0), ("tok", 0.0, 0),
+                               ("qua0", 0.0, 0), ("put_seed1", -0.5, 1)):
+        variant = label.split("_seed")[0]
+        values = json.loads(out.read_text())
+        for cell in (c for groups in values.values() for c in groups.values()):
+            cell.update({k: v + shift for k, v in cell.items() if k.startswith("psnr")})
+        (folder / f"{label}.json").write_text(json.dumps(values))
+        info["variant"], info["seed"] = variant, seed
+        (folder / f"{label}_info.json").write_text(json.dumps(info))
+        frame = images.assign(psnr=images["psnr"] + shift)
+        frame.to_csv(metrics_images_file(folder / f"{label}.json"), index=False)
+    labels = ("put", "conv", "one", "no_ref", "tok", "qua0", "put_seed1")
+    (tmp_path / "bench").mkdir()
+    report = run_report(params, [folder / f"{label}.json" for label in labels], samples, masks, tmp_path / "bench",
+                        tmp_path / "report")
+    table3 = (report / "table3.tex").read_text()
+    assert r"$^{\dagger}${\scriptsize$\pm$" in table3 and r"\scriptsize$\pm$" in (report / "table1.tex").read_text()
+    differences = pd.read_csv(report / "differences.csv")
+    conv = differences[(differences["variant"] == "conv") & (differences["metric"] == "psnr")]
+    assert conv["difference"].to_numpy() == pytest.approx(-1.0) and conv["excludes_zero"].all()
+    assert not differences[differences["variant"] == "one"]["excludes_zero"].any()
+    seeds = pd.read_csv(report / "seeds.csv", dtype={"seeds": str})
+    row = seeds[(seeds["variant"] == "put") & (seeds["metric"] == "psnr")].iloc[0]
+    assert row["replicates"] == 2 and row["std"] == pytest.approx(0.5 / np.sqrt(2))
+    assert (report / "seeds.tex").is_file() and r"\section{Software}" in (report / "report.tex").read_text()
+
     metrics_info_file(out).unlink()
     with pytest.raises(FileNotFoundError, match="put.json"):
         read_metrics([out])

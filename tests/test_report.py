@@ -371,8 +371,8 @@ def test_document_compiles(tmp_path):
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
                plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
     tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
-                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches them."],
-                         software=versions())
+                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches "
+                                r"them."], software=versions())
     text = tex.read_text()
     assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
     assert r"\item LPIPS curve not drawn" in text

@@ -166,7 +166,7 @@ STAGES: tuple[Stage, ...] = (
                   "--resolved-params": paths.RESOLVED_PARAMS},
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=("official",), tracked=True, report=True),
+          params=("official", "seeds"), tracked=True, report=True),
 )
 
 

@@ -59,7 +59,8 @@ def command(stage: Stage) -> str:
     parts += [f"{option} {input_value(pattern)}" for option, pattern in stage.inputs.items()]
     parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items() if option.startswith("--")]
     if stage.tracked:
-        parts.append(f"--tag dvc_stage={stage.name}" + (f"@{INSTANCE[stage.fan_out]}" if stage.fan_out != "none" else ""))
+        instance = f"@{INSTANCE[stage.fan_out]}" if stage.fan_out in INSTANCE else ""
+        parts.append(f"--tag dvc_stage={stage.name}{instance}")
     return " ".join(parts)
 
 

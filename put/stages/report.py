@@ -71,12 +71,13 @@ CURVE_CAPTIONS = {
 }
 
 
-def curve_figures(curves: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, str], list[str]]:
+def curve_figures(curves: pd.DataFrame, out_dir: Path, level: float = 0.95) -> tuple[dict[Path, str], list[str]]:
     """PSNR/SSIM/MAE curves, and FID and LPIPS ones where measured: (figure -> caption, notes on what is not
     drawn)."""
     figures, notes = {}, []
-    band = (" Shaded: the 95\\% percentile bootstrap interval over the test images of the bin."
-            if any(curves.get(f"{m}_lo", pd.Series(dtype=float)).notna().any() for m in CURVE_METRICS) else "")
+    shaded = any(curves.get(f"{m}_lo", pd.Series(dtype=float)).notna().any() for m in CURVE_METRICS)
+    band = (f" Shaded: the {level:.0%} percentile bootstrap interval over the test images of the bin."
+            .replace("%", r"\%") if shaded else "")
     pixel = [m for m in PIXEL_METRICS if measurable(curves, m)]
     if pixel:
         figures[plot_curves(curves, pixel, out_dir / "curves_psnr_ssim_mae.png")] = (
@@ -128,7 +129,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         if bench:
             tables.append(write_latex(speed_table(bench.get("sampling", []), bench.get("pvqvae", [])),
                                       staging / "speed.tex", None, "tab:speed", command, commit))
-        figures, notes = curve_figures(base_curves, staging)
+        figures, notes = curve_figures(base_curves, staging, level)
         if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
             figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
