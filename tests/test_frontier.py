@@ -118,7 +118,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     assert (out / "frontier.png").stat().st_size > 10_000
 
 
-def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints):
+def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
     _, _, transformer = tiny_checkpoints
     samples = tmp_path / "samples"
     sample_variant(params, "put", transformer, masks, samples, device="cpu")
@@ -169,6 +169,7 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
         frame.to_csv(metrics_images_file(folder / f"{label}.json"), index=False)
     labels = ("put", "conv", "one", "no_ref", "tok", "qua0", "put_seed1")
     (tmp_path / "bench").mkdir()
+    monkeypatch.chdir(tmp_path)  # the PDF goes to reports/<preset>.pdf
     report = run_report(params, [folder / f"{label}.json" for label in labels], samples, masks, tmp_path / "bench",
                         tmp_path / "report")
     table3 = (report / "table3.tex").read_text()

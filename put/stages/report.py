@@ -144,6 +144,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             compiled = compile_pdf(tex)
             for byproduct in (".aux", ".log", ".out"):  # a failure's LatexError quotes the log
                 tex.with_suffix(byproduct).unlink(missing_ok=True)
+            pdf.parent.mkdir(parents=True, exist_ok=True)
             os.replace(compiled, pdf)
             print(f"report compiled: {pdf}")
         else:
