@@ -9,5 +9,5 @@ from __future__ import annotations
 
 COMMANDS: dict[str, str] = {name: f"put.commands.{name.replace('-', '_')}" for name in (
     "info", "inpaint", "config", "dag", "import-official", "split", "masks", "train-pvqvae", "train-transformer",
-    "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench",
+    "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "serve",
 )}
