@@ -20,14 +20,16 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-# requirements.lock from pyproject.toml's dependencies and extras: the newest versions its ranges allow today,
-# each with the hashes of its published files (pip-compile, pip-tools; about 15 minutes). Review the diff, then
-# `make install`.
+# requirements.lock from pyproject.toml's dependencies and extras, each package with the hashes of its published
+# files (pip-compile, from pip-tools; about 15 minutes). It keeps the lock's current versions where pyproject.toml
+# still allows them and resolves the rest; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions
+# allowed. Review the diff, then `make install`.
+LOCK_FLAGS ?=
 lock:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(PIP_TOOLS)
 	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
-	  --no-emit-index-url --no-emit-find-links --output-file $(LOCK) pyproject.toml
+	  --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
 # The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores).
 demo: $(STAMP) tex
