@@ -48,7 +48,7 @@ from put.train.schedule import derive_seed
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
 FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2}
-VALUES = ("n", "forward_passes", "seconds_per_image", *QUALITY)  # per setting and group
+VALUES = ("forward_passes", "seconds_per_image", *QUALITY)  # per setting and group (metrics.json: numbers only)
 
 
 @dataclass(frozen=True)
@@ -171,10 +171,10 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
             per_input = [list(g["result"]) for _, g in part.groupby("image", sort=True)]
             cells.put(keys, "lpips", diversity(setting, per_input, protocol, config.samples, preset.sample.seed))
             cells.put(keys, "fid", files_fid(list(first["result"]), list(first["target"]), protocol))
-            cells.put(keys, "n", len(first))
+            cells.count(keys, len(first))  # frontier.csv's, not a metric
             measured = cells.values[setting.name][group]
             rows.append({"setting": setting.name, "label": setting.label, "family": setting.family,
-                         "value": setting.value, "top_k": setting.top_k, "group": group,
+                         "value": setting.value, "top_k": setting.top_k, "group": group, "n": len(first),
                          **{m: measured.get(m, float("nan")) for m in VALUES},
                          **{f"{m}_unavailable": cells.unavailable.get(f"{setting.name}/{group}/{m}", "")
                             for m in QUALITY},
