@@ -73,6 +73,7 @@ class Stage:
     report: bool = False                          # its outputs go into `snakemake --report`
     replicated: bool = False                      # has seed replicates (a `for_seeds` stage per variant)
     variant: str | None = None                    # a `seeds` stage's variant
+    replica_of: str | None = None                 # a `seeds` stage's stage (whose Slurm resources it takes)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -96,6 +97,7 @@ def for_official(stage: Stage) -> Stage:
 def for_seeds(stage: Stage, variant: str) -> Stage:
     """One variant's stage once per seed replicate: its files under the label <variant>_seed<seed>."""
     return replace(stage, name=f"{stage.name}_{variant}", fan_out="seeds", variant=variant, replicated=False,
+                   replica_of=stage.name,
                    inputs={o: paths.with_replicate(p, variant) if isinstance(p, str) else p
                            for o, p in stage.inputs.items()},
                    outputs={o: replace(out, pattern=paths.with_replicate(out.pattern, variant))

@@ -65,10 +65,11 @@ def option_name(option: str) -> str:
     return option.lstrip("-").replace("-", "_")
 
 
+WILDCARDS = {"official": "official", "seeds": "seed"}  # fan-outs whose instances come from the parameters
+
+
 def wildcard(stage: Stage) -> str | None:
-    if stage.fan_out in ("official", "seeds"):
-        return {"official": "official", "seeds": "seed"}[stage.fan_out]
-    return "variant" if stage.variants else None
+    return WILDCARDS.get(stage.fan_out) or ("variant" if stage.variants else None)
 
 
 def in_rule(pattern: str, preset: str) -> str:
@@ -111,7 +112,8 @@ class RuleSpec:
 
 
 def rule_spec(stage: Stage, preset: str, params: Params, params_file: Path) -> RuleSpec | None:
-    """The rule of a stage, or None for an official stage when params.yaml names no official checkpoint."""
+    """The rule of a stage, or None for an official (seed replicate) stage when params.yaml names no official
+    checkpoint (no seed)."""
     names = instance_names(stage, params)
     if not names:
         return None
