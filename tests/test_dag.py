@@ -305,6 +305,8 @@ def test_every_dag_output_lies_where_working_copies_leave_products_out():
     ("prest: demo\n", "prest: Extra inputs are not permitted"),
     ("preset: ffhh\n", "unknown preset 'ffhh'"),
     ("variants: {qua1: {}}\n", "unknown variant(s) ['qua1']"),
+    ("seeds: [0, 1, 2]\n", "seeds: expected distinct positive seeds: seed 0 is the base run"),
+    ("seeds: [1, 1]\n", "seeds: expected distinct positive seeds"),
 ])
 def test_params_typos_are_errors_naming_the_key(tmp_path, text, message):
     path = tmp_path / "params.yaml"

@@ -125,8 +125,8 @@ class Params(StrictModel):
     @classmethod
     def _replicates(cls, value: list[int]) -> list[int]:
         if 0 in value or any(s < 0 for s in value) or len(set(value)) != len(value):
-            raise ValueError(f"expected distinct positive seeds, got {value}: seed 0 is the base run, which always "
-                             "runs under the stages' plain names; list the extra replicates, e.g. [1, 2]")
+            raise ValueError("expected distinct positive seeds: seed 0 is the base run, which always runs under the "
+                             "stages' plain names; list the extra replicates, e.g. [1, 2]")
         return value
 
     @field_validator("official")
