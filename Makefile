@@ -21,9 +21,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	touch $(STAMP)
 
 # requirements.lock from pyproject.toml's dependencies and extras, each package with the hashes of its published
-# files (pip-compile, from pip-tools; 15 minutes from scratch, 1-2 when most pins stay). It keeps the current versions where pyproject.toml
-# still allows them and resolves the rest; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions
-# allowed. Review the diff, then `make install`.
+# files (pip-compile, from pip-tools; 15 minutes from scratch, 1-2 when most pins stay). It keeps the current
+# versions where pyproject.toml still allows them and resolves the rest; `make lock LOCK_FLAGS=--upgrade` moves
+# everything to the newest versions allowed. Review the diff, then `make install`.
 LOCK_FLAGS ?=
 lock:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
