@@ -5,16 +5,32 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 GPU_DIR ?= .gpu
+LOCK := requirements.lock
+PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install tex browser demo test test-slow test-slurm test-all dag vega exp record bench cost gpu-prepare test-gpu measure-gpu clean-venv
+.PHONY: install lock tex browser demo test test-slow test-slurm test-all dag vega exp record bench cost gpu-prepare test-gpu measure-gpu clean-venv
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Exactly the pinned environment: every package at the version and hash of requirements.lock, then this project
+# itself (editable, nothing else resolved). `make lock` regenerates the lock after a change to pyproject.toml.
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[pipeline,dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# requirements.lock from pyproject.toml's dependencies and extras, each package with the hashes of its published
+# files (pip-compile, from pip-tools; 15 minutes from scratch, 1-2 when most pins stay). It keeps the current
+# versions where pyproject.toml still allows them and resolves the rest; `make lock LOCK_FLAGS=--upgrade` moves
+# everything to the newest versions allowed. Review the diff, then `make install`.
+LOCK_FLAGS ?=
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(PIP_TOOLS)
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
+	  --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
 # The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores).
 demo: $(STAMP) tex

@@ -48,9 +48,9 @@ def declare_rule(stage):
     """One rule per stage. A function, not a loop body: Snakemake evaluates `shell:` when the job runs, and a
     loop variable would hold the last stage's command by then."""
     spec = rule_spec(stage, PRESET, PARAMS, config)
-    if spec is None:  # an official stage, and params.yaml names no official checkpoint
+    if spec is None:  # an official or seed replicate stage, and params.yaml names no checkpoint or seed
         return
-    resources = rule_resources(RESOURCES, SITE, PRESET, stage.name)
+    resources = rule_resources(RESOURCES, SITE, PRESET, stage.replica_of or stage.name)  # replicates: their stage's
 
     rule:
         name:
@@ -76,7 +76,7 @@ def declare_rule(stage):
         threads: resources["cpus_per_task"]
         resources:
             **resources,
-        retries: rule_retries(RESOURCES, PRESET, stage.name)
+        retries: rule_retries(RESOURCES, PRESET, stage.replica_of or stage.name)
         wildcard_constraints:
             **spec.wildcard_constraints,
         shell:

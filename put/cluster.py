@@ -12,7 +12,7 @@ from put.dag.declaration import STAGES
 from put.yamlfile import YamlFileError, read_yaml_mapping
 
 RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
-RULES = tuple(stage.name for stage in STAGES)
+RULES = tuple(stage.name for stage in STAGES if stage.replica_of is None)  # a seed replicate takes its stage's
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
 RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
 SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")

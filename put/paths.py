@@ -1,7 +1,8 @@
 """Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
 
 Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok` and
-`qua0` use `put`'s) and `{official}` (an entry of params.yaml's `official`, see `with_official`). The DAG
+`qua0` use `put`'s), `{official}` (an entry of params.yaml's `official`, see `with_official`) and `{seed}`
+(a seed replicate of params.yaml's `seeds`, see `with_replicate`). The DAG
 declaration (put/dag/declaration.py) builds both front ends from these patterns; code that needs one
 concrete path calls `path_of`.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.config import PVQVAE_OF_VARIANT
-from put.config.params import OFFICIAL_PREFIX
+from put.config.params import OFFICIAL_PREFIX, replicate_label
 
 RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
 SPLIT_DIR = "data/{preset}/splits"
@@ -55,6 +56,13 @@ def with_official(pattern: str) -> str:
     return pattern.replace("{variant}", label).replace("{pvqvae}", label)
 
 
+def with_replicate(pattern: str, variant: str) -> str:
+    """The pattern for seed replicate `{seed}` of one variant, under the label <variant>_seed<seed> (its P-VQVAE:
+    the same replicate of the variant it uses)."""
+    return (pattern.replace("{variant}", replicate_label(variant, "{seed}"))
+            .replace("{pvqvae}", replicate_label(PVQVAE_OF_VARIANT[variant], "{seed}")))
+
+
 def split_dir(preset: str) -> Path:
     return path_of(SPLIT_DIR, preset)
 
@@ -90,8 +98,15 @@ def metrics_bins_file(metrics: Path) -> Path:
     return Path(metrics).with_name(f"{Path(metrics).stem}_bins.csv")
 
 
+def metrics_images_file(metrics: Path) -> Path:
+    """Beside a metrics file: every per-image value behind its means (the bootstrap's and the paired
+    differences' input)."""
+    return Path(metrics).with_name(f"{Path(metrics).stem}_images.csv")
+
+
 METRICS_INFO = metrics_info_file(Path(METRICS_FILE)).as_posix()
 METRICS_BINS = metrics_bins_file(Path(METRICS_FILE)).as_posix()
+METRICS_IMAGES = metrics_images_file(Path(METRICS_FILE)).as_posix()
 
 
 def report_dir(preset: str) -> Path:

@@ -35,7 +35,6 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -55,8 +54,6 @@ DEFAULT_URI = "sqlite:///mlflow.db"
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 MODEL_ALIAS = "current"
 VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (README: Comparing runs in MLflow)
-LIBRARIES = ("torch", "torchvision", "numpy", "pillow", "scikit-image", "torch-fidelity", "lpips", "pandas",
-             "mlflow", "dvc", "snakemake", "put-inpainting")
 
 
 def tracking_enabled() -> bool:
@@ -85,8 +82,9 @@ def git_commit() -> str | None:
 def environment_tags(command: str) -> dict[str, str]:
     """Where and with what this stage ran: source (command, git commit, branch, remote), host, Slurm job,
     library versions."""
-    tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command,
-            "put.version.python": platform.python_version()}
+    from put.versions import versions
+
+    tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command}
     for tag, args in (("mlflow.source.git.commit", ("rev-parse", "HEAD")),
                       ("mlflow.source.git.branch", ("rev-parse", "--abbrev-ref", "HEAD")),
                       ("mlflow.source.git.repoURL", ("remote", "get-url", "origin"))):
@@ -97,9 +95,7 @@ def environment_tags(command: str) -> dict[str, str]:
     for var, tag in (("SLURM_JOB_ID", "put.slurm_job_id"), ("SLURM_ARRAY_JOB_ID", "put.slurm_array_job_id")):
         if os.environ.get(var):
             tags[tag] = os.environ[var]
-    for name in LIBRARIES:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            tags[f"put.version.{name}"] = metadata.version(name)
+    tags |= {f"put.version.{name}": value[:5000] for name, value in versions().items()}  # and the lock's state
     if "torch" in sys.modules:  # the CUDA/cuDNN the stage's torch was built with, when any
         torch = sys.modules["torch"]
         for tag, value in (("put.version.cuda", torch.version.cuda),
@@ -260,12 +256,16 @@ class SystemMetrics(threading.Thread):
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
-                 system_metrics: bool = False):
+                 system_metrics: bool = False, seed: int = 0):
         """variant None: a stage that spans every variant (the report). `labels`: every evaluated label of the
-        DAG (names the parent run); `system_metrics`: sample CPU/GPU use while the stage runs."""
+        DAG (names the parent run); `system_metrics`: sample CPU/GPU use while the stage runs. A seed replicate
+        (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
+        of its variant by the tag put.replicates (the configuration: DAG and variant)."""
         from mlflow.tracking import MlflowClient
 
-        self.preset, self.variant, self.stage, self.dag_id = preset, variant, stage, dag_id
+        from mlflow.entities import RunTag
+
+        self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
         self.uri = tracking_uri()
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
@@ -279,11 +279,13 @@ class MlflowTracker(NullTracker):
             if labels is not None:
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
             own = {**identity, "put.level": "stage", "put.stage": stage}
+            name = stage
             if variant:
-                own["put.variant"] = variant
-            self.run_id = self._run(own, f"{stage} {variant}" if variant else stage, self.parent)
-            for key, value in {**environment, **(tags or {})}.items():
-                self.client.set_tag(self.run_id, key, value)
+                own |= {"put.variant": variant, "put.seed": str(seed), "put.replicates": f"{dag_id}/{variant}"}
+                name = f"{stage} {variant}" + (f" seed {seed}" if seed else "")
+            self.run_id = self._run(own, name, self.parent)
+            self.client.log_batch(self.run_id, tags=[RunTag(key, value)
+                                                     for key, value in {**environment, **(tags or {})}.items()])
             if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:  # its first stage's source
                 for key in (k for k in environment if k.startswith("mlflow.source.")):
                     self.client.set_tag(self.parent, key, f"put DAG ({preset})" if key.endswith(".name")
@@ -389,7 +391,7 @@ class MlflowTracker(NullTracker):
                 model_type={"pvqvae": "P-VQVAE", "transformer": "UQ-Transformer"}.get(kind, kind),
                 params={k: str(v)[:6000] for k, v in flatten(params).items()},
                 tags={"put.preset": self.preset, "put.variant": self.variant or "", "put.kind": kind,
-                      "put.dag_id": self.dag_id, "put.checkpoint_sha256": sha})
+                      "put.seed": str(self.seed), "put.dag_id": self.dag_id, "put.checkpoint_sha256": sha})
             self.model_id = model.model_id
         with tempfile.TemporaryDirectory() as tmp:
             self._write_model(checkpoint, kind, sha, model.model_id, Path(tmp))
@@ -401,7 +403,8 @@ class MlflowTracker(NullTracker):
 
             self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, 0)])
             self.client.finalize_logged_model(model.model_id, "READY")
-            self._register(model.model_id, f"put-{self.preset}-{self.variant}-{kind}")
+            replicate = f"-seed{self.seed}" if self.seed else ""  # a replicate never takes the base model's alias
+            self._register(model.model_id, f"put-{self.preset}-{self.variant}{replicate}-{kind}")
         return model.model_id
 
     def _write_model(self, checkpoint: Path, kind: str, sha: str, model_id: str, folder: Path) -> None:
@@ -438,7 +441,8 @@ class MlflowTracker(NullTracker):
         from mlflow.entities import LoggedModelInput
 
         with self.lock:
-            found = self._models(**{"put.dag_id": self.dag_id, "put.variant": self.variant or "", "put.kind": kind})
+            found = self._models(**{"put.dag_id": self.dag_id, "put.variant": self.variant or "", "put.kind": kind,
+                                    "put.seed": str(self.seed)})
             if found:
                 self.model_id = found[-1].model_id
                 self.client.log_inputs(self.run_id, models=[LoggedModelInput(self.model_id)])
@@ -471,7 +475,7 @@ class MlflowTracker(NullTracker):
 
 def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
                   **options: Any) -> NullTracker:
-    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics)."""
+    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed)."""
     if not tracking_enabled():
         return NullTracker()
     return MlflowTracker(preset, variant, stage, dag_id, tags, **options)

@@ -31,7 +31,7 @@ from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.metrics.diversity import _load_group
 from put.metrics.image import metrics_table
-from put.stages.evaluate import read_metrics
+from put.stages.evaluate import read_images, read_metrics
 from put.stages.report import grid_rows
 from put.stages.sample import read_samples, sample_variant
 from tests.test_checkpoint import Payload
@@ -265,7 +265,7 @@ def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
     other.write_text('{"splits": {}}')
     (tmp_path / "c_info.json").write_text("[]")
     wrong_preset.write_text('{"k50": {"20-40": {"psnr": 20.0}}}')
-    (tmp_path / "d_info.json").write_text('{"preset": "ffhq", "variant": "put", "unavailable": {}}')
+    (tmp_path / "d_info.json").write_text('{"preset": "ffhq", "variant": "put", "unavailable": {}, "n": {}}')
     for path, message in [(tmp_path / "none.json", "file not found (expected a metrics file written by `put eval"),
                           (not_json, "not valid JSON"),
                           (tmp_path / "b_info.json", "file not found (expected the `put evaluate` record written "
@@ -275,6 +275,13 @@ def test_samples_and_metrics_files_are_checked_naming_them(tmp_path):
         metrics = path.with_name(path.name.replace("_info", ""))  # the info file is read beside its metrics
         with pytest.raises((ValueError, FileNotFoundError), match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
             read_metrics([metrics], "demo")
+    old_layout = tmp_path / "e.json"  # before intervals: counts in the metrics file, none in the record
+    old_layout.write_text('{"k50": {"20-40": {"psnr": 20.0, "n": 16}}}')
+    (tmp_path / "e_info.json").write_text('{"preset": "demo", "variant": "put", "unavailable": {}}')
+    with pytest.raises(ValueError, match=re.escape(f"{old_layout}: not a metrics file") + ".*re-run the evaluate"):
+        read_metrics([old_layout], "demo")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path / 'e_images.csv'}")):
+        read_images(old_layout)
 
 
 @pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"], ids=["empty", "binary"])

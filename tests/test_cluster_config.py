@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from put import cli
-from put.cluster import (RESOURCE_KEYS, RULES, STOP_WARNING_S, ClusterConfigError, load_resource_table, load_site,
-                         rule_resources, rule_retries)
+from put.cluster import (RESOURCE_KEYS, RESUMABLE_RULES, RULES, STOP_WARNING_S, ClusterConfigError,
+                         load_resource_table, load_site, rule_resources, rule_retries)
 from put.config import PRESETS
 from tests.helpers import ROOT
 
@@ -167,8 +167,11 @@ def test_the_resource_table_knows_every_rule_of_the_snakefile():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     rules = {line.strip() for line in result.stdout.splitlines() if line.strip()}
-    # Target rules run no job; the official stages have rules only when params.yaml names official checkpoints.
+    # Target rules run no job; the official stages have rules only when params.yaml names official checkpoints, the
+    # seed replicates' only when it names seeds, and they take their stage's resources.
     from put.dag.declaration import STAGES
 
-    assert rules - {"all", "ablations"} == {s.name for s in STAGES if s.fan_out != "official"}
-    assert set(RULES) == {s.name for s in STAGES}
+    assert rules - {"all", "ablations"} == {s.name for s in STAGES if s.fan_out not in ("official", "seeds")}
+    assert set(RULES) == {s.name for s in STAGES if s.replica_of is None}
+    replicate = next(s for s in STAGES if s.name == "train_transformer_tok")
+    assert replicate.replica_of == "train_transformer" and "train_transformer" in RESUMABLE_RULES

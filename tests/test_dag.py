@@ -18,6 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -64,7 +65,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
         if not head or head.group(1) in ("all", "ablations"):
             continue
         field = {k: v for k, v in re.findall(r"^    (\w+): (.*)$", block, re.M)}
-        variant = re.search(r"(?:variant|official)=(\w+)", field.get("wildcards", ""))
+        variant = re.search(r"(?:variant|official|seed)=(\w+)", field.get("wildcards", ""))
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
             "inputs": set(field.get("input", "").split(", ")) - {""},
@@ -88,14 +89,31 @@ def with_official_entry(repo: Path) -> dict[str, dict]:
     return params
 
 
-@pytest.mark.parametrize("official", [False, True], ids=["ablations", "with-an-official-entry"])
-def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, official):
+def with_seeds(repo: Path, seeds: list[int]) -> None:
+    """params.yaml of `repo` with seed replicates."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["seeds"] = seeds
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def replicate_keys(seeds: list[int]) -> set[str]:
+    return {stage.key(str(seed)) for stage in STAGES if stage.fan_out == "seeds" for seed in seeds}
+
+
+@pytest.mark.parametrize("extra", ["", "official", "seeds"],
+                         ids=["ablations", "with-an-official-entry", "with-seed-replicates"])
+def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra):
     repo = ROOT
     expected = set(ALL)
-    if official:
+    if extra == "official":
         repo = working_copy(tmp_path / "repo")
         with_official_entry(repo)
         expected |= {f"{name}@release" for name in ("import_official", "sample_official", "evaluate_official")}
+    if extra == "seeds":
+        repo = working_copy(tmp_path / "repo")
+        with_seeds(repo, [1, 2])
+        expected |= replicate_keys([1, 2])
+        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * 22
     dvc = dvc_stages(repo)
     plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
@@ -292,6 +310,8 @@ def test_every_dag_output_lies_where_working_copies_leave_products_out():
     ("prest: demo\n", "prest: Extra inputs are not permitted"),
     ("preset: ffhh\n", "unknown preset 'ffhh'"),
     ("variants: {qua1: {}}\n", "unknown variant(s) ['qua1']"),
+    ("seeds: [0, 1, 2]\n", "seeds: expected distinct positive seeds: seed 0 is the base run"),
+    ("seeds: [1, 1]\n", "seeds: expected distinct positive seeds"),
 ])
 def test_params_typos_are_errors_naming_the_key(tmp_path, text, message):
     path = tmp_path / "params.yaml"
@@ -334,8 +354,8 @@ def test_cli_reports_a_params_typo_without_a_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def dvc(repo: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_TRACKING": "1"}
+def dvc(repo: Path, *args: str, timeout: int = 1500, tracking: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_TRACKING": "1" if tracking else "0"}
     env.pop("MLFLOW_TRACKING_URI", None)  # the default: sqlite:///mlflow.db in the repository
     return subprocess.run([str(BIN / "dvc"), *args], cwd=repo, capture_output=True, text=True, env=env,
                           timeout=timeout)
@@ -555,3 +575,57 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
                    "evaluate_official@demo_release", "report"}, ran
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
     assert r"released weights \texttt{demo\_release}, measured" in table1
+
+
+# ----------------------------------------------------------------------------------------- seed replicates
+
+# `+`: settings that may be null are not listed in params.yaml (see its comments)
+REDUCED_DEMO = [f"{'+' if key in ('data.eval_count', 'sample.diversity_images') else ''}overrides.{key}={value}"
+                for key, value in (
+    ("pvqvae_train.iterations", 3), ("pvqvae_train.warmup", 1), ("pvqvae_train.batch_size", 4),
+    ("pvqvae_train.eval_images", 4), ("transformer_train.iterations", 3), ("transformer_train.warmup", 1),
+    ("transformer_train.batch_size", 4), ("transformer_train.eval_images", 4), ("data.eval_count", 4),
+    ("sample.diversity_images", 2), ("sample.diversity_samples", 4))]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
+    """The generated dvc.yaml runs seed replicates from `dvc exp run -S 'seeds=[1]'` alone (foreach over params.yaml's
+    `seeds`), on a reduced demo (3 iterations, 4 test images, no MLflow): `tok`, whose replicate trains on PUT's
+    replicate P-VQVAE, as the base run and seed 1. The replicate gets its own seeds and files, and the report's
+    aggregation gives each metric's spread over the seeds beside the image bootstrap's. (The paired differences
+    and the report's tables are tested fast, in test_frontier and test_intervals.)"""
+    from put.metrics.bootstrap import seed_interval
+    from put.report.replicates import seed_summary, seeds_table
+    from put.report.tables import render_latex
+    from put.stages.evaluate import read_metrics
+
+    repo = working_copy(tmp_path / "repo")
+    start = time.monotonic()
+    run = dvc(repo, "exp", "run", "-S", "seeds=[1]", *(a for o in REDUCED_DEMO for a in ("-S", o)), "evaluate@tok",
+              "evaluate_tok@1", tracking=False)
+    elapsed = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
+    assert ran == {"config", "split", "masks", "train_pvqvae@put", "train_transformer@tok", "sample@tok", "evaluate@tok",
+                   "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1", "evaluate_tok@1"}, ran
+    print(f"\nseed replicates: dvc exp run of {len(ran)} stages took {elapsed:.0f} s")
+
+    assert (repo / transformer_checkpoint("demo", "tok_seed1")).is_file()
+    assert (repo / pvqvae_checkpoint("demo", "put_seed1")).is_file()  # tok's replicate trained on PUT's
+    table, _ = read_metrics([repo / metrics_file("demo", label) for label in ("tok", "tok_seed1")], "demo")
+    assert sorted(set(zip(table["variant"], table["seed"]))) == [("tok", 0), ("tok", 1)]
+    info = json.loads((repo / "results/demo/metrics/tok_seed1_info.json").read_text())
+    assert info["seed"] == 1 and info["sampling"]["seed"] == 1 and info["n"]["k50"]["40-60"] == 4
+    k50 = table[table["mode"] == "k50"].set_index(["seed", "group"])
+    assert k50.loc[(0, "10-60"), "psnr"] != k50.loc[(1, "10-60"), "psnr"]  # another seed, another model
+
+    summary = seed_summary(table)
+    row = summary.set_index(["variant", "mode", "group", "metric"]).loc[("tok", "k50", "10-60", "psnr")]
+    expected = seed_interval([k50.loc[(s, "10-60"), "psnr"] for s in (0, 1)])
+    assert row["replicates"] == 2
+    assert (row["mean"], row["std"], row["lo"]) == pytest.approx((expected.mean, expected.std, expected.lo))
+    halves = [(k50.loc[(s, "10-60"), "psnr_hi"] - k50.loc[(s, "10-60"), "psnr_lo"]) / 2 for s in (0, 1)]
+    assert row["image_half_width"] == pytest.approx(np.mean(halves))
+    assert "seeds 0, 1" in render_latex(seeds_table(summary, "demo"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -15,7 +16,7 @@ from put.config.params import load_params
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
 from put.metrics import MetricValue
-from put.paths import metrics_bins_file, metrics_info_file
+from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.sampling import SamplingOptions
 from put.stages import frontier as stage
 from put.stages.evaluate import evaluate_variant, read_metrics
@@ -118,7 +119,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     assert (out / "frontier.png").stat().st_size > 10_000
 
 
-def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints):
+def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
     _, _, transformer = tiny_checkpoints
     samples = tmp_path / "samples"
     sample_variant(params, "put", transformer, masks, samples, device="cpu")
@@ -130,17 +131,59 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     assert set(metrics) == {"all", "k50", "bins"}
     assert set(metrics["k50"]) == {"20-40", "40-60", "10-60"} and set(metrics["bins"]) == {
         "10-20", "20-30", "30-40", "40-50", "50-60"}
-    assert {"psnr", "ssim", "mae", "n"} <= set(metrics["k50"]["40-60"]) and "fid" not in metrics["k50"]["40-60"]
+    cell = metrics["k50"]["40-60"]
+    assert {"psnr", "ssim", "mae", "psnr_lo", "psnr_hi", "mae_lo", "mae_hi"} <= set(cell) and "fid" not in cell
+    assert "n" not in cell and all(cell[f"{m}_lo"] <= cell[m] <= cell[f"{m}_hi"] for m in ("psnr", "ssim", "mae"))
     info = json.loads(metrics_info_file(out).read_text())
     assert info["protocol"]["ssim_window"] == 7 and "put weights --download" in info["unavailable"]["k50/40-60/fid"]
+    assert info["n"]["k50"]["40-60"] == 3 and info["seed"] == 0 and "percentile bootstrap" in info["interval"]
     bins = pd.read_csv(metrics_bins_file(out))
     assert list(bins["hole_ratio"]) == [0.15, 0.25, 0.35, 0.45, 0.55]
-    assert bins["psnr"].notna().all() and bins["lpips"].isna().all()
+    assert bins["psnr"].notna().all() and bins["psnr_lo"].notna().all() and bins["lpips"].isna().all()
+    # every per-image value behind the means: the mean of the file's rows is the metrics file's value
+    images = pd.read_csv(metrics_images_file(out), dtype={"group": str})
+    rows = images[(images["mode"] == "k50") & (images["group"] == "40-60")]
+    assert len(rows) == 3 and rows["psnr"].replace(np.inf, np.nan).mean() == pytest.approx(cell["psnr"])
+    fine = images[(images["mode"] == "bins") & (images["group"] == "40-50")]
+    assert len(fine) == fine["image"].nunique() * params.resolved().sample.diversity_samples
 
     table, curves = read_metrics([out])
     row = table.set_index(["mode", "group"]).loc[("k50", "40-60")]
     assert row["psnr"] == metrics["k50"]["40-60"]["psnr"] and "put weights" in row["fid_unavailable"]
     assert len(curves) == 5 and curves["lpips_unavailable"].str.contains("LPIPS|VGG16").all()
+
+    # The report of every variant and a seed replicate: intervals, paired differences, seeds (stand-in files for
+    # the other variants: PUT's, conv's PSNR lowered by 1 dB on every image, the replicate's by 0.5 dB).
+    from put.stages.report import run_report
+
+    folder = out.parent
+    for label, shift, seed in (("conv", -1.0, 0), ("one", 0.0, 0), ("no_ref", 0.0, 0), ("tok", 0.0, 0),
+                               ("qua0", 0.0, 0), ("put_seed1", -0.5, 1)):
+        variant = label.split("_seed")[0]
+        values = json.loads(out.read_text())
+        for cell in (c for groups in values.values() for c in groups.values()):
+            cell.update({k: v + shift for k, v in cell.items() if k.startswith("psnr")})
+        (folder / f"{label}.json").write_text(json.dumps(values))
+        info["variant"], info["seed"] = variant, seed
+        (folder / f"{label}_info.json").write_text(json.dumps(info))
+        frame = images.assign(psnr=images["psnr"] + shift)
+        frame.to_csv(metrics_images_file(folder / f"{label}.json"), index=False)
+    labels = ("put", "conv", "one", "no_ref", "tok", "qua0", "put_seed1")
+    (tmp_path / "bench").mkdir()
+    monkeypatch.chdir(tmp_path)  # the PDF goes to reports/<preset>.pdf
+    report = run_report(params, [folder / f"{label}.json" for label in labels], samples, masks, tmp_path / "bench",
+                        tmp_path / "report")
+    table3 = (report / "table3.tex").read_text()
+    assert r"$^{\dagger}${\scriptsize$\pm$" in table3 and r"\scriptsize$\pm$" in (report / "table1.tex").read_text()
+    differences = pd.read_csv(report / "differences.csv")
+    conv = differences[(differences["variant"] == "conv") & (differences["metric"] == "psnr")]
+    assert conv["difference"].to_numpy() == pytest.approx(-1.0) and conv["excludes_zero"].all()
+    assert not differences[differences["variant"] == "one"]["excludes_zero"].any()
+    seeds = pd.read_csv(report / "seeds.csv", dtype={"seeds": str})
+    row = seeds[(seeds["variant"] == "put") & (seeds["metric"] == "psnr")].iloc[0]
+    assert row["replicates"] == 2 and row["std"] == pytest.approx(0.5 / np.sqrt(2))
+    assert (report / "seeds.tex").is_file() and r"\section{Software}" in (report / "report.tex").read_text()
+
     metrics_info_file(out).unlink()
     with pytest.raises(FileNotFoundError, match="put.json"):
         read_metrics([out])

@@ -371,14 +371,25 @@ COMMITTED_COST = json.loads((Path(__file__).resolve().parents[1] / "reports" / "
 
 @needs_pdflatex
 def test_document_compiles(tmp_path):
+    from put.report.replicates import seed_summary, seeds_table
+    from put.versions import versions
+
     metrics = synthetic_metrics(fid_unavailable=True)
+    for metric in ("psnr", "ssim", "mae"):  # intervals, printed in small type
+        metrics[f"{metric}_lo"], metrics[f"{metric}_hi"] = metrics[metric] * 0.97, metrics[metric] * 1.02
+    replicated = pd.concat([metrics.assign(seed=s, psnr=metrics["psnr"] + s / 10) for s in (0, 1, 2)])
+    differences = pd.DataFrame([{"variant": "conv", "mode": "k50", "group": "20-40", "metric": "psnr",
+                                 "excludes_zero": True}])
     out = tmp_path / "reports"
     cmd, commit = "python -m put report --preset demo", "deadbeef"
     tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",
                           cmd, commit),
-              write_latex(table3(metrics, "demo"), out / "tables" / "table3.tex", None, "tab:t3", cmd, commit),
+              write_latex(table3(metrics, "demo", differences), out / "tables" / "table3.tex", None, "tab:t3", cmd,
+                          commit),
               write_latex(speed_table([bench_result("ffhq"), bench_result("demo", "pvqvae")]),
                           out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
+              write_latex(seeds_table(seed_summary(replicated), "demo"), out / "tables" / "seeds.tex", None,
+                          "tab:seeds", cmd, commit),
               write_latex(cost_table(COMMITTED_COST), out / "tables" / "cost.tex", None, "tab:cost", cmd, commit),
               write_latex(layouts_table(COMMITTED_COST), out / "tables" / "layouts.tex", None, "tab:layouts", cmd,
                           commit),
@@ -387,10 +398,12 @@ def test_document_compiles(tmp_path):
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
                plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
     tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
-                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches them."])
+                         notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches "
+                                r"them."], software=versions())
     text = tex.read_text()
     assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
     assert r"\item LPIPS curve not drawn" in text
+    assert r"\section{Software}" in text and "torchvision" in text and "requirements.lock" in text
     assert cmd in text.splitlines()[1]
     pdf = compile_pdf(tex)
     data = pdf.read_bytes()

@@ -139,3 +139,16 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     assert len(digest) == 16
     view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
     assert view["name"].startswith("Variants side by side") and view["state"].startswith("deflate;")
+
+
+def test_seed_replicates_have_their_own_runs_grouped_by_configuration_with_versions(tracking):
+    for seed in (0, 1, 2):
+        MlflowTracker("demo", "conv", "evaluate", "dag0005aaaaa", seed=seed).finish()
+    MlflowTracker("demo", "conv", "evaluate", "dag0005aaaaa", seed=1).finish()  # a re-run: the same run
+    children = [r for r in runs(tracking) if r.data.tags["put.level"] == "stage"]
+    assert sorted(r.data.tags["put.seed"] for r in children) == ["0", "1", "2"]
+    assert {r.data.tags["put.replicates"] for r in children} == {"dag0005aaaaa/conv"}
+    assert {r.info.run_name for r in children} == {"evaluate conv", "evaluate conv seed 1", "evaluate conv seed 2"}
+    tags = children[0].data.tags
+    assert tags["put.version.python"].count(".") == 2 and tags["put.version.torch"].startswith("2.")
+    assert "requirements.lock" in tags["put.version.environment"]

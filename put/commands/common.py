@@ -76,11 +76,18 @@ def add_params_arguments(parser: argparse.ArgumentParser, tags: bool = False) ->
 
 
 def load_cli_params(args: argparse.Namespace):
-    """params.yaml (or --params) with --preset applied: the stages' one way of reading their knobs."""
+    """params.yaml (or --params) with --preset and --seed applied: the stages' one way of reading their knobs."""
     from put.config.params import load_params
 
     path = args.params if args.params is not None else ("params.yaml" if Path("params.yaml").is_file() else None)
-    return load_params(path, preset=args.preset)
+    return load_params(path, preset=args.preset).replicate(getattr(args, "seed", 0))
+
+
+def add_seed_argument(parser: argparse.ArgumentParser) -> None:
+    """The seed replicate a stage runs (params.yaml's `seeds`): its files lie under <variant>_seed<S>."""
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="seed replicate: every training and sampling seed of the preset plus S "
+                             "(0, the default: the base run; the DAG runs each of params.yaml's `seeds`)")
 
 
 def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str, ...]) -> None:
@@ -90,6 +97,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
     parser.add_argument("--split", default="data/splits", help="folder written by `put split`")
     parser.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
     parser.add_argument("--curves", help="folder for the loss and held-out metric curves (train.csv, eval.csv)")
+    add_seed_argument(parser)
     parser.add_argument("--restart", action="store_true",
                         help="discard a saved state (e.g. one made with other settings) and train afresh")
     parser.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from put.commands.common import add_params_arguments, evaluated_label, load_cli_params, parse_tags
+from put.commands.common import add_params_arguments, add_seed_argument, evaluated_label, load_cli_params, parse_tags
 
 HELP = "metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)"
 
@@ -13,6 +13,7 @@ HELP = "metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser, tags=True)
     parser.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
+    add_seed_argument(parser)
     parser.add_argument("--samples", required=True, help="folder written by `put sample`")
     parser.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
     parser.add_argument("--out", required=True, help="metrics JSON")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from put.commands.common import (add_params_arguments, device_name, evaluated_label, load_cli_params,
+from put.commands.common import (add_params_arguments, add_seed_argument, device_name, evaluated_label, load_cli_params,
                                  optional_path, parse_tags)
 
 HELP = "inpaint the evaluation set with one variant (deterministic, top-K, diversity samples)"
@@ -14,6 +14,7 @@ HELP = "inpaint the evaluation set with one variant (deterministic, top-K, diver
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser, tags=True)
     parser.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
+    add_seed_argument(parser)
     parser.add_argument("--checkpoint", required=True, help="the variant's transformer checkpoint")
     parser.add_argument("--pvqvae", help="its P-VQVAE checkpoint (default: the one the transformer checkpoint "
                                          "records)")

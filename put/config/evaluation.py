@@ -43,6 +43,19 @@ class MetricProtocol(StrictModel):
     lpips_pairs: int = Field(5, ge=1)  # random distinct sample pairs per input
     lpips_spatial: bool = True  # released scripts: LPIPS(spatial=True), then the map's mean
     fid_backend: Literal["torch-fidelity"] = "torch-fidelity"
+    # Confidence intervals (put/metrics/bootstrap.py): a seeded percentile bootstrap over test images. 20000
+    # resamples keep the printed half-width (two significant digits) stable across bootstrap seeds; FID
+    # recomputes a matrix decomposition per resample, so it draws fewer (its half-width varies by about 2%).
+    interval_level: float = Field(0.95, gt=0, lt=1)
+    bootstrap_resamples: int = Field(20000, ge=100)
+    fid_bootstrap_resamples: int = Field(2000, ge=100)
+    bootstrap_seed: int = 0
+
+    def bootstrap(self, fid: bool = False):
+        from put.metrics.bootstrap import Bootstrap
+
+        return Bootstrap(self.interval_level, self.fid_bootstrap_resamples if fid else self.bootstrap_resamples,
+                         self.bootstrap_seed)
 
     @field_validator("ssim_window")
     @classmethod

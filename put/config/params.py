@@ -31,6 +31,11 @@ class ParamsError(ValueError):
     pass
 
 
+# The preset sections whose `seed` a seed replicate shifts: training and sampling randomness. The data split and
+# the evaluation masks keep theirs, so that every replicate is measured on the same test images and masks.
+REPLICATED_SEEDS = ("pvqvae_train", "transformer_train", "sample")
+
+
 def deep_merge(base: dict, changes: dict) -> dict:
     merged = copy.deepcopy(base)
     for key, value in changes.items():
@@ -87,6 +92,12 @@ def describe(err: ValidationError, prefix: str, source: str) -> str:
 
 
 OFFICIAL_PREFIX = "official_"  # an official entry NAME is evaluated under the label official_NAME
+SEED_INFIX = "_seed"  # seed replicate S of a variant lies under the label <variant>_seed<S>
+
+
+def replicate_label(variant: str, seed: int | str) -> str:
+    """The label of a variant's seed replicate (its files and runs); seed 0 is the base run, the plain name."""
+    return f"{variant}{SEED_INFIX}{seed}" if str(seed) != "0" else variant
 
 
 class OfficialCheckpoint(StrictModel):
@@ -104,7 +115,19 @@ class Params(StrictModel):
     overrides: dict[str, Any] = Field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     official: dict[str, OfficialCheckpoint] = Field(default_factory=dict)
+    # Seed replicates beyond the base run (seed 0): each trains, samples and evaluates every variant once more
+    # with every training and sampling seed of the preset plus S, on the same test images and masks.
+    seeds: list[int] = Field(default_factory=list)
+    seed: int = Field(0, ge=0, exclude=True)  # the replicate this process runs (a stage's --seed)
     source: str = Field("built-in defaults", exclude=True)
+
+    @field_validator("seeds")
+    @classmethod
+    def _replicates(cls, value: list[int]) -> list[int]:
+        if 0 in value or any(s < 0 for s in value) or len(set(value)) != len(value):
+            raise ValueError("expected distinct positive seeds: seed 0 is the base run, which always runs under the "
+                             "stages' plain names; list the extra replicates, e.g. [1, 2]")
+        return value
 
     @field_validator("official")
     @classmethod
@@ -115,8 +138,14 @@ class Params(StrictModel):
         return value
 
     def evaluated_labels(self) -> list[str]:
-        """Every label an evaluation is written under: the variants, then official_<name> per official entry."""
-        return [*VARIANTS, *(OFFICIAL_PREFIX + name for name in self.official)]
+        """Every label an evaluation is written under: the variants, their seed replicates, then
+        official_<name> per official entry."""
+        return [*VARIANTS, *(replicate_label(v, s) for s in self.seeds for v in VARIANTS),
+                *(OFFICIAL_PREFIX + name for name in self.official)]
+
+    def replicate(self, seed: int) -> "Params":
+        """These parameters for seed replicate `seed` (0: the base run)."""
+        return self.model_copy(update={"seed": int(seed)})
 
     def checkpoint_variant(self, label: str) -> str | None:
         """The variant a checkpoint evaluated under `label` must record: the variant itself, or an official
@@ -140,10 +169,15 @@ class Params(StrictModel):
             raise ParamsError(f"{self.source}: preset: unknown preset {self.preset!r}; "
                               f"expected one of {', '.join(PRESETS)}")
         try:
-            return Preset.model_validate(deep_merge(PRESETS[self.preset].model_dump(),
-                                                    without_unset(self.overrides, Preset)))
+            preset = Preset.model_validate(deep_merge(PRESETS[self.preset].model_dump(),
+                                                      without_unset(self.overrides, Preset)))
         except ValidationError as err:
             raise ParamsError(describe(err, "overrides", self.source)) from None
+        if not self.seed:
+            return preset
+        shifted = {name: getattr(preset, name).model_copy(update={"seed": getattr(preset, name).seed + self.seed})
+                   for name in REPLICATED_SEEDS}
+        return preset.model_copy(update=shifted)
 
     def variant_config(self, variant: str) -> ModelConfig:
         if variant not in VARIANTS:
@@ -159,15 +193,18 @@ class Params(StrictModel):
         """Every value the stages use, resolved: the preset's sections with the overrides applied, and each
         variant's complete model config under `variants`. The `config` stage writes it as the file whose
         sections DVC tracks per stage; the Snakefile takes its rules' params from it."""
-        return {"preset": self.preset, **self.resolved().model_dump(mode="json"),
+        return {"preset": self.preset, "seeds": list(self.seeds), **self.resolved().model_dump(mode="json"),
                 "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS},
                 "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
                                     "model": self.official_config(name).model_dump(mode="json")}
                              for name, entry in self.official.items()}}
 
     def dag_id(self) -> str:
-        """Hash of everything that defines a DAG run's results (the resolved document)."""
-        return hashlib.sha256(json.dumps(self.resolved_document(), sort_keys=True).encode()).hexdigest()[:12]
+        """Hash of everything that defines a DAG configuration (the resolved document of the base run): the
+        same for all its seed replicates, which MLflow groups under it."""
+        document = self.replicate(0).resolved_document()
+        del document["seeds"]
+        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:12]
 
     def check(self) -> "Params":
         """Validate everything now, so a typo fails before any work starts."""
@@ -204,7 +241,7 @@ def load_params(path: str | os.PathLike | None = None, preset: str | None = None
 
 def params_from_mapping(data: dict[str, Any], source: str) -> Params:
     """Params from an already-parsed mapping (Snakemake's config, say), validated; `source` names it in errors."""
-    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants", "official") and v is None)}
+    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants", "official", "seeds") and v is None)}
     try:
         params = Params.model_validate({**data, "source": source})
     except ValidationError as err:

@@ -7,10 +7,12 @@ takes it, so the command line, the declared inputs and outputs, and both front e
 stage's code depends on is not listed: it is computed (put/dag/code_deps.py). Which parameters it reads are
 sections of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
 
-Fan-out: a stage runs once, once per ablation variant, once per variant with its own P-VQVAE, or once per
+Fan-out: a stage runs once, once per ablation variant, once per variant with its own P-VQVAE, once per
 entry of params.yaml's `official` (the authors' released checkpoints, evaluated under our protocol; their
-stages have no instances when there is no entry). Adding a variant is an edit of put/config/model.py;
-adding a stage is one `Stage(...)` below.
+stages have no instances when there is no entry), or once per seed of params.yaml's `seeds` (the seed replicates
+of training, sampling and evaluation: one stage per variant, `train_transformer_tok@1`, whose instances are the
+seeds, none by default; the base run, seed 0, keeps the plain stages). Adding a variant is an edit of
+put/config/model.py; adding a stage is one `Stage(...)` below.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Literal
 from put import paths
 from put.config import PVQVAE_VARIANTS, VARIANTS
 
-FanOut = Literal["none", "variants", "pvqvae_variants", "official"]
+FanOut = Literal["none", "variants", "pvqvae_variants", "official", "seeds"]
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,15 @@ class Stage:
     training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
     tracked: bool = False                         # logs to MLflow; takes --tag (the DVC stage / Snakemake rule)
     report: bool = False                          # its outputs go into `snakemake --report`
+    replicated: bool = False                      # has seed replicates (a `for_seeds` stage per variant)
+    variant: str | None = None                    # a `seeds` stage's variant
+    replica_of: str | None = None                 # a `seeds` stage's stage (whose Slurm resources it takes)
 
     @property
     def variants(self) -> tuple[str, ...]:
-        """The static fan-out (an `official` stage's instances come from the parameters: graph.instances)."""
-        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS, "official": ()}[self.fan_out]
+        """The static fan-out (an `official` or `seeds` stage's instances come from the parameters: graph.instances)."""
+        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS, "official": (),
+                "seeds": ()}[self.fan_out]
 
     def key(self, variant: str | None = None) -> str:
         """The stage's name as both front ends print it: `train_pvqvae@conv` (DVC's foreach naming)."""
@@ -88,6 +94,17 @@ def for_official(stage: Stage) -> Stage:
                             for o, out in stage.outputs.items()})
 
 
+def for_seeds(stage: Stage, variant: str) -> Stage:
+    """One variant's stage once per seed replicate: its files under the label <variant>_seed<seed>."""
+    return replace(stage, name=f"{stage.name}_{variant}", fan_out="seeds", variant=variant, replicated=False,
+                   replica_of=stage.name,
+                   inputs={o: paths.with_replicate(p, variant) if isinstance(p, str) else p
+                           for o, p in stage.inputs.items()},
+                   outputs={o: replace(out, pattern=paths.with_replicate(out.pattern, variant))
+                            for o, out in stage.outputs.items()},
+                   params=tuple(p.replace("{variant}", variant) for p in stage.params))
+
+
 CONFIG = Stage(
     "config", "config", inputs={},
     outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False)}, params=())
@@ -96,12 +113,27 @@ SAMPLE = Stage(
     inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
             "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
-    params=("sample",), fan_out="variants", tracked=True)
+    params=("sample",), fan_out="variants", tracked=True, replicated=True)
 EVALUATE = Stage(
     "evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
-             "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False)},
-    params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True)
+             "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False),
+             "images": Output(paths.METRICS_IMAGES, cache=False)},
+    params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True, replicated=True)
+TRAIN_PVQVAE = Stage(
+    "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
+    outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
+             "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
+    params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
+    tracked=True, replicated=True)
+TRAIN_TRANSFORMER = Stage(
+    "train_transformer", "train-transformer",
+    inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
+    outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
+             "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
+    params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
+    tracked=True, replicated=True)
+REPLICATED = (TRAIN_PVQVAE, TRAIN_TRANSFORMER, SAMPLE, EVALUATE)
 
 STAGES: tuple[Stage, ...] = (
     CONFIG,
@@ -111,19 +143,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("masks", "masks", inputs={"--split": paths.SPLIT_DIR},
           outputs={"--out": Output(paths.MASKS_DIR, directory=True)},
           params=("masks", "data", "model.image_size")),
-    Stage("train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
-          outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
-                   "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
-          params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
-          tracked=True),
-    Stage("train_transformer", "train-transformer",
-          inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
-          outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
-                   "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
-          params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
-          tracked=True),
-    SAMPLE,
-    EVALUATE,
+    *REPLICATED,
+    *(for_seeds(stage, variant) for stage in REPLICATED for variant in stage.variants),
     Stage("import_official", "import-official", inputs={"--transformer": OfficialFile("transformer")},
           outputs={"--out": Output(paths.with_official(paths.RUN_DIR), directory=True, declared=False),
                    "pvqvae": Output(paths.with_official(paths.PVQVAE_CHECKPOINT)),
@@ -148,7 +169,7 @@ STAGES: tuple[Stage, ...] = (
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=("official",), tracked=True, report=True),
+          params=("official", "seeds"), tracked=True, report=True),
 )
 
 
@@ -205,7 +226,8 @@ METRICS: tuple[str, ...] = (paths.FRONTIER_METRICS,)  # `dvc metrics` files that
 # Snakemake targets (the first is the default). DVC builds every stage.
 TARGETS: dict[str, tuple[str, ...]] = {
     "all": tuple(s.name for s in STAGES),
-    "ablations": ("config", "evaluate"),  # every variant trained, sampled and evaluated; its resolved parameters
+    # every variant (and seed replicate) trained, sampled and evaluated; its resolved parameters
+    "ablations": ("config", "evaluate", *(f"evaluate_{variant}" for variant in EVALUATE.variants)),
 }
 
 

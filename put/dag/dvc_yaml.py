@@ -1,7 +1,10 @@
 """dvc.yaml, generated from the DAG declaration (`put dag`; a test fails when the committed file is stale).
 The preset stays a DVC variable (`${preset}` from params.yaml), so `dvc exp run -S preset=ffhq` works on the
 generated file as on a hand-written one; the official stages loop over params.yaml's `official` mapping
-(`foreach: ${official}`), so adding an entry there adds their instances without regenerating anything."""
+(`foreach: ${official}`) and the seed replicates' stages over its `seeds` list (`foreach: ${seeds}`), so adding an
+entry there adds their instances without regenerating anything: `dvc exp run -S 'seeds=[1,2]'`. (DVC cannot drop
+the first element of a list, so `seeds` lists the replicates beyond the base run: the default, no replicate,
+keeps today's stage names and outputs.)"""
 
 from __future__ import annotations
 
@@ -25,7 +28,9 @@ HEADER = """\
 # Each stage depends on the source files its command runs (put/dag/code_deps.py) and on the resolved values
 # of the parameters it reads (results/<preset>/resolved_params.yaml, written by the `config` stage).
 """
-DVC_FIELDS = {"{preset}": "${preset}", "{variant}": "${key}", "{pvqvae}": "${item.pvqvae}", "{official}": "${key}"}
+DVC_FIELDS = {"{preset}": "${preset}", "{variant}": "${key}", "{pvqvae}": "${item.pvqvae}", "{official}": "${key}",
+              "{seed}": "${item}"}
+INSTANCE = {"variants": "${key}", "pvqvae_variants": "${key}", "official": "${key}", "seeds": "${item}"}
 
 
 def dvc_path(pattern: str) -> str:
@@ -48,12 +53,15 @@ def command(stage: Stage) -> str:
         parts.append(f"--variant {OFFICIAL_PREFIX}${{key}}")  # the label its files and runs go under
     elif stage.fan_out == "official":
         parts.append("--official ${key}")
+    elif stage.fan_out == "seeds":
+        parts.append(f"--variant {stage.variant} --seed ${{item}}")
     elif stage.variants:
         parts.append("--variant ${key}")
     parts += [f"{option} {input_value(pattern)}" for option, pattern in stage.inputs.items()]
     parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items() if option.startswith("--")]
     if stage.tracked:
-        parts.append(f"--tag dvc_stage={stage.name}" + ("@${key}" if stage.fan_out != "none" else ""))
+        instance = f"@{INSTANCE[stage.fan_out]}" if stage.fan_out in INSTANCE else ""
+        parts.append(f"--tag dvc_stage={stage.name}{instance}")
     return " ".join(parts)
 
 
@@ -72,8 +80,8 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
         outs = [out for out in declared if out.metrics == (kind == "metrics")]
         if outs:
             entry[kind] = [dvc_path(o.pattern) if o.cache else {dvc_path(o.pattern): {"cache": False}} for o in outs]
-    if stage.fan_out == "official":
-        return {"foreach": "${official}", "do": entry}
+    if stage.fan_out in ("official", "seeds"):
+        return {"foreach": f"${{{stage.fan_out}}}", "do": entry}
     if stage.variants:
         return {"foreach": {v: {"pvqvae": PVQVAE_OF_VARIANT[v]} for v in stage.variants}, "do": entry}
     return entry

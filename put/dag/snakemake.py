@@ -66,8 +66,11 @@ def option_name(option: str) -> str:
     return option.lstrip("-").replace("-", "_")
 
 
+WILDCARDS = {"official": "official", "seeds": "seed"}  # fan-outs whose instances come from the parameters
+
+
 def wildcard(stage: Stage) -> str | None:
-    return "official" if stage.fan_out == "official" else ("variant" if stage.variants else None)
+    return WILDCARDS.get(stage.fan_out) or ("variant" if stage.variants else None)
 
 
 def in_rule(pattern: str, preset: str) -> str:
@@ -92,6 +95,8 @@ def label_option(stage: Stage) -> str:
         if stage.command == "import-official":
             return " --official {wildcards.official}"
         return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
+    if stage.fan_out == "seeds":
+        return f" --variant {stage.variant} --seed {{wildcards.seed}}"
     return " --variant {wildcards.variant}" if stage.variants else ""
 
 
@@ -111,7 +116,8 @@ class RuleSpec:
 
 def rule_spec(stage: Stage, preset: str, params: Params, config: dict[str, Any],
               params_file: Path = EFFECTIVE_PARAMS) -> RuleSpec | None:
-    """The rule of a stage, or None for an official stage when params.yaml names no official checkpoint."""
+    """The rule of a stage, or None for an official (seed replicate) stage when params.yaml names no official
+    checkpoint (no seed)."""
     names = instance_names(stage, params)
     if not names:
         return None

@@ -4,6 +4,8 @@
   per-image PSNR / SSIM / MAE.
 - `put.metrics.fid`: FID between two folders (torch-fidelity).
 - `put.metrics.diversity`: mean pairwise LPIPS between samples of the same input.
+- `put.metrics.bootstrap`: confidence intervals (a seeded percentile bootstrap over test images; paired
+  differences; FID on resampled features; intervals over seed replicates).
 
 FID and LPIPS need pretrained networks that may be missing on an offline machine; they then return a
 MetricValue that says so instead of a number. fid/diversity are not imported here so that per-image

@@ -18,29 +18,34 @@ from put.pretrained import LPIPS_BACKBONES
 Distance = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def mean_pairwise(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> float:
-    """Average distance over `pairs` random distinct sample pairs per group, over all groups.
+def pairwise_sums(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> list[float]:
+    """Per group, the sum of the distances of `pairs` random distinct sample pairs.
 
     Each group is an (N, C, H, W) stack of samples for one input. Pairs are unordered, without
     repetition and never a sample with itself, drawn with one numpy Generator seeded once, so the
     choice depends only on the seed and the group sizes. `distance(a, b)` takes two (P, C, H, W)
-    batches and returns P distances; every group contributes the same number of pairs, so the mean
-    over all pairs equals the mean of per-input means.
+    batches and returns P distances.
     """
     rng = np.random.default_rng(seed)
-    total, count = 0.0, 0
+    sums = []
     for i, group in enumerate(groups):
         n = group.shape[0]
         candidates = np.array(list(combinations(range(n), 2))).reshape(-1, 2)
         if pairs > len(candidates):
             raise ValueError(f"input {i}: {n} samples give {len(candidates)} distinct pairs, {pairs} requested")
         chosen = candidates[rng.choice(len(candidates), size=pairs, replace=False)]
-        d = distance(group[chosen[:, 0]], group[chosen[:, 1]])
-        total += float(d.double().sum())
-        count += pairs
-    if count == 0:
+        sums.append(float(distance(group[chosen[:, 0]], group[chosen[:, 1]]).double().sum()))
+    if not sums:
         raise ValueError("no groups given")
-    return total / count
+    return sums
+
+
+def mean_pairwise(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> float:
+    """Average distance over `pairs` random distinct sample pairs per group, over all groups (see
+    `pairwise_sums`): every group contributes the same number of pairs, so the mean over all pairs equals
+    the mean of per-input means."""
+    sums = pairwise_sums(groups, distance, pairs, seed)
+    return sum(sums) / (pairs * len(sums))
 
 
 def _load_group(paths: list[Path]) -> torch.Tensor:
@@ -65,9 +70,10 @@ def lpips_model(net: str, spatial: bool) -> torch.nn.Module:
         return lpips.LPIPS(net=net, spatial=spatial, pretrained=True, verbose=False).eval()
 
 
-def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
-                    device: str | torch.device | None = None) -> MetricValue:
-    """Mean LPIPS over protocol.lpips_pairs random sample pairs per input (one path list per input)."""
+def diversity_lpips_per_input(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
+                              device: str | torch.device | None = None) -> np.ndarray | MetricValue:
+    """Per input (one path list each), the mean LPIPS over protocol.lpips_pairs random sample pairs; or why
+    it cannot be measured."""
     backbone = LPIPS_BACKBONES[protocol.lpips_net]
     if reason := backbone.missing():
         return MetricValue.missing(reason)
@@ -82,4 +88,11 @@ def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: in
         return model(a.to(device), b.to(device)).mean(dim=(1, 2, 3)).cpu()
 
     loaded = (_load_group(paths) for paths in groups)  # one input's samples in memory at a time
-    return MetricValue(mean_pairwise(loaded, distance, protocol.lpips_pairs, seed))
+    return np.array(pairwise_sums(loaded, distance, protocol.lpips_pairs, seed)) / protocol.lpips_pairs
+
+
+def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
+                    device: str | torch.device | None = None) -> MetricValue:
+    """Mean LPIPS over protocol.lpips_pairs random sample pairs per input (one path list per input)."""
+    per_input = diversity_lpips_per_input(groups, protocol, seed, device)
+    return per_input if isinstance(per_input, MetricValue) else MetricValue(float(np.mean(per_input)))

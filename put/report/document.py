@@ -33,13 +33,26 @@ def _figures(figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLi
     return [(Path(p), latex_escape(Path(p).stem.replace("_", " "))) for p in figure_files]
 
 
+def software_appendix(software: Mapping[str, str]) -> str:
+    """An appendix listing the software a run used (name -> version, plain text)."""
+    rows = "\n".join(f"{latex_escape(name)} & {latex_escape(version)} \\\\" for name, version in software.items())
+    return ("\\appendix\n\\section{Software}\nThe versions this report was made with (\\texttt{put.versions}; MLflow "
+            "records the same with every run as tags \\texttt{put.version.*}). \\texttt{make install} installs "
+            "exactly \\texttt{requirements.lock}; \\texttt{make lock} regenerates it.\n\n"
+            "\\begin{center}\\small\n\\begin{tabular}{>{\\raggedright\\arraybackslash}p{3.5cm}"
+            ">{\\raggedright\\arraybackslash}p{12cm}}\n\\toprule\n"
+            f"{rows}\n\\bottomrule\n\\end{{tabular}}\n\\end{{center}}\n")
+
+
 def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.PathLike],
                    figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str], title: str,
-                   command: str, commit: str, notes: Sequence[str] = ()) -> Path:
+                   command: str, commit: str, notes: Sequence[str] = (),
+                   software: Mapping[str, str] | None = None) -> Path:
     """Write `out_dir/report.tex`: each table file \\input, each figure included, by paths relative to
     `out_dir` (so the folder compiles wherever it is). `figure_files` may map a path to its LaTeX caption;
     otherwise the file name is the caption. `title` is plain text; `notes` are LaTeX sentences (e.g. which
-    figure is not drawn and why), listed before the figures."""
+    figure is not drawn and why), listed before the figures; `software` (name -> version) becomes an
+    appendix."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = "\n".join(rf"\input{{{_relative(p, out_dir)}}}" for p in table_files)
@@ -65,6 +78,7 @@ def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.Pa
 {tables}
 \\clearpage
 {figures}
+{software_appendix(software) if software else ""}
 \\end{{document}}
 """
     return atomic_write_text(out_dir / "report.tex", provenance_header(command, commit) + body)

@@ -37,12 +37,15 @@ def measurable(curves: pd.DataFrame, metric: str) -> bool:
 
 
 def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.PathLike) -> Path:
-    """One panel per metric against the hole ratio (the fine bins' centres), one line per variant; a
-    variant without any value of a metric is left out of that panel. Every metric must be measurable:
-    the report says in words why a curve is missing instead of drawing an empty one."""
+    """One panel per metric against the hole ratio (the fine bins' centres), one line per variant, with its
+    interval as a band where the frame has `<metric>_lo` and `<metric>_hi`; a variant without any value of a
+    metric is left out of that panel. Every metric must be measurable: the report says in words why a curve is
+    missing instead of drawing an empty one. One row per variant and bin (one seed replicate)."""
     for column in ("variant", "bin"):
         if column not in curves.columns:
             raise ValueError(f"curves frame lacks column {column!r}")
+    if curves.duplicated(["variant", "bin"]).any():
+        raise ValueError("curves frame has more than one row per (variant, bin): select one seed replicate")
     for metric in metrics:
         if metric not in CURVE_METRICS:
             raise ValueError(f"unknown curve metric {metric!r}; expected one of {', '.join(CURVE_METRICS)}")
@@ -56,9 +59,15 @@ def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.Pat
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics):
         for variant in variants:
-            values = curves[curves["variant"] == variant].set_index("bin")[metric].reindex(bins).astype(float)
-            if values.notna().any():
-                ax.plot(x, values.to_numpy(), marker="o", label=variant)
+            rows = curves[curves["variant"] == variant].set_index("bin").reindex(bins)
+            values = rows[metric].astype(float)
+            if not values.notna().any():
+                continue
+            line, = ax.plot(x, values.to_numpy(), marker="o", label=variant)
+            if {f"{metric}_lo", f"{metric}_hi"} <= set(rows.columns):
+                ax.fill_between(x, rows[f"{metric}_lo"].astype(float).to_numpy(),
+                                rows[f"{metric}_hi"].astype(float).to_numpy(), color=line.get_color(), alpha=0.15,
+                                linewidth=0)
         ax.set_title(CURVE_METRICS[metric], fontsize="medium")
         ax.set_xticks(x, [f"{b}%" for b in bins], fontsize="small")
         ax.set_xlabel("hole ratio (fine bin)")

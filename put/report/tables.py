@@ -2,6 +2,8 @@
 
 Each builder returns a pandas Styler (formats, bold best values, "n/a" for unavailable values and a
 default caption that lists why); `write_latex` renders it with booktabs rules under a provenance header.
+A measured value carries its interval as a small "+-" half-width (`<metric>_lo`, `<metric>_hi` of the
+metrics frame); Table 3 marks the ablations whose paired difference from PUT is significant.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ CONTEXT_METHODS: dict[str, tuple[str, ...]] = {"all": ("DFv2", "EC", "MED", "ICT
 BOLD = "textbf:--rwrap;"
 NA = "n/a"
 MEASURED_COLUMNS = ("variant", "group", "mode", *METRICS)
+SIGNIFICANT = r"$^{\dagger}$"  # Table 3: the paired interval of the difference from PUT excludes zero
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
@@ -80,16 +83,27 @@ def _reason(row: pd.Series | None, metric: str) -> str:
     return str(reason) if isinstance(reason, str) and reason.strip() else "not measured"
 
 
-def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str) -> tuple[list[float], list[str]]:
-    """One table row of measured values over GROUPS, and for each missing value why ("" where present)."""
-    values, reasons = [], []
+def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str) -> tuple[list[float], list[str],
+                                                                                   list[float]]:
+    """One table row of measured values over GROUPS, for each missing value why ("" where present), and each
+    value's half interval width (NaN where there is none)."""
+    values, reasons, halves = [], [], []
     for group in GROUPS:
         hit = metrics[(metrics["variant"] == variant) & (metrics["mode"] == mode) & (metrics["group"] == group)]
         row = hit.iloc[0] if len(hit) else None
         value = float(row[metric]) if row is not None and pd.notna(row[metric]) else float("nan")
         values.append(value)
         reasons.append(_reason(row, metric) if np.isnan(value) else "")
-    return values, reasons
+        lo, hi = (row.get(f"{metric}_{end}", np.nan) if row is not None else np.nan for end in ("lo", "hi"))
+        halves.append((float(hi) - float(lo)) / 2 if pd.notna(lo) and pd.notna(hi) else float("nan"))
+    return values, reasons, halves
+
+
+def half_width_text(half: float, max_decimals: int = 6) -> str:
+    """A half interval width (or a spread) to two significant digits (three and more for widths of 100 and
+    above), with at most `max_decimals` decimals."""
+    decimals = max(0, 1 - int(np.floor(np.log10(abs(half))))) if half > 0 else 0
+    return f"{half:.{min(decimals, max_decimals)}f}"
 
 
 def reason_latex(reason: str) -> str:
@@ -109,11 +123,25 @@ def footnotes(reasons: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return marks, (f"{NA}: not available. {notes}" if letters else "")
 
 
-def cell_text(values: pd.DataFrame, decimals: np.ndarray, marks: pd.DataFrame) -> pd.DataFrame:
-    """Numbers at their printed precision (`decimals` per cell), NaN as n/a with its footnote mark."""
-    text = [[f"{v:.{d}f}" if pd.notna(v) else f"{NA}{m}" for v, d, m in zip(*row)]
-            for row in zip(values.to_numpy(), decimals, marks.to_numpy())]
-    return pd.DataFrame(text, index=values.index, columns=values.columns)
+def cell_text(values: pd.DataFrame, decimals: np.ndarray, marks: pd.DataFrame, halves: pd.DataFrame | None = None,
+              bold: np.ndarray | None = None, flags: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Numbers at their printed precision (`decimals` per cell), bold where `bold`, a mark where `flags`, the
+    half interval width in small type where `halves` has one; NaN as n/a with its footnote mark."""
+    shape = values.shape
+    halves = halves.to_numpy() if halves is not None else np.full(shape, np.nan)
+    bold = bold if bold is not None else np.zeros(shape, bool)
+    flags = flags.to_numpy() if flags is not None else np.zeros(shape, bool)
+
+    def text(v: float, d: int, m: str, h: float, b: bool, f: bool) -> str:
+        if pd.isna(v):
+            return f"{NA}{m}"
+        number = f"{v:.{d}f}"
+        return ((rf"\textbf{{{number}}}" if b else number) + (SIGNIFICANT if f else "")
+                + (rf"{{\scriptsize$\pm${half_width_text(h)}}}" if pd.notna(h) else ""))
+
+    cells = [[text(*cell) for cell in zip(*row)] for row in zip(values.to_numpy(), decimals, marks.to_numpy(),
+                                                                    halves, bold, flags)]
+    return pd.DataFrame(cells, index=values.index, columns=values.columns)
 
 
 def best_cells(values: pd.DataFrame, decimals: np.ndarray, lower: np.ndarray, groups: np.ndarray,
@@ -140,20 +168,30 @@ def _sample_sizes(metrics: pd.DataFrame, variants: Iterable[str]) -> str:
     return f" Measured on {shown} test images per mask group."
 
 
+def interval_sentence(metrics: pd.DataFrame, level: float = 0.95) -> str:
+    """What the small +- numbers are, when any measured value has an interval."""
+    if not any(f"{m}_lo" in metrics.columns and metrics[f"{m}_lo"].notna().any() for m in METRICS):
+        return ""
+    return (rf" Small type: $\pm$ half the width of the {level:.0%} percentile bootstrap interval of the value over "
+            "the test images (images resampled with their masks and samples; FID recomputed on the resampled "
+            "Inception features).").replace("%", r"\%")
+
+
 # --------------------------------------------------------------------------------------------- styling
 
-def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str) -> Styler:
-    """Per-metric number formats, the best measured values in bold, n/a with one footnote per reason; the
-    helper index levels `metric_key` and `measured` are dropped from what is shown (they drive formats and
-    bolding). The notes end the caption and are kept on the styler, so that `write_latex` keeps them under a
-    caller's own caption."""
+def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.DataFrame | None = None,
+           flags: pd.DataFrame | None = None) -> Styler:
+    """Per-metric number formats, the best measured values in bold, intervals in small type, n/a with one
+    footnote per reason; the helper index levels `metric_key` and `measured` are dropped from what is shown
+    (they drive formats and bolding). The notes end the caption and are kept on the styler, so that
+    `write_latex` keeps them under a caller's own caption."""
     metric_of_row = frame.index.get_level_values("metric_key")
     decimals = np.repeat(np.array([DECIMALS[m] for m in metric_of_row])[:, None], frame.shape[1], axis=1)
     best = best_cells(frame, decimals, np.asarray(metric_of_row.isin(LOWER_IS_BETTER)), np.asarray(metric_of_row),
                       np.asarray(frame.index.get_level_values("measured")))
     marks, notes = footnotes(reasons)
-    shown = cell_text(frame, decimals, marks).droplevel(["metric_key", "measured"])
-    styler = shown.style.apply(lambda _: np.where(best, BOLD, ""), axis=None)
+    shown = cell_text(frame, decimals, marks, halves, best, flags).droplevel(["metric_key", "measured"])
+    styler = shown.style
     styler.hide(axis="index", names=True)
     styler.set_table_styles([{"selector": "small", "props": ":;"},  # 48 rows fit a page
                              {"selector": "column_format", "props": f":{'l' * 3}{'r' * shown.shape[1]};"}],
@@ -162,18 +200,21 @@ def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str) -> Styler:
     return styler.set_caption(f"{caption} {notes}".strip())
 
 
-Row = tuple[str, str, str, list[float], list[str] | None]  # metric, block, label, values, reasons (None: reported)
+# metric, block, label, values, reasons (None: reported), half interval widths (None: none)
+Row = tuple[str, str, str, list[float], list[str] | None, list[float] | None]
 
 
-def _frame(rows: list[Row], level_names: tuple[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """rows -> (values, reasons) indexed by (metric_key, measured, Metric, block, row), the groups as columns."""
+def _frame(rows: list[Row], level_names: tuple[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """rows -> (values, reasons, half widths) indexed by (metric_key, measured, Metric, block, row), the groups
+    as columns."""
     index = pd.MultiIndex.from_tuples(
-        [(m, reasons is not None, METRIC_LABELS[m], block, label) for m, block, label, _, reasons in rows],
+        [(m, reasons is not None, METRIC_LABELS[m], block, label) for m, block, label, _, reasons, _ in rows],
         names=["metric_key", "measured", "Metric", *level_names])
     columns = pd.Index(list(GROUPS), name=r"Mask ratio (\%)")
     values = pd.DataFrame([r[3] for r in rows], index=index, columns=columns, dtype=float)
     reasons = pd.DataFrame([r[4] or [""] * len(GROUPS) for r in rows], index=index, columns=columns)
-    return values, reasons
+    halves = pd.DataFrame([r[5] or [np.nan] * len(GROUPS) for r in rows], index=index, columns=columns, dtype=float)
+    return values, reasons, halves
 
 
 def _reported_values(table: pd.DataFrame, key: str, name: str, metric: str, dataset: str) -> list[float]:
@@ -194,7 +235,7 @@ _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is
 
 # --------------------------------------------------------------------------------------------- tables
 
-def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
+def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95) -> Styler:
     """The paper's Table 1 for one preset: per metric, the deterministic block (our PUT_all measured, the
     paper's PUT_all reported) and the K=50 block (PUT_50 likewise). `context=True` adds the paper's
     other methods (DFv2, EC, MED, ICT, PIC) as further reported rows."""
@@ -214,35 +255,54 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False) -> Styler:
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
                 rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
-                             _reported_values(reported, "method", name, metric, dataset), None))
+                             _reported_values(reported, "method", name, metric, dataset), None, None))
     released = (" Released-weights rows: the authors' released checkpoints, imported and evaluated under our "
                 "protocol." if official else "")
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
                f"our reproduction; reported rows: numbers printed in the paper.{released} {_BOLD_RULE}"
-               f"{_sample_sizes(metrics, ['put', *official])}")
-    return _style(*_frame(rows, ("Sampling", "Method")), caption)
+               f"{_sample_sizes(metrics, ['put', *official])}{interval_sentence(metrics, level)}")
+    values, reasons, halves = _frame(rows, ("Sampling", "Method"))
+    return _style(values, reasons, caption, halves)
 
 
-def table3(metrics: pd.DataFrame, preset: str) -> Styler:
+def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
+           level: float = 0.95) -> Styler:
     """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
     reported rows for the matching dataset (FFHQ's, labelled, for the demo preset; none for ImageNet,
-    which the paper did not ablate)."""
+    which the paper did not ablate). `differences` (put.report.differences.paired_differences): an ablation's
+    value is marked where the paired interval of its difference from PUT excludes zero."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
     has_reported = dataset in TABLE3_DATASETS
+    significant = set()
+    if differences is not None and len(differences):
+        hits = differences[differences["excludes_zero"] & (differences["mode"] == "k50")]
+        significant = set(zip(hits["variant"], hits["metric"], hits["group"]))
     rows: list[Row] = []
+    flags: list[list[bool]] = []
     for metric in METRICS:
         for variant in VARIANT_ORDER:
             rows.append((metric, "measured", VARIANT_LABELS[variant], *_measured(metrics, variant, "k50", metric)))
+            flags.append([(variant, metric, g) in significant for g in GROUPS])
         if has_reported:
             rows += [(metric, f"reported, {dataset}", VARIANT_LABELS[v],
-                      _reported_values(reported, "variant", v, metric, dataset), None) for v in VARIANT_ORDER]
+                      _reported_values(reported, "variant", v, metric, dataset), None, None) for v in VARIANT_ORDER]
+            flags += [[False] * len(GROUPS)] * len(VARIANT_ORDER)
     where = (_dataset_sentence(preset, dataset, own) if has_reported else
              f"preset \\texttt{{{latex_escape(preset)}}} ({dataset}; the paper reports no ablation on it)")
+    tested = ""
+    if differences is not None:
+        tested = (f" {SIGNIFICANT}: the ablation differs from PUT at {level:.0%}: the paired percentile bootstrap "
+                  "interval of its mean per-image difference from PUT (same test images, masks and sample draws, "
+                  "images resampled) excludes zero" + (f" ({len(significant)} of "
+                  f"{int(differences['mode'].eq('k50').sum())} differences tested)" if len(differences) else "") +
+                  "; unmarked: the difference is not distinguishable from image-sampling noise. FID has no per-image "
+                  "value and is not tested.").replace("%", r"\%")
     caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}. {_BOLD_RULE}"
-               f"{_sample_sizes(metrics, VARIANT_ORDER)}")
-    return _style(*_frame(rows, ("Source", "Variant")), caption)
+               f"{_sample_sizes(metrics, VARIANT_ORDER)}{interval_sentence(metrics, level)}{tested}")
+    values, reasons, halves = _frame(rows, ("Source", "Variant"))
+    return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns))
 
 
 TRANSFORMER = "UQ-Transformer (tokens/s)"

@@ -2,13 +2,17 @@
 
 Per table group and mode: mean PSNR, SSIM, MAE (scikit-image, under the recorded protocol) and FID
 (torch-fidelity) against the ground truth. Per fine bin: mean PSNR, SSIM, MAE over all samples, FID of
-each image's first sample and the mean pairwise LPIPS of its samples (diversity).
+each image's first sample and the mean pairwise LPIPS of its samples (diversity). Every value has its 95%
+bootstrap interval over the test images (put/metrics/bootstrap.py).
 
-Three files (names in put.paths):
-- `<variant>.json`: only numbers, nested {mode: {group: {metric: value}}} plus {"bins": {bin: {...}}},
-  which is what `dvc metrics show` lists; a metric that could not be measured is absent.
-- `<variant>_info.json`: the protocol, the sampling settings and why each absent value is absent.
-- `<variant>_bins.csv`: one row per fine bin, x = hole-ratio bin centre (`hole_ratio`), for `dvc plots`.
+Four files (names in put.paths):
+- `<label>.json`: only metrics, nested {mode: {group: {metric: value, metric_lo: .., metric_hi: ..}}} plus
+  {"bins": {bin: {...}}}, which is what `dvc metrics show` lists; a metric that could not be measured is absent.
+- `<label>_info.json`: the variant and seed replicate, the protocol, the sampling settings, the number of test
+  images behind each cell (`n`) and why each absent value is absent.
+- `<label>_bins.csv`: one row per fine bin, x = hole-ratio bin centre (`hole_ratio`), for `dvc plots`.
+- `<label>_images.csv`: every per-image value behind the means (one row per result; LPIPS per input on the row
+  of its first sample): what the report's paired differences between variants are computed from.
 """
 
 from __future__ import annotations
@@ -22,19 +26,24 @@ import pandas as pd
 
 from put.config.evaluation import MetricProtocol
 from put.config.params import Params
-from put.fileio import atomic_write_text, read_json
+from put.fileio import atomic_write_text, read_csv, read_json
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import read_manifest
 from put.metrics import MetricValue
-from put.metrics.diversity import diversity_lpips
-from put.metrics.fid import fid
+from put.metrics.bootstrap import mean_interval
+from put.metrics.diversity import diversity_lpips_per_input
+from put.metrics.fid import fid, fid_with_interval
 from put.metrics.image import metrics_table
-from put.paths import metrics_bins_file, metrics_info_file
+from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.stages.sample import TABLE_MODES, read_samples
 from put.tracking import stage_tracker, tracked
 
 PIXEL_METRICS = ("psnr", "ssim", "mae")
+METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
+BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
+IMAGE_COLUMNS = ("mode", "group", "image", "sample", *PIXEL_METRICS, "lpips")
+Bounds = tuple[float, float] | None
 
 
 def mode_label(mode: str, top_k: int) -> str:
@@ -43,17 +52,21 @@ def mode_label(mode: str, top_k: int) -> str:
 
 
 def linked_folder(files: list[Path], root: Path) -> Path:
-    """A folder holding exactly `files` (as symlinks): FID compares whole folders."""
+    """A folder holding exactly `files` (as symlinks, named in their order): FID compares whole folders."""
     root.mkdir(parents=True, exist_ok=True)
     for i, f in enumerate(files):
         (root / f"{i:05d}.png").symlink_to(Path(f).resolve())
     return root
 
 
-def pixel_metrics(results: list[Path], targets: list[Path], protocol: MetricProtocol) -> dict[str, float]:
-    """Mean PSNR, SSIM and MAE over result/target pairs (a perfect result's infinite PSNR left out)."""
-    per_image = metrics_table(list(zip(results, targets)), protocol)
+def pixel_means(per_image: pd.DataFrame) -> dict[str, float]:
+    """Mean PSNR, SSIM and MAE of a `metrics_table` (a perfect result's infinite PSNR left out)."""
     return {m: float(per_image[m].replace(np.inf, np.nan).mean()) for m in PIXEL_METRICS}
+
+
+def pixel_metrics(results: list[Path], targets: list[Path], protocol: MetricProtocol) -> dict[str, float]:
+    """Mean PSNR, SSIM and MAE over result/target pairs."""
+    return pixel_means(metrics_table(list(zip(results, targets)), protocol))
 
 
 def files_fid(results: list[Path], targets: list[Path], protocol: MetricProtocol) -> MetricValue:
@@ -62,14 +75,24 @@ def files_fid(results: list[Path], targets: list[Path], protocol: MetricProtocol
                    protocol)
 
 
+def files_fid_interval(results: list[Path], targets: list[Path],
+                       protocol: MetricProtocol) -> tuple[MetricValue, Bounds]:
+    """FID and its bootstrap interval over the (result, target) pairs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return fid_with_interval(linked_folder(results, Path(tmp) / "result"),
+                                 linked_folder(targets, Path(tmp) / "target"), protocol)
+
+
 class Cells:
-    """Numbers by key path (for the metrics file) and, for each value that could not be measured, why."""
+    """Numbers by key path (for the metrics file), each with its interval when given; for each value that
+    could not be measured, why; and the number of test images behind each cell."""
 
     def __init__(self) -> None:
         self.values: dict = {}
         self.unavailable: dict[str, str] = {}
+        self.counts: dict = {}
 
-    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue) -> None:
+    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue, bounds: Bounds = None) -> None:
         if isinstance(value, MetricValue):
             if not value.available:
                 self.unavailable["/".join((*keys, name))] = value.unavailable
@@ -80,37 +103,53 @@ class Cells:
             for key in keys:
                 node = node.setdefault(key, {})
             node[name] = value if isinstance(value, int) else float(value)
+            if bounds is not None:
+                node.update({f"{name}_{end}": float(b) for end, b in zip(BOUNDS, bounds)})
+
+    def count(self, keys: tuple[str, ...], n: int) -> None:
+        node = self.counts
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = int(n)
 
 
 def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: Path,
                  tags: dict[str, str] | None = None) -> dict:
-    with tracked(stage_tracker(params.preset, variant, "evaluate", params.dag_id(), tags)) as tracker:
+    with tracked(stage_tracker(params.preset, variant, "evaluate", params.dag_id(), tags,
+                               labels=params.evaluated_labels(), seed=params.seed)) as tracker:
         tracker.log_params(params.resolved().evaluate.model_dump())
         metrics = evaluate_variant(params, variant, samples, masks, out)
         tracker.log_evaluation(metrics, masks)  # metric names <mode>/<group>/<metric>, e.g. k50/10-60/psnr
-        for path in (out, metrics_info_file(out), metrics_bins_file(out)):
+        for path in (out, metrics_info_file(out), metrics_bins_file(out), metrics_images_file(out)):
             tracker.log_artifact(Path(path))
         return metrics
 
 
 def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, out: Path) -> dict:
-    """Writes the three files; returns the metrics file's content."""
+    """Writes the four files; returns the metrics file's content."""
     preset = params.resolved()
     protocol, top_k = preset.evaluate, preset.sample.top_k
+    boot = protocol.bootstrap()
     samples, masks, out = Path(samples), Path(masks), Path(out)
     read_manifest(masks)  # the folder `put masks` wrote, or an error saying so
     jobs = read_samples(samples)
     jobs["result"] = [samples / o for o in jobs["output"]]
     jobs["target"] = [masks / "gt" / f"{Path(m).stem}.png" for m in jobs["mask"]]
-    cells = Cells()
+    cells, per_image = Cells(), []
+
+    def measure(rows: pd.DataFrame, keys: tuple[str, str]) -> pd.DataFrame:
+        """PSNR/SSIM/MAE of every result of `rows`, their means and intervals (images resampled)."""
+        values = metrics_table(list(zip(rows["result"], rows["target"])), protocol)
+        for metric, mean in pixel_means(values).items():
+            cells.put(keys, metric, mean, mean_interval(values[metric].to_numpy(), rows["image"].to_numpy(), boot))
+        frame = rows[["image", "sample"]].reset_index(drop=True).assign(mode=keys[0], group=keys[1])
+        return pd.concat([frame, values[list(PIXEL_METRICS)]], axis=1)
 
     for (group, mode), rows in jobs[jobs["mode"].isin(TABLE_MODES)].groupby(["group", "mode"], sort=False):
         keys = (mode_label(mode, top_k), group)
-        results, targets = list(rows["result"]), list(rows["target"])
-        for metric, value in pixel_metrics(results, targets, protocol).items():
-            cells.put(keys, metric, value)
-        cells.put(keys, "fid", files_fid(results, targets, protocol))
-        cells.put(keys, "n", len(rows))
+        per_image.append(measure(rows, keys))
+        cells.put(keys, "fid", *files_fid_interval(list(rows["result"]), list(rows["target"]), protocol))
+        cells.count(keys, rows["image"].nunique())
 
     diversity = jobs[jobs["mode"] == "diversity"]
     for bin_name in FINE_BINS:
@@ -118,41 +157,67 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
         if rows.empty:
             continue
         keys = (BINS, bin_name)
-        for metric, value in pixel_metrics(list(rows["result"]), list(rows["target"]), protocol).items():
-            cells.put(keys, metric, value)
+        frame = measure(rows, keys)
         first = rows[rows["sample"] == 0]
-        cells.put(keys, "fid", files_fid(list(first["result"]), list(first["target"]), protocol))
-        groups = [list(g["result"]) for _, g in rows.groupby("image", sort=True)]
-        cells.put(keys, "lpips", diversity_lpips(groups, protocol, seed=preset.sample.seed))
-        cells.put(keys, "n", len(groups))
+        cells.put(keys, "fid", *files_fid_interval(list(first["result"]), list(first["target"]), protocol))
+        inputs = list(rows.groupby("image", sort=True))
+        lpips = diversity_lpips_per_input([list(g["result"]) for _, g in inputs], protocol, seed=preset.sample.seed)
+        if isinstance(lpips, MetricValue):
+            cells.put(keys, "lpips", lpips)
+        else:
+            cells.put(keys, "lpips", float(np.mean(lpips)), mean_interval(lpips, None, boot))
+            first_rows = frame.index[frame["sample"] == 0]
+            frame.loc[first_rows, "lpips"] = pd.Series(lpips, index=[name for name, _ in inputs]).reindex(
+                frame.loc[first_rows, "image"]).to_numpy()
+        per_image.append(frame)
+        cells.count(keys, len(inputs))
 
-    info = {"variant": variant, "preset": params.preset, "dag_id": params.dag_id(),
+    info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
             "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
-            "unavailable": cells.unavailable}
+            "interval": f"{protocol.interval_level:.0%} percentile bootstrap over the test images "
+                        f"({protocol.bootstrap_resamples} resamples, FID {protocol.fid_bootstrap_resamples}, "
+                        f"seed {protocol.bootstrap_seed})",
+            "n": cells.counts, "unavailable": cells.unavailable}
+    images = pd.concat(per_image, ignore_index=True).reindex(columns=list(IMAGE_COLUMNS))
     atomic_write_text(metrics_info_file(out), json.dumps(info, indent=2) + "\n")
     atomic_write_text(metrics_bins_file(out), bins_frame(variant, cells.values.get(BINS, {})).to_csv(index=False))
+    atomic_write_text(metrics_images_file(out), images.to_csv(index=False))
     atomic_write_text(out, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")  # last: the DAG's output
     return cells.values
 
 
 def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
-    """One row per fine bin: variant, bin, hole_ratio (bin centre), then every metric (blank when absent)."""
+    """One row per fine bin: variant, bin, hole_ratio (bin centre), then every metric with its interval (blank
+    when absent)."""
     rows = [{"variant": variant, "bin": name, "hole_ratio": round(sum(FINE_BINS[name]) / 2, 4), **bins[name]}
             for name in FINE_BINS if name in bins]
-    columns = ["variant", "bin", "hole_ratio", *PIXEL_METRICS, "fid", "lpips", "n"]
+    columns = ["variant", "bin", "hole_ratio", *(f"{m}{end}" for m in (*PIXEL_METRICS, "fid", "lpips")
+                                                for end in ("", *(f"_{b}" for b in BOUNDS)))]
     return pd.DataFrame(rows, columns=columns)
+
+
+def read_images(metrics: Path) -> pd.DataFrame:
+    """The per-image values written beside a metrics file."""
+    path = metrics_images_file(metrics)
+    frame = read_csv(path, "the per-image values `put evaluate` writes", dtype={"image": str, "group": str,
+                                                                                  "mode": str})
+    missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
+    return frame
 
 
 def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The evaluate stage's files (all of `preset`, when given) -> (table rows, curve rows) for the report: one
-    row per variant x group x mode (resp. variant x fine bin) with each metric, NaN where absent, and
-    `<metric>_unavailable` saying why."""
+    row per variant x seed x group x mode (resp. fine bin) with each metric, its interval (`<metric>_lo`,
+    `<metric>_hi`), the number of test images `n`, NaN where absent, and `<metric>_unavailable` saying why."""
     table, curves = [], []
     for path in map(Path, files):
         values = read_json(path, "a metrics file written by `put evaluate`")
         info = read_json(metrics_info_file(path), f"the `put evaluate` record written beside {path.name}")
-        if not (isinstance(values, dict) and isinstance(info, dict) and isinstance(info.get("unavailable"), dict)):
+        if not (isinstance(values, dict) and isinstance(info, dict) and isinstance(info.get("unavailable"), dict)
+                and isinstance(info.get("n"), dict)):
             raise ValueError(f"{path}: not a metrics file of `put evaluate` (or its {metrics_info_file(path).name} "
                              "is not) -- re-run the evaluate stage")
         if preset is not None and info.get("preset") != preset:
@@ -164,19 +229,20 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
         cells = {tuple(cell) for cell in reasons} | {(mode, group) for mode, groups in values.items()
                                                       for group in groups}
         for mode, group in sorted(cells):
-            row = {"variant": info["variant"], **values.get(mode, {}).get(group, {}), **reasons.get((mode, group), {})}
+            row = {"variant": info["variant"], "seed": int(info.get("seed", 0)), **values.get(mode, {}).get(group, {}),
+                   **reasons.get((mode, group), {}), "n": info["n"].get(mode, {}).get(group, np.nan)}
             if mode == BINS:
                 curves.append({**row, "bin": group})
             else:
                 table.append({**row, "group": group, "mode": mode})
-    metrics = ("fid", "lpips", *PIXEL_METRICS)
-    return _complete(pd.DataFrame(table), ("fid", *PIXEL_METRICS)), _complete(pd.DataFrame(curves), metrics)
+    return _complete(pd.DataFrame(table), ("fid", *PIXEL_METRICS)), _complete(pd.DataFrame(curves), METRICS)
 
 
 def _complete(frame: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """Every metric and reason column present (NaN / "" where nothing was recorded)."""
+    """Every metric, bound and reason column present (NaN / "" where nothing was recorded)."""
     for metric in metrics:
+        for column in (metric, *(f"{metric}_{end}" for end in BOUNDS)):
+            frame[column] = frame[column].astype(float) if column in frame else np.nan
         reason = f"{metric}_unavailable"
-        frame[metric] = frame[metric].astype(float) if metric in frame else np.nan
         frame[reason] = frame[reason].fillna("") if reason in frame else ""
     return frame

@@ -1,7 +1,12 @@
 """Stage `report`: every variant's metrics -> the paper's tables (LaTeX), curves, a sample grid, the
 tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pdflatex exists), with the
 speed table and, when given, the speed/quality frontier. A curve that cannot be drawn (FID, LPIPS without
-their pretrained weights) is not drawn: the document says why in one line instead."""
+their pretrained weights) is not drawn: the document says why in one line instead.
+
+Uncertainty: every measured value carries its bootstrap interval over the test images; Table 3 marks the
+ablations whose paired difference from PUT excludes zero (differences.csv); with seed replicates, seeds.tex
+gives each metric's mean, spread and interval over the seeds beside the image-sampling spread (seeds.csv).
+Tables 1 and 3 and the curves show the base run (seed 0). The appendix lists the software versions."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from put.config import VARIANTS
 from put.config.params import Params
 from put.data.images import read_rgb
 from put.fileio import atomic_dir, atomic_write_text, read_json
@@ -22,13 +28,16 @@ from put.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
+from put.report.differences import paired_differences
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
 from put.report.html import write_html
-from put.report.plots import masked_input, measurable, plot_curves, sample_grid
+from put.report.plots import CURVE_METRICS, masked_input, measurable, plot_curves, sample_grid
+from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
-from put.stages.evaluate import PIXEL_METRICS, read_metrics
+from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
 from put.tracking import git_commit, stage_tracker, tracked
+from put.versions import versions
 
 
 def grid_rows(samples: Path, masks: Path, images: int = 4,
@@ -68,17 +77,21 @@ CURVE_CAPTIONS = {
 }
 
 
-def curve_figures(curves: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, str], list[str]]:
+def curve_figures(curves: pd.DataFrame, out_dir: Path, level: float = 0.95) -> tuple[dict[Path, str], list[str]]:
     """PSNR/SSIM/MAE curves, and FID and LPIPS ones where measured: (figure -> caption, notes on what is not
     drawn)."""
     figures, notes = {}, []
+    shaded = any(curves.get(f"{m}_lo", pd.Series(dtype=float)).notna().any() for m in CURVE_METRICS)
+    band = (f" Shaded: the {level:.0%} percentile bootstrap interval over the test images of the bin."
+            .replace("%", r"\%") if shaded else "")
     pixel = [m for m in PIXEL_METRICS if measurable(curves, m)]
     if pixel:
         figures[plot_curves(curves, pixel, out_dir / "curves_psnr_ssim_mae.png")] = (
-            "PSNR, SSIM and MAE against the hole ratio (mean over every sample of the fine bin), one line per variant.")
+            "PSNR, SSIM and MAE against the hole ratio (mean over every sample of the fine bin), one line per "
+            f"variant.{band}")
     for metric, caption in CURVE_CAPTIONS.items():
         if measurable(curves, metric):
-            figures[plot_curves(curves, [metric], out_dir / f"curve_{metric}.png")] = caption
+            figures[plot_curves(curves, [metric], out_dir / f"curve_{metric}.png")] = caption + band
             continue
         reasons = sorted({r for r in curves.get(f"{metric}_unavailable", []) if r}) or ["no value was measured"]
         notes.append(f"{metric.upper()} curve not drawn: " + "; ".join(reason_latex(r) for r in reasons) + ".")
@@ -97,6 +110,11 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)
+    base, base_curves = metrics[metrics["seed"] == 0], curves[curves["seed"] == 0]
+    protocol = params.resolved().evaluate
+    images = {Path(f).stem: read_images(Path(f)) for f in metrics_files if Path(f).stem in VARIANTS}  # base run
+    differences = paired_differences(images, PIXEL_METRICS, protocol.bootstrap())
+    replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
     rows, titles = grid_rows(Path(samples), Path(masks))
 
@@ -104,7 +122,12 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     with atomic_dir(out_dir) as staging:
         atomic_write_text(staging / "metrics.csv", metrics.to_csv(index=False))
         atomic_write_text(staging / "curves.csv", curves.to_csv(index=False))
-        stylers = {"table1": table1(metrics, preset), "table3": table3(metrics, preset)}
+        atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
+        level = protocol.interval_level
+        stylers = {"table1": table1(base, preset, level=level), "table3": table3(base, preset, differences, level)}
+        if len(replicates):
+            atomic_write_text(staging / "seeds.csv", replicates.to_csv(index=False))
+            stylers["seeds"] = seeds_table(replicates, preset, level=level)
         if speed:
             stylers["speed"] = speed_table(speed)
         if cost is not None:
@@ -121,7 +144,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             write_html(styler, staging / f"{name}.html")  # Snakemake report
         tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
                   for name in own]
-        figures, notes = curve_figures(curves, staging)
+        figures, notes = curve_figures(base_curves, staging, level)
         if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
             figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
@@ -130,11 +153,13 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
                                                                                 "samples, ground truth.")
         if resolved_params is not None:
             shutil.copyfile(resolved_params, staging / "resolved_params.yaml")
-        tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit, notes)
+        tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit, notes,
+                             software=versions())
         if shutil.which("pdflatex"):
             compiled = compile_pdf(tex)
             for byproduct in (".aux", ".log", ".out"):  # a failure's LatexError quotes the log
                 tex.with_suffix(byproduct).unlink(missing_ok=True)
+            pdf.parent.mkdir(parents=True, exist_ok=True)
             os.replace(compiled, pdf)
             print(f"report compiled: {pdf}")
         else:

@@ -79,7 +79,7 @@ def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np
 def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,
                device: str | None = None, tags: dict[str, str] | None = None, pvqvae: Path | None = None) -> Path:
     with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags,
-                               labels=params.evaluated_labels(), system_metrics=True)) as tracker:
+                               labels=params.evaluated_labels(), system_metrics=True, seed=params.seed)) as tracker:
         tracker.log_params(params.resolved().sample.model_dump())
         tracker.log_dataset(Path(masks) / MANIFEST, f"{params.preset} test masks", "evaluation")
         tracker.use_model("transformer")

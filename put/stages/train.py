@@ -38,7 +38,7 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
     if not is_main:
         return NullTracker()
     tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags,
-                            labels=params.evaluated_labels(), system_metrics=True)
+                            labels=params.evaluated_labels(), system_metrics=True, seed=params.seed)
     tracker.log_params(stage_params)
     for part, context in (("train", "training"), ("test", "validation")):
         tracker.log_dataset(Path(split_dir) / f"{part}.csv", f"{params.preset} {part} split", context)
