@@ -13,7 +13,7 @@ HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae"])
+    parser.add_argument("what", choices=["sampling", "pvqvae", "loader"])
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
                         help="one or more presets, each timed with its own model size (one JSON list)")
     parser.add_argument("--steps", type=positive_int, default=5, help="sampling steps to time")
@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens-per-step", type=positive_int, default=1)
     parser.add_argument("--device", type=device_name, default=default_device())
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
+    parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
     parser.add_argument("--out", help="write the figures as JSON here")
     parser.set_defaults(out_folder=False)
 
@@ -28,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
+    if args.what == "loader":
+        from put.data.loader_bench import run_loader_bench
+
+        return run_loader_bench(args.preset, args.workers, args.seconds, args.out)
     results = []
     if args.what == "sampling":
         for name in args.preset:

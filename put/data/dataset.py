@@ -91,9 +91,9 @@ class AugmentedImages(Dataset):
                 arr = arr[:, ::-1]
         else:
             arr = centre_crop(arr, size)
-        # float32 after the crop: a stored float16 or uint8 image converts exactly, and only the pixels kept.
-        tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).permute(2, 0, 1)
-        return tensor / 127.5 - 1
+        # float32 after the crop: a stored float16 or uint8 image converts exactly, and only the pixels kept. The
+        # array is this sample's own (converted, or fresh from the resize): scaled in place.
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).permute(2, 0, 1).div_(127.5).sub_(1)
 
 
 class ImageListDataset(AugmentedImages):

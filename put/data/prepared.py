@@ -74,11 +74,13 @@ def _source_rows(split_dir: Path, split: str) -> tuple[list[Path], list[str]]:
 
 
 def _load(path: Path, expected_sha256: str, csv: Path, settings: dict, train: bool) -> np.ndarray:
-    """One image as stored: checked against the checksum `put split` recorded, decoded, resized."""
+    """One image as stored: decoded (an unreadable file is named), checked against the checksum `put split`
+    recorded, resized."""
+    image = open_image(path)
     if expected_sha256 and file_sha256(path) != expected_sha256:
         raise ValueError(f"{path}: its SHA-256 differs from the one recorded in {csv} (the file changed after "
                          "`put split`); re-run `put split`")
-    pixels = stored_pixels(to_rgb(open_image(path)), settings["image_size"], train, settings["train_resize"],
+    pixels = stored_pixels(to_rgb(image), settings["image_size"], train, settings["train_resize"],
                            settings["resize_filter"])
     if settings["storage"] == "uint8":
         return np.rint(pixels).astype(np.uint8)  # astype alone would truncate: round half to even first
