@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install tex demo test test-slow test-slurm test-all dag record bench clean-venv
+.PHONY: install tex demo test test-slow test-slurm test-all dag record bench bench-loader clean-venv
 
 install: $(STAMP)
 
@@ -62,6 +62,12 @@ record:
 bench: $(STAMP)
 	$(BIN)/put bench sampling --preset ffhq --steps 5 --out reports/benchmarks/sampling_ffhq_cpu.json
 	$(BIN)/put bench pvqvae --preset ffhq --batch 4 --out reports/benchmarks/pvqvae_ffhq_cpu.json
+
+# Training samples per second and CPU core, from the prepared images and from the originals, per preset (the
+# paper presets on generated images of their sizes; about 15 minutes in all). See README, "Feeding the GPUs".
+bench-loader: $(STAMP)
+	for preset in demo ffhq places2 imagenet; do \
+	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)
