@@ -164,3 +164,18 @@ def test_originals_writes_only_the_manifest(split, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["index.csv", "manifest.json"]
     assert manifest["settings"]["storage"] == "originals" and not manifest["shards"]
     assert json.loads((out / "manifest.json").read_text()) == manifest
+
+
+def test_bench_loader_measures_every_stage_and_source(tmp_path):
+    """`put bench loader` on the demo, as briefly as it goes (the figures themselves: `make bench-loader`)."""
+    from put.data.loader_bench import FORMATS, bench_loader
+
+    report = bench_loader("demo", [1], seconds=0.01, work=tmp_path)
+    for stage in ("pvqvae", "transformer"):
+        for source in ("prepared", "originals"):
+            rates = report["stages"][stage][source]
+            assert rates["one_process"]["images_per_cpu_second"] > 0 and rates["loader"][0]["workers"] == 1
+            assert report["cores_per_gpu"][stage][source] >= 2  # at least one worker and the training process
+    errors = {row["format"]: row["max_abs_error"] for row in report["formats"]}
+    assert set(FORMATS) < set(errors) and errors["raw-float16"] == errors["raw-uint8"] == 0  # demo: no resize
+    assert errors["jpeg-q95"] > 0

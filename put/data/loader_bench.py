@@ -29,7 +29,7 @@ from put.config.params import load_params
 from put.config.presets import Preset, preset as get_preset
 from put.data.dataset import AugmentedImages, stored_pixels
 from put.data.demo import available_photos
-from put.data.images import open_image, to_rgb, write_png
+from put.data.images import open_image, to_rgb
 from put.data.prepared import prepare
 from put.data.split import write_split
 from put.masks.generate import mask_with_ratio
@@ -37,8 +37,8 @@ from put.masks.io import write_mask
 from put.stages.train import split_datasets, training_masks
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 
-# What one GPU consumes, measured by the team on one H100 (bf16, FFHQ preset, at commit d89b9d3, see
-# reports/benchmarks/loader_*.json): a P-VQVAE step of 128 images in 0.468 s, a transformer step of 48 in 0.184 s.
+# What one GPU consumes: the team's H100 baseline measurement (bf16, FFHQ preset, at commit d89b9d3), a P-VQVAE
+# step of 128 images in 0.468 s, a transformer step of 48 in 0.184 s. The paper's other presets consume no more.
 H100_IMAGES_PER_SECOND = {"pvqvae": 128 / 0.468, "transformer": 48 / 0.184}
 H100_SOURCE = ("the team's H100 baseline measurement at commit d89b9d3 (one NVIDIA H100 80GB, bf16, FFHQ preset): "
                "P-VQVAE 0.468 s per step of 128 images, transformer 0.184 s per step of 48")
@@ -49,10 +49,14 @@ STAGES = ("pvqvae", "transformer")
 PAPER_IMAGES = {"ffhq": ((1024, 1024), "PNG"), "places2": ((683, 512), "JPEG"), "imagenet": ((500, 375), "JPEG")}
 
 
+def paper_layout(dataset: str) -> tuple[tuple[int, int], str]:
+    return PAPER_IMAGES["places2" if dataset.startswith("places2") else dataset]
+
+
 def generate_images(folder: Path, dataset: str, count: int) -> list[Path]:
     """`count` images of the dataset's size and format, cut from the demo photos (every other one portrait for
     the JPEG layouts), written once."""
-    (width, height), fmt = PAPER_IMAGES["places2" if dataset.startswith("places2") else dataset]
+    (width, height), fmt = paper_layout(dataset)
     photos = list(available_photos().values())
     paths = []
     for k in range(count):
@@ -77,7 +81,7 @@ def generate_pconv(folder: Path, per_group: int = 12, size: int = 512) -> Path:
     return folder
 
 
-def paper_split(work: Path, preset: Preset, dataset: str, count: int) -> Path:
+def paper_split(work: Path, dataset: str, count: int) -> Path:
     (work / "images").mkdir(parents=True, exist_ok=True)
     images = generate_images(work / "images", dataset, count)
     write_split({"train": images[: count - count // 4], "test": images[count - count // 4:]}, work / "splits")
@@ -97,7 +101,7 @@ def timed_rate(fn, keys: list, seconds: float, least: int = 16) -> dict:
 
 def loader_rate(dataset: MaskedImages, workers: int, seconds: float, per_worker: float) -> dict:
     """Images per second out of the training DataLoader with `workers` processes, after each has made a batch."""
-    steps = max(4 * workers + 4, math.ceil(per_worker * max(workers, 1) * seconds / BATCH) + workers)
+    steps = max(2 * workers + 2, math.ceil(per_worker * max(workers, 1) * seconds / BATCH) + workers)
     sampler = StepBatchSampler(len(dataset), BATCH, 0, 0, steps)
     batches = iter(training_loader(dataset, sampler, workers))
     for _ in range(max(workers, 1)):  # start-up: every worker's first batch
@@ -124,7 +128,7 @@ def encode(fmt: str, pixels: np.ndarray) -> bytes:
 def decode(fmt: str, data: bytes, shape: tuple[int, ...]) -> np.ndarray:
     if fmt.startswith("raw-"):
         return np.frombuffer(data, np.float16 if fmt == "raw-float16" else np.uint8).reshape(shape).astype(np.float32)
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.float32)
+    return np.asarray(to_rgb(open_image(io.BytesIO(data))), dtype=np.float32)
 
 
 FORMATS = ("raw-float16", "raw-uint8", "png", "webp-lossless", "jpeg-q95")
@@ -194,8 +198,8 @@ def _bench(preset_name: str, workers: list[int], count: int, seconds: float, wor
         run_split(load_params(work / "params.yaml"), work / "splits")
         source = "the demo preset's split"
     else:
-        paper_split(work, preset, data.dataset, count)
-        (width, height), fmt = PAPER_IMAGES["places2" if data.dataset.startswith("places2") else data.dataset]
+        paper_split(work, data.dataset, count)
+        (width, height), fmt = paper_layout(data.dataset)
         source = f"{count} generated {width}x{height} {fmt} images (cut from the demo photos)"
     pconv_root = preset.masks.pconv_root
     masks_source = "generated irregular masks (no PConv set in the preset)"
@@ -248,12 +252,11 @@ def summary(report: dict) -> str:
     lines = [f"{report['preset']}: {report['data']}; masks: {report['masks']}"]
     for stage, sources in report["stages"].items():
         for source, rates in sources.items():
-            one = rates["one_process"]
+            one, image, masks = (rates[k]["images_per_cpu_second"] for k in ("one_process", "image_only", "masks_only"))
             many = ", ".join(f"{r['workers']} workers {r['images_per_second']:.0f}/s" for r in rates["loader"])
-            lines.append(f"  {stage:11s} {source:9s}: {one['images_per_cpu_second']:6.0f} images per CPU-second "
-                         f"({one['images_per_second']:.0f}/s wall; image {rates['image_only']['images_per_cpu_second']:.0f}"
-                         f", masks {rates['masks_only']['images_per_cpu_second']:.0f}); {many}; "
-                         f"{report['cores_per_gpu'][stage][source]} cores per H100")
+            lines.append(f"  {stage:11s} {source:9s}: {one:6.0f} images per CPU-second "
+                         f"({rates['one_process']['images_per_second']:.0f}/s wall; image {image:.0f}, masks "
+                         f"{masks:.0f}); {many}; {report['cores_per_gpu'][stage][source]} cores per H100")
     return "\n".join(lines)
 
 
