@@ -66,11 +66,10 @@ def shard_name(split: str, number: int) -> str:
     return f"{split}-{number:05d}"
 
 
-def _source_rows(split_dir: Path, split: str) -> tuple[list[Path], list[str]]:
-    csv = Path(split_dir) / f"{split}.csv"
-    paths = read_split(csv)
+def _source_rows(csv: Path) -> tuple[list[Path], list[str]]:
+    """The split's image paths and the SHA-256 `put split` recorded for each."""
     table = read_csv(csv, "a split file written by `put split`", dtype=str, keep_default_na=False)
-    return paths, list(table["sha256"]) if "sha256" in table.columns else [""] * len(paths)
+    return read_split(csv), list(table["sha256"]) if "sha256" in table.columns else [""] * len(table)
 
 
 def _load(path: Path, expected_sha256: str, csv: Path, settings: dict, train: bool) -> np.ndarray:
@@ -87,30 +86,57 @@ def _load(path: Path, expected_sha256: str, csv: Path, settings: dict, train: bo
     return pixels.astype(np.float16)  # round to nearest
 
 
-def _write_shard(work: Path, name: str, images: list[np.ndarray], rows: list[dict]) -> None:
-    flat = np.concatenate([image.reshape(-1) for image in images])
+def _write_shard(work: Path, name: str, images: list[np.ndarray], rows: list[dict]) -> dict:
     offset = 0
     for row, image in zip(rows, images):
         row.update(offset=offset, height=image.shape[0], width=image.shape[1],
                    sha256=hashlib.sha256(np.ascontiguousarray(image).tobytes()).hexdigest())
         offset += image.size
-    with atomic_path(work / f"{name}.npy") as tmp, open(tmp, "wb") as f:
-        np.save(f, flat)
+    data = work / f"{name}.npy"
+    with atomic_path(data) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.concatenate([image.reshape(-1) for image in images]))
     # The shard's index last: its presence says the pixels are complete.
-    info = {"rows": rows, "bytes": (work / f"{name}.npy").stat().st_size, "sha256": file_sha256(work / f"{name}.npy")}
+    info = {"rows": rows, "bytes": data.stat().st_size, "sha256": file_sha256(data)}
     atomic_write_text(work / f"{name}.json", json.dumps(info) + "\n")
+    return info
 
 
-def _finished(work: Path, name: str, sources: list[str]) -> dict | None:
-    """A shard a killed run finished, if its pixels are intact and it was made from the same source files."""
+def _finished(work: Path, name: str) -> dict | None:
+    """The index of a shard an interrupted run finished, if its pixels are intact (the folder's settings,
+    the split files' checksums among them, were checked already)."""
     try:
         info = json.loads((work / f"{name}.json").read_text())
         data = work / f"{name}.npy"
-        if [r["source_sha256"] for r in info["rows"]] != sources or data.stat().st_size != info["bytes"]:
-            return None
-        return info if file_sha256(data) == info["sha256"] else None
+        return info if data.stat().st_size == info["bytes"] and file_sha256(data) == info["sha256"] else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _prepare_split(pool: ThreadPoolExecutor, work: Path, csv: Path, split: str, settings: dict,
+                   progress: bool) -> tuple[dict, list[dict]]:
+    """The shards of one split (those an interrupted run finished are kept): their summaries and index rows."""
+    paths, sources = _source_rows(csv)
+    train = split == "train"
+    side = settings["train_resize"] if train else settings["image_size"]
+    per_shard = max(1, SHARD_BYTES // (side * side * 3 * np.dtype(settings["storage"]).itemsize))
+    shards, rows, kept = {}, [], 0
+    with tqdm(total=len(paths), desc=f"prepare {split}", unit="img", disable=not progress) as bar:
+        for number, first in enumerate(range(0, len(paths), per_shard)):
+            name, positions = shard_name(split, number), range(first, min(first + per_shard, len(paths)))
+            info = _finished(work, name)
+            if info is None:
+                # Decoding, hashing and resizing release the GIL: threads run them in parallel.
+                images = list(pool.map(lambda i: _load(paths[i], sources[i], csv, settings, train), positions))
+                info = _write_shard(work, name, images, [{"split": split, "position": i, "shard": name,
+                                                          "source_sha256": sources[i]} for i in positions])
+            else:
+                kept += len(positions)
+            shards[name] = {"images": len(positions), "bytes": info["bytes"], "sha256": info["sha256"]}
+            rows += info["rows"]
+            bar.update(len(positions))
+    if kept and progress:
+        print(f"prepare {split}: kept {kept} images from the shards of an interrupted run in {work}")
+    return shards, rows
 
 
 def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | None, resize_filter: ResizeFilter,
@@ -127,7 +153,7 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
             same = read_json(work / MANIFEST, "settings")["settings"] == settings
         except (OSError, ValueError, KeyError, TypeError):
             same = False
-        if not same:  # made for other settings or sources: nothing in it can be reused
+        if not same:  # made for other settings or other split files: nothing in it can be reused
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     for stale in work.glob(".*.tmp-*"):  # a kill -9 in the middle of a write
@@ -135,37 +161,14 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
     atomic_write_text(work / MANIFEST, json.dumps({"settings": settings}, indent=2) + "\n")
 
     shards, rows, counts = {}, [], {}
-    workers = workers or min(16, len(os.sched_getaffinity(0)))
     if storage != "originals":
-        itemsize = np.dtype(storage).itemsize
-        with ThreadPoolExecutor(workers) as pool:  # decoding and resizing release the GIL
+        with ThreadPoolExecutor(workers or min(16, len(os.sched_getaffinity(0)))) as pool:
             for split in SPLITS:
-                csv = split_dir / f"{split}.csv"
-                paths, sources = _source_rows(split_dir, split)
-                counts[split] = len(paths)
-                train = split == "train"
-                side = settings["train_resize"] if train else image_size
-                per_shard = max(1, SHARD_BYTES // (side * side * 3 * itemsize))
-                done = 0
-                with tqdm(total=len(paths), desc=f"prepare {split}", unit="img", disable=not progress) as bar:
-                    for number, first in enumerate(range(0, len(paths), per_shard)):
-                        name, last = shard_name(split, number), min(first + per_shard, len(paths))
-                        info = _finished(work, name, sources[first:last])
-                        if info is None:
-                            images = list(pool.map(
-                                lambda i: _load(paths[i], sources[i], csv, settings, train),
-                                range(first, last)))
-                            _write_shard(work, name, images, [{"split": split, "position": i, "shard": name,
-                                                               "source_sha256": sources[i]}
-                                                              for i in range(first, last)])
-                            info = json.loads((work / f"{name}.json").read_text())
-                        else:
-                            done += last - first
-                        shards[name] = {"images": last - first, "bytes": info["bytes"], "sha256": info["sha256"]}
-                        rows += info["rows"]
-                        bar.update(last - first)
-                if done and progress:
-                    print(f"prepare {split}: kept {done} images from the shards of an interrupted run in {work}")
+                split_shards, split_rows = _prepare_split(pool, work, split_dir / f"{split}.csv", split, settings,
+                                                          progress)
+                shards.update(split_shards)
+                rows += split_rows
+                counts[split] = len(split_rows)
     manifest = {"settings": settings, "images": counts, "shards": shards,
                 "bytes": sum(s["bytes"] for s in shards.values())}
     pd.DataFrame(rows, columns=INDEX_COLUMNS).to_csv(work / INDEX, index=False)
@@ -175,7 +178,7 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
         os.replace(out, old)
-    os.replace(work, out)
+    os.replace(work, out)  # the complete cache appears at once
     shutil.rmtree(old, ignore_errors=True)
     return manifest
 
