@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install tex demo test test-slow test-slurm test-all dag record bench bench-loader clean-venv
+.PHONY: install tex browser demo test test-slow test-slurm test-all dag record bench bench-loader clean-venv
 
 install: $(STAMP)
 
@@ -31,8 +31,17 @@ tex:
 	      texlive-latex-base texlive-latex-recommended >/dev/null; \
 	  else echo "note: pdflatex missing (install texlive-latex-base texlive-latex-recommended); its test is skipped"; fi; }
 
+# Chromium for the tests that drive a page (Playwright, from the dev extras, launches /usr/bin/chromium; it downloads
+# no browser): Debian's package, installed when missing and apt-get is usable (root, as in CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium >/dev/null; \
+	  else echo "note: chromium missing (install Debian's chromium); the browser tests are skipped"; fi; }
+
 # The fast suite (about 10 minutes on 2 cores).
-test: $(STAMP) tex
+test: $(STAMP) tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.

@@ -13,12 +13,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from put.models.put_model import PUTModel
+
+
+# Called as progress(done, total) after each forward pass of a sampling call (a server's progress display).
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,8 @@ def position_scores(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 @torch.inference_mode()
 def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
-                     options: SamplingOptions = SamplingOptions(),
-                     generator: torch.Generator | None = None) -> torch.Tensor:
+                     options: SamplingOptions = SamplingOptions(), generator: torch.Generator | None = None,
+                     progress: Progress | None = None) -> torch.Tensor:
     """features (B, C, h, w), known (B, h, w), tokens (B, h, w) valid where known -> tokens everywhere."""
     transformer = model.transformer
     b, _, h, w = features.shape
@@ -93,7 +98,8 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
     remaining = ~known.flatten(1)
     counts = step_counts(remaining.sum(1), min(options.tokens_per_step, h * w), options.steps)   # (S, B)
     widths = counts.amax(1).tolist()  # one host sync for all steps
-    for count, n in ((c, n) for c, n in zip(counts, widths) if n):  # a step no row needs costs no forward
+    steps = [(c, n) for c, n in zip(counts, widths) if n]  # a step no row needs costs no forward
+    for step, (count, n) in enumerate(steps, 1):
         logits = transformer.forward_embedded(x)                                  # (B, L, K)
         scores = position_scores(logits, options.position_rule).float().masked_fill(~remaining, float("-inf"))
         best, where = scores.topk(n, dim=1)                                        # (B, n)
@@ -107,6 +113,8 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
         new_inputs = (code_inputs[drawn] + positions[where]).to(x.dtype)
         x.scatter_(1, where.unsqueeze(-1).expand(-1, -1, x.shape[-1]),
                    torch.where(valid.unsqueeze(-1), new_inputs, x.gather(1, where.unsqueeze(-1).expand_as(new_inputs))))
+        if progress is not None:
+            progress(step, len(steps))
     return tokens.view(b, h, w)
 
 
@@ -121,13 +129,15 @@ def sample_all_at_once(model: PUTModel, features: torch.Tensor, known: torch.Ten
 @torch.inference_mode()
 def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor, mode: str = "iterative",
                   options: SamplingOptions = SamplingOptions(), generator: torch.Generator | None = None,
-                  composite: bool = False) -> torch.Tensor:
+                  composite: bool = False, progress: Progress | None = None) -> torch.Tensor:
     """images (B, 3, H, W) in [-1, 1], keep_mask (B, 1, H, W) -> inpainted images in [-1, 1]."""
     features, known, tokens = model.transformer_inputs(images, keep_mask)
     if mode == "all":
         tokens = sample_all_at_once(model, features, known, tokens)
+        if progress is not None:
+            progress(1, 1)
     elif mode == "iterative":
-        tokens = sample_iterative(model, features, known, tokens, options, generator)
+        tokens = sample_iterative(model, features, known, tokens, options, generator, progress)
     else:
         raise ValueError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
     return model.decode(tokens, keep_mask, images, composite=composite)

@@ -141,3 +141,53 @@ def test_bench_sampling_writes_json(tmp_path, capsys):
     assert 0 < result["fraction_of_matmul"]
     assert (result["n_layer"], result["n_embd"], result["image_size"]) == (4, 128, 64) and result["parameters"] > 0
     assert "tokens/s" in capsys.readouterr().out
+
+
+def test_inpaint_folders_pairs_by_stem_and_lists_what_it_skipped(tiny_checkpoints, tmp_path, capsys):
+    _, _, transformer = tiny_checkpoints
+    images, masks, out = tmp_path / "images", tmp_path / "masks", tmp_path / "out"
+    images.mkdir()
+    masks.mkdir()
+    image, mask, hole = write_inputs(tmp_path)
+    for stem in ("a", "b", "c"):
+        (masks / f"{stem}.png").write_bytes(mask.read_bytes())
+    (images / "a.png").write_bytes(image.read_bytes())
+    Image.open(image).save(images / "b.bmp")               # any image format, paired by stem
+    (images / "c.txt").write_text("not an image")          # unreadable: skipped, the others go on
+    (images / "d.png").write_bytes(image.read_bytes())     # no mask
+    (masks / "e.png").write_bytes(mask.read_bytes())       # no image
+    (images / ".hidden.png").write_bytes(b"")              # hidden files are not inputs
+    with pytest.raises(SystemExit) as exit_:
+        main(["inpaint", "--checkpoint", str(transformer), "--images", str(images), "--masks", str(masks),
+              "--samples", "2", "--device", "cpu", "--out", str(out)])
+    assert exit_.value.code == 1  # some results written, some files skipped
+    assert sorted(p.name for p in out.iterdir()) == ["a_000.png", "a_001.png", "b_000.png", "b_001.png"]
+    original = np.asarray(Image.open(image).convert("RGB"))
+    assert np.array_equal(np.asarray(Image.open(out / "b_000.png"))[~hole], original[~hole])
+    err = capsys.readouterr().err
+    assert f"inpainted 2 of 4 images into {out} (2 result(s) each)" in err and "skipped 3 file(s):" in err
+    assert "  c.txt: " in err and "c.txt: not a readable image" in err
+    assert f"  d.png: no mask named d.* in {masks}" in err
+    assert f"  e.png: mask without an image named e.* in {images}" in err
+    # the same image alone gives the same results: each pair is seeded on its own
+    assert main(["inpaint", "--checkpoint", str(transformer), "--image", str(images / "a.png"), "--mask",
+                 str(masks / "a.png"), "--samples", "2", "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
+    assert (tmp_path / "one" / "a_001.png").read_bytes() == (out / "a_001.png").read_bytes()
+
+
+def test_inpaint_folders_with_nothing_usable_is_an_error(tiny_checkpoints, tmp_path, capsys):
+    _, _, transformer = tiny_checkpoints
+    images, masks = tmp_path / "images", tmp_path / "masks"
+    images.mkdir()
+    masks.mkdir()
+    image, _, _ = write_inputs(tmp_path)
+    (images / "a.png").write_bytes(image.read_bytes())
+    Image.fromarray(np.full((32, 32), 128, np.uint8)).save(masks / "a.png")   # not binary
+    base = ["inpaint", "--checkpoint", str(transformer), "--device", "cpu", "--out", str(tmp_path / "o")]
+    assert main(base + ["--images", str(images), "--masks", str(masks)]) == 2
+    err = capsys.readouterr().err
+    assert "a.png: " in err and "not binary" in err and f"{images}: no image could be inpainted (1 skipped" in err
+    assert main(base + ["--images", str(images), "--mask", str(masks / "a.png")]) == 2
+    assert "--images needs --masks" in capsys.readouterr().err
+    assert main(base + ["--images", str(tmp_path / "nope"), "--masks", str(masks)]) == 2
+    assert f"{tmp_path / 'nope'}: not a folder" in capsys.readouterr().err

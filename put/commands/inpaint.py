@@ -1,20 +1,27 @@
-"""`put inpaint`: one image and mask, N diverse results as PNG files."""
+"""`put inpaint`: one image and mask, or folders of them paired by name; N diverse results each as PNG files."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from put.commands.common import default_device, device_name, positive_int
 
-HELP = "inpaint one image: N diverse results as PNG files"
+HELP = "inpaint an image (or a folder of images): N diverse results each as PNG files"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="transformer checkpoint (.pt)")
     parser.add_argument("--pvqvae", help="P-VQVAE checkpoint, if not where the transformer checkpoint recorded it")
-    parser.add_argument("--image", required=True, help="RGB, RGBA or grayscale image")
-    parser.add_argument("--mask", required=True, help="binary mask image of the same size")
+    inputs = parser.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--image", help="RGB, RGBA or grayscale image")
+    inputs.add_argument("--images", help="folder of images: each is paired with the mask of the same name stem in "
+                                         "--masks (a.jpg with a.png); files that cannot be paired or read are "
+                                         "skipped, listed with the reason at the end (exit status 1)")
+    masks = parser.add_mutually_exclusive_group(required=True)
+    masks.add_argument("--mask", help="binary mask image of the same size")
+    masks.add_argument("--masks", help="folder of masks, with --images")
     parser.add_argument("--mask-polarity", choices=["hole-white", "keep-white"], default="hole-white",
                         help="which pixels of the mask file are white: the holes (default, as PConv masks) or the kept")
     parser.add_argument("--samples", type=positive_int, default=1, help="number of diverse results")
@@ -37,16 +44,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.inpaint import InpaintRequest, inpaint
+    from put.inpaint import InpaintRequest, InpaintSettings, inpaint_file, inpaint_folder
+    from put.model_io import load_put_model
     from put.sampling import SamplingOptions
 
-    request = InpaintRequest(
-        checkpoint=Path(args.checkpoint), image=Path(args.image), mask=Path(args.mask), out=Path(args.out),
-        samples=args.samples, seed=args.seed, deterministic=args.deterministic, composite=args.composite,
-        options=SamplingOptions(top_k=args.top_k, temperature=args.temperature,
-                                tokens_per_step=args.tokens_per_step, position_rule=args.position_rule,
-                                steps=args.steps),
-        mask_polarity=args.mask_polarity, pad=args.pad, pvqvae=Path(args.pvqvae) if args.pvqvae else None,
-        batch_size=args.batch_size, device=args.device)
-    for path in inpaint(request):
-        print(path)
+    folders = args.images is not None
+    if folders != (args.masks is not None):
+        raise ValueError("--images needs --masks (folders), --image needs --mask (files)")
+    settings = InpaintSettings(
+        samples=args.samples, seed=args.seed, deterministic=args.deterministic, pad=args.pad,
+        batch_size=args.batch_size, options=SamplingOptions(
+            top_k=args.top_k, temperature=args.temperature, tokens_per_step=args.tokens_per_step,
+            position_rule=args.position_rule, steps=args.steps))
+    request = InpaintRequest(Path(args.images if folders else args.image), Path(args.masks if folders else args.mask),
+                             Path(args.out), settings, args.composite, args.mask_polarity)
+    model = load_put_model(args.checkpoint, args.pvqvae, args.device)
+    if not folders:
+        for path in inpaint_file(model, request):
+            print(path)
+        return
+    report = inpaint_folder(model, request)
+    print(f"inpainted {len(report.done)} of {report.images} images into {request.out} "
+          f"({settings.samples} result(s) each)", file=sys.stderr)
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} file(s):", file=sys.stderr)
+        for name, why in report.skipped:
+            print(f"  {name}: {why}", file=sys.stderr)
+    if not report.done:
+        raise ValueError(f"{request.image}: no image could be inpainted ({len(report.skipped)} skipped, see above)")
+    if report.skipped:
+        raise SystemExit(1)  # some results written, some files skipped

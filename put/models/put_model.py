@@ -57,7 +57,12 @@ class PUTModel(nn.Module):
                composite: bool = False) -> torch.Tensor:
         """Tokens of book `e` -> image in [-1, 1]; `composite` pastes the known pixels back."""
         out = self.pvqvae.decode_tokens(tokens, keep_mask, images).clamp(-1, 1)
-        return torch.where(keep_mask.bool(), images, out) if composite else out
+        return paste_known(out, keep_mask, images) if composite else out
+
+
+def paste_known(out: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """The decoder's output in the holes, the input's pixels where the keep-mask is 1 (shapes broadcast)."""
+    return torch.where(keep_mask.bool(), images, out)
 
 
 def masked_token_loss(logits: torch.Tensor, target: torch.Tensor, known: torch.Tensor,

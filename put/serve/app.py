@@ -1,0 +1,188 @@
+"""The web app: the page (static files shipped in this package, nothing fetched from elsewhere) and a small JSON
+API over the store, the catalogue and the runner. Every error is a response with one clear message."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Literal
+from urllib.parse import unquote
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from put.data.images import ImageReadError
+from put.inpaint import InpaintSettings
+from put.masks.io import POLARITIES, MaskError
+from put.sampling import SamplingOptions
+from put.serve.catalog import ModelEntry
+from put.serve.jobs import QueueFull, Runner, results_zip
+from put.serve.store import Store, UnknownId, image_png, mask_png
+
+STATIC = resources.files("put.serve") / "static"
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+UPLOAD_TYPE = "application/octet-stream"  # not a type a cross-site form can send without the browser asking first
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_upload_bytes: int = 32 * 2**20
+    max_samples: int = 64
+    max_models: int = 8  # variants compared at once
+
+
+class RunRequest(BaseModel):
+    """One sampling request, for one model or several ("compare variants": same hole, same seed)."""
+    model_config = ConfigDict(extra="forbid")
+
+    mask: str
+    models: list[str] = Field(min_length=1)
+    samples: int = Field(4, ge=1)
+    top_k: int = Field(SamplingOptions.top_k, ge=1)
+    temperature: float = Field(SamplingOptions.temperature, gt=0)
+    tokens_per_step: int = Field(SamplingOptions.tokens_per_step, ge=1)
+    steps: int | None = Field(None, ge=1, description="cosine schedule over this many steps (replaces tokens_per_step)")
+    position_rule: Literal["logit", "prob"] = SamplingOptions.position_rule
+    deterministic: bool = False
+    seed: int = Field(0, ge=0, lt=2**63)
+
+
+class TestImageRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str
+    index: int = Field(ge=0)
+
+
+def validation_message(err: RequestValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(part) for part in e['loc'][1:]) or 'request'}: {e['msg']}" for e in err.errors())
+
+
+def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner, host: str = "127.0.0.1",
+               limits: Limits = Limits()) -> FastAPI:
+    app = FastAPI(title="PUT inpainting", docs_url=None, redoc_url=None, openapi_url=None)
+    if host in LOOPBACK:  # a page elsewhere cannot reach this server by a name that resolves here (DNS rebinding)
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
+    store = Store()
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_message(err)}, status_code=422)
+
+    @app.exception_handler(UnknownId)
+    async def unknown(request: Request, err: UnknownId) -> JSONResponse:
+        return JSONResponse({"detail": err.args[0]}, status_code=404)
+
+    async def read_upload(request: Request) -> tuple[bytes, str]:
+        if request.headers.get("content-type", "").split(";")[0].strip() != UPLOAD_TYPE:
+            raise HTTPException(415, f"uploads are sent as {UPLOAD_TYPE}")
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > limits.max_upload_bytes:
+                raise HTTPException(413, f"upload refused: larger than {limits.max_upload_bytes / 2**20:g} MiB "
+                                         "(put serve --max-upload-mb)")
+        return bytes(data), unquote(request.headers.get("x-filename", "upload"))
+
+    def model(model_id: str) -> ModelEntry:
+        if model_id not in models:
+            raise HTTPException(404, f"no model {model_id!r} on this server")
+        if models[model_id].problem:
+            raise HTTPException(409, models[model_id].problem)
+        return models[model_id]
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/api/info")
+    def info() -> dict:
+        return {"models": [entry.describe() for entry in models.values()],
+                "test_images": {preset: [p.name for p in paths] for preset, paths in test_images.items()},
+                "polarities": list(POLARITIES), "limits": asdict(limits),
+                "defaults": RunRequest.model_construct(mask="", models=[]).model_dump(exclude={"mask", "models"})}
+
+    @app.post("/api/images")
+    async def upload_image(request: Request) -> dict:
+        data, name = await read_upload(request)
+        try:
+            return (await run_in_threadpool(store.add_image, data, name)).describe()
+        except ImageReadError as err:
+            raise HTTPException(400, str(err)) from None
+
+    @app.post("/api/images/test")
+    def test_image(request: TestImageRequest) -> dict:
+        images = test_images.get(request.preset, [])
+        if request.index >= len(images):
+            raise HTTPException(404, f"preset {request.preset!r} has no test image {request.index} on this server")
+        path = images[request.index]
+        try:
+            return store.add_image(path, path.name).describe()
+        except ImageReadError as err:
+            raise HTTPException(400, str(err)) from None
+
+    @app.get("/api/images/{image_id}")
+    def image(image_id: str) -> Response:
+        return Response(image_png(store.image(image_id).pixels), media_type="image/png")
+
+    @app.post("/api/masks")
+    async def upload_mask(request: Request, image: str, polarity: Literal["hole-white", "keep-white"]) -> dict:
+        data, name = await read_upload(request)
+        try:
+            mask = await run_in_threadpool(store.add_mask, store.image(image), data, name, polarity)
+        except (ImageReadError, MaskError) as err:
+            raise HTTPException(400, str(err)) from None
+        return {"id": mask.id, "image": image}
+
+    @app.get("/api/masks/{mask_id}")
+    def mask(mask_id: str) -> Response:
+        return Response(mask_png(store.mask(mask_id).keep), media_type="image/png")
+
+    @app.post("/api/jobs")
+    def run(request: RunRequest) -> dict:
+        if request.samples > limits.max_samples:
+            raise HTTPException(422, f"samples: at most {limits.max_samples} per request (put serve --max-samples)")
+        if len(request.models) > limits.max_models:
+            raise HTTPException(422, f"models: at most {limits.max_models} compared at once")
+        entries = [model(model_id) for model_id in dict.fromkeys(request.models)]
+        mask = store.mask(request.mask)
+        try:
+            settings = InpaintSettings(
+                samples=request.samples, seed=request.seed, deterministic=request.deterministic, pad=True,
+                options=SamplingOptions(top_k=request.top_k, temperature=request.temperature,
+                                        tokens_per_step=request.tokens_per_step, steps=request.steps,
+                                        position_rule=request.position_rule))
+            return {"jobs": [runner.submit(entry, mask, settings).id for entry in entries]}
+        except ValueError as err:
+            raise HTTPException(422, str(err)) from None
+        except QueueFull as err:
+            raise HTTPException(429, str(err)) from None
+
+    @app.get("/api/jobs/{job_id}")
+    def job(job_id: str) -> dict:
+        found = runner.job(job_id)
+        return found.describe(runner.position(found))
+
+    @app.get("/api/jobs/{job_id}/results/{index}")
+    def result(job_id: str, index: int, raw: bool = False) -> Response:
+        found = runner.job(job_id)
+        pngs = found.raw if raw else found.results
+        if not 0 <= index < len(pngs):
+            raise HTTPException(404, f"request {job_id} has no result {index}")
+        return Response(pngs[index], media_type="image/png")
+
+    @app.get("/api/zip")
+    def zip_results(jobs: list[str] = Query(min_length=1)) -> Response:
+        found = [runner.job(job_id) for job_id in jobs]
+        if not all(j.state == "done" for j in found):
+            raise HTTPException(409, "results are zipped once every request is done")
+        return Response(results_zip(found), media_type="application/zip",
+                        headers={"Content-Disposition": 'attachment; filename="put_results.zip"'})
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    return app

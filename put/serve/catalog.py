@@ -1,0 +1,110 @@
+"""What the page may choose from: the trained (and imported) models under a runs folder and the presets' test
+images, each under an id this server assigns. The page sends ids only; no path it sends is ever opened."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from put.checkpoint import FORMAT, CheckpointError, load_torch_file
+from put.config.params import OFFICIAL_PREFIX
+from put.models.put_model import PUTModel
+from put.paths import TRANSFORMER_CHECKPOINT, masks_dir
+
+TRANSFORMER_FILE = Path(TRANSFORMER_CHECKPOINT).name  # what a run folder holds: runs/<preset>/<variant>/
+TEST_IMAGES_LISTED = 1000  # the dropdown lists at most this many test images per preset
+
+
+@dataclass
+class ModelEntry:
+    """A transformer checkpoint and the P-VQVAE it records, loaded on first use (then kept)."""
+    id: str            # its folder relative to the runs folder, e.g. demo/put
+    transformer: Path
+    preset: str
+    variant: str
+    official: bool     # imported from the authors' released weights (`put import-official`)
+    problem: str = ""  # why it cannot be used (listed, not selectable)
+    _model: PUTModel | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def label(self) -> str:
+        if self.problem:
+            return self.id
+        kind = "released weights" if self.official else "trained"
+        return f"{self.variant} · preset {self.preset} · {kind} ({self.id})"
+
+    def describe(self) -> dict:
+        return {"id": self.id, "label": self.label, "preset": self.preset, "variant": self.variant,
+                "official": self.official, "problem": self.problem}
+
+    def load(self, device: str) -> PUTModel:
+        """The model, loaded once (the checkpoint and its P-VQVAE verified as `put inpaint` does)."""
+        from put.model_io import load_put_model
+
+        with self._lock:
+            if self._model is None:
+                self._model = load_put_model(self.transformer, None, device)
+            return self._model
+
+
+def peek_labels(path: Path) -> tuple[dict, str]:
+    """A checkpoint's labels (preset, variant, source, ...) and its P-VQVAE reference, read without loading its
+    weights (memory-mapped, weights only); errors name the file as `put inpaint` would."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not torch's zip format, or refused: read whole, with the CLI's errors
+        payload = load_torch_file(path)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") != "transformer":
+        raise CheckpointError(f"{path}: not a PUT transformer checkpoint")
+    reference = (payload.get("pvqvae") or {}).get("path")
+    if not reference:
+        raise CheckpointError(f"{path}: records no P-VQVAE (file altered or damaged)")
+    try:
+        return json.loads(payload["config"]), reference
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"{path}: its config is missing or not valid JSON (file altered or damaged)") from None
+
+
+def read_entry(path: Path, runs: Path) -> ModelEntry:
+    folder = path.parent.relative_to(runs).as_posix()
+    entry_id = runs.name if folder == "." else folder
+    try:
+        labels, reference = peek_labels(path)
+    except CheckpointError as err:  # listed with the reason, not selectable
+        return ModelEntry(entry_id, path, "?", "?", False, problem=str(err))
+    pvqvae = path.parent / reference
+    entry = ModelEntry(entry_id, path, str(labels.get("preset", "?")), str(labels.get("variant", "?")),
+                       labels.get("source") == "official" or path.parent.name.startswith(OFFICIAL_PREFIX))
+    if not pvqvae.is_file():
+        entry.problem = f"{path}: its P-VQVAE {pvqvae} does not exist"
+    return entry
+
+
+def find_models(runs: Path) -> dict[str, ModelEntry]:
+    """Every transformer checkpoint under `runs` (any depth), by id."""
+    runs = Path(runs)
+    if not runs.is_dir():
+        raise NotADirectoryError(f"{runs}: runs folder not found (expected e.g. runs/demo, with <variant>/"
+                                 f"{TRANSFORMER_FILE} below it)")
+    entries = [read_entry(path, runs) for path in sorted(runs.rglob(TRANSFORMER_FILE))]
+    if not entries:
+        raise FileNotFoundError(f"{runs}: no {TRANSFORMER_FILE} below this folder (train one with `dvc repro`, or "
+                                "import the released weights with `put import-official`)")
+    return {entry.id: entry for entry in entries}
+
+
+def find_test_images(presets: set[str]) -> dict[str, list[Path]]:
+    """Per preset, its test images as the evaluation sees them (centre crops at the working size, written by the
+    `masks` stage to data/<preset>/masks/gt/); presets whose masks stage has not run have none."""
+    found = {}
+    for preset in sorted(presets):
+        gt = masks_dir(preset) / "gt"
+        images = sorted(gt.glob("*.png"))[:TEST_IMAGES_LISTED] if gt.is_dir() else []
+        if images:
+            found[preset] = images
+    return found
