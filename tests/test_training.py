@@ -340,3 +340,15 @@ def test_a_damaged_resume_state_is_named_with_what_to_do(workdir, tmp_path):
     with pytest.raises(CheckpointError, match=f"{resume_path(out)}: not readable as a PUT checkpoint .*"
                                               "this run would resume from it: move it away to start afresh"):
         train_pvqvae(params(workdir), "put", workdir / "splits", out, "cpu")
+
+
+def test_auto_workers_follow_the_jobs_cpus(monkeypatch):
+    """Under Slurm the job's CPUs are shared by its training processes, one CPU kept for each; a number is kept."""
+    from put.train.data import loader_workers
+
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "32")
+    assert (loader_workers("auto", 8), loader_workers("auto", 1), loader_workers(2, 8)) == (3, 31, 2)
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    assert loader_workers("auto", 8) == 0  # one CPU per process: it loads its own batches
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    assert loader_workers("auto") == len(os.sched_getaffinity(0)) - 1
