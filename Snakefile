@@ -14,7 +14,10 @@ from put.cluster import load_resource_table, load_site, rule_resources, rule_ret
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
 from put.dag.snakemake import effective_params_file, rule_spec, target_files, write_resolved_sections
+from put.yamlfile import read_yaml_mapping
 
+# Read by the stages' own reader first: Snakemake's would take a duplicated key or an empty file silently.
+read_yaml_mapping(Path(workflow.basedir) / "params.yaml", "the pipeline's parameters (params.yaml)")
 configfile: "params.yaml"
 
 PARAMS = params_from_mapping(config, "params.yaml + --config")  # validated now: a typo fails before any job

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from put.diskspace import DiskFullError, as_disk_full, free_bytes
 from put.fileio import atomic_path, file_sha256
 
 FORMAT = "put-checkpoint/1"
@@ -51,12 +52,51 @@ class Checkpoint:
     path: Path | None = None
 
 
-def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensor storages in `obj` (nested dicts, lists, tuples; each storage once): about what
+    torch.save writes, less a few hundred bytes per tensor."""
+    seen: dict[tuple[str, int], int] = {}
+
+    def visit(item: Any) -> None:
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            seen[(str(item.device), storage.data_ptr())] = storage.nbytes()
+        elif isinstance(item, dict):
+            for value in item.values():
+                visit(value)
+        elif isinstance(item, (list, tuple)):
+            for value in item:
+                visit(value)
+
+    visit(obj)
+    return sum(seen.values())
+
+
+def torch_write_failed(err: RuntimeError) -> bool:
+    """torch's zip writer reporting a short write ("unexpected pos N vs M", "file write failed")."""
+    return any(text in str(err) for text in ("unexpected pos", "file write failed", "PytorchStreamWriter failed"))
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike, kept: str | None = None) -> None:
+    """torch.save through a temporary file: `path` is the old file or the complete new one. A full disk is a
+    DiskFullError naming `path`, the bytes it needs and `kept` (what is intact), whichever way torch reports it:
+    its zip writer turns the ENOSPC of a write into RuntimeError("unexpected pos"), whose context holds the
+    OSError when it writes through a Python file (as here); failing that, free space below the size decides."""
     path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())  # the data reaches the disk before the rename makes it visible
+    needed = tensor_bytes(obj)
+    try:
+        with atomic_path(path, needed) as tmp, open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())  # the data reaches the disk before the rename makes it visible
+    except Exception as err:
+        full = as_disk_full(err, path, needed, kept)
+        if full is None and isinstance(err, RuntimeError) and torch_write_failed(err):
+            free = free_bytes(path)
+            full = DiskFullError(path, needed, kept) if free is not None and free < needed else None
+        if full is not None:
+            raise full from err
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -64,7 +104,8 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
         os.close(dir_fd)
 
 
-def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> None:
+def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint, kept: str | None = None) -> None:
+    """`kept`: what a DiskFullError says is intact (default: the earlier file at `path`, if any)."""
     if ckpt.kind not in KINDS:
         raise ValueError(f"checkpoint kind must be one of {KINDS}, got {ckpt.kind!r}")
     path = Path(path)
@@ -77,7 +118,7 @@ def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> None:
     atomic_torch_save({
         "format": FORMAT, "kind": ckpt.kind, "config": json.dumps(ckpt.config, sort_keys=True),
         "model": model, "weights_digest": weights_digest(model), "training": ckpt.training, "pvqvae": pvqvae,
-    }, path)
+    }, path, kept)
 
 
 def pickled_objects_message(path: str | os.PathLike, refusal: str = "", expected: str = "a PUT checkpoint") -> str:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
-
 from put.config import PRESETS
 from put.dag.declaration import STAGES
+from put.yamlfile import YamlFileError, read_yaml_mapping
 
 RULES = tuple(stage.name for stage in STAGES)
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
@@ -28,14 +27,11 @@ class ClusterConfigError(ValueError):
     pass
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path, expected: str, empty_ok: bool = False) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ClusterConfigError(f"{path}: not valid YAML: {err}") from err
-    if not isinstance(data, dict):
-        raise ClusterConfigError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
-    return data
+        return read_yaml_mapping(path, expected, empty_ok)
+    except YamlFileError as err:
+        raise ClusterConfigError(str(err)) from None
 
 
 def _check_resources(values: object, where: str) -> dict[str, int]:
@@ -51,7 +47,7 @@ def _check_resources(values: object, where: str) -> dict[str, int]:
 
 def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
     """{preset: {rule: resources}} with the defaults filled in, every key checked."""
-    data = _read_yaml(path)
+    data = _read_yaml(path, "Slurm resources per preset and rule: defaults, presets")
     unknown = set(data) - {"defaults", "presets"}
     if unknown:
         raise ClusterConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, presets")
@@ -84,7 +80,7 @@ def load_site(path: Path | None = None) -> dict[str, str]:
         path = Path(env) if env else Path("slurm/site.yaml")
         if not path.is_file():
             return {}
-    data = _read_yaml(path)
+    data = _read_yaml(path, f"the site's Slurm settings ({', '.join(SITE_KEYS)})", empty_ok=True)  # all defaults
     for key, value in data.items():
         if key not in SITE_KEYS:
             raise ClusterConfigError(f"{path}: {key}: unknown setting; expected one of {', '.join(SITE_KEYS)}")

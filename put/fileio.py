@@ -1,36 +1,53 @@
-"""Files in and out: writes that a crash or a bad input never leaves half done (everything goes to a
-temporary name beside the target, file or folder, and is renamed onto it: atomic on POSIX), checks that an
-output can be written before the work starts, JSON and CSV reads whose errors name the file, content hashes."""
+"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (everything goes to a
+temporary name beside the target, file or folder, and is renamed onto it: atomic on POSIX; a folder is swapped
+in one step where Linux can), the recovery of what a killed run left behind, checks that an output can be
+written before the work starts, JSON and CSV reads whose errors name the file, content hashes.
+
+Temporary names: `.NAME.tmp-PID` (a file or folder being written) and `.NAME.old-PID` (the folder being
+replaced, only where the swap takes two renames), beside NAME."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from put.diskspace import DiskFullError, as_disk_full, human
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
+def temporary_name(path: Path, what: str = "tmp") -> Path:
+    return path.with_name(f".{path.name}.{what}-{os.getpid()}")
+
+
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[Path]:
     """Yields a temporary path beside `path`; it replaces `path` when the block succeeds and is removed
-    when it fails."""
+    when it fails. A full disk is a DiskFullError naming `path` (and `needed`, its size, when the caller knows)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_name(path)
     try:
         yield tmp
         os.replace(tmp, path)
+    except Exception as err:
+        tmp.unlink(missing_ok=True)  # first, so that the error counts the space it held as free
+        if not isinstance(err, DiskFullError) and (full := as_disk_full(err, path, needed)) is not None:
+            raise full from err
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -50,30 +67,122 @@ def check_output(path: str | os.PathLike, folder: bool) -> None:
         raise PermissionError(errno.EACCES, f"folder not writable, so {path} cannot be written", str(above))
 
 
+def _renameat2() -> Callable | None:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return function
+
+
+RENAMEAT2, AT_FDCWD, RENAME_EXCHANGE = _renameat2(), -100, 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swaps the names of `a` and `b` in one atomic step (Linux's renameat2 RENAME_EXCHANGE: ext4, xfs, btrfs,
+    tmpfs, ...). False where the C library or the file system has none (NFS, Lustre, macOS): nothing changed."""
+    if RENAMEAT2 is None:
+        return False
+    if RENAMEAT2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+def replace_folder(new: Path, path: Path) -> None:
+    """Puts the folder `new` at `path`. Readers see the old folder or the new one, never a mix: one atomic
+    exchange where the platform has it (the old content is then at `new`, for the caller to delete), else two
+    renames, path -> .NAME.old-PID and new -> path; a kill between them leaves no `path` for an instant, which
+    `recover_leftovers` (run at the start of the next run on this output) repairs by putting the old one back."""
+    if not path.exists():
+        os.replace(new, path)
+    elif not exchange(new, path):
+        old = temporary_name(path, "old")
+        os.replace(path, old)
+        os.replace(new, path)
+        shutil.rmtree(old)
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
 @contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yields an empty temporary folder beside `path`; it replaces the folder `path` (and whatever it held)
     when the block succeeds and is removed when it fails. A stage writing its output folder this way leaves
-    either the old folder or the complete new one, never half of one, whatever input it fails on."""
+    either the old folder or the complete new one, never half of one, whatever input it fails on; a full disk
+    is a DiskFullError naming `path`."""
     path = Path(path)
     check_output(path, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp, old = (path.with_name(f".{path.name}.{what}-{os.getpid()}") for what in ("tmp", "old"))
+    tmp = temporary_name(path)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         yield tmp
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
+        replace_folder(tmp, path)
+    except Exception as err:
+        if (full := as_disk_full(err, path)) is not None:
+            written = folder_bytes(tmp) if tmp.is_dir() else 0
+            shutil.rmtree(tmp, ignore_errors=True)  # first, so that the error counts the space it held as free
+            raise DiskFullError(path, None, reason=f"{full.strerror.lower()} after writing {human(written)} of the "
+                                f"new folder beside the old one", code=full.errno) from err
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+
+
+LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<pid>\d+)")
+
+
+def pid_alive(pid: int) -> bool:
+    """A process with this id runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+
+
+def recover_leftovers(path: str | os.PathLike, alive: Callable[[int], bool] = pid_alive) -> list[str]:
+    """What killed runs left of the output `path`: temporary files and folders beside it (and, in a folder
+    written in place, inside it) whose process is not `alive` are removed; when `path` itself is missing but
+    the folder it was being swapped with survives (`.NAME.old-PID`: a kill between the two renames), that
+    folder is put back first. Returns one line per action, for the caller to print."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    found = [(entry, m["what"], int(m["pid"])) for entry in path.parent.iterdir()
+             if (m := LEFTOVER.fullmatch(entry.name)) and m["name"] == path.name and not alive(int(m["pid"]))]
+    done = []
+    olds = sorted((entry for entry, what, _ in found if what == "old"), key=lambda e: e.stat().st_mtime)
+    if not path.exists() and olds:
+        os.replace(olds[-1], path)
+        done.append(f"{path}: put back the previous {path.name}, which an interrupted run (pid "
+                    f"{LEFTOVER.fullmatch(olds[-1].name)['pid']}) had moved to {olds[-1].name}")
+    inside = [(entry, "tmp", int(m["pid"])) for entry in path.rglob(".*.tmp-*")
+              if (m := LEFTOVER.fullmatch(entry.name)) and not alive(int(m["pid"]))] if path.is_dir() else []
+    for entry, _, pid in [*found, *inside]:
+        if entry.exists() or entry.is_symlink():
+            _remove(entry)
+            done.append(f"{entry}: removed, left by an interrupted run (pid {pid})")
+    return done
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    data = text.encode("utf-8")
+    with atomic_path(path, needed=len(data)) as tmp:
+        tmp.write_bytes(data)
     return Path(path)
 
 
@@ -112,12 +221,20 @@ class _Tee(io.TextIOBase):
 
     def write(self, text: str) -> int:
         self.stream.write(text)
-        self.log.write(text)
+        if self.log is not None:
+            try:
+                self.log.write(text)
+            except OSError:  # a full disk: the terminal still gets every line, the error included
+                self.log = None
         return len(text)
 
     def flush(self) -> None:
         self.stream.flush()
-        self.log.flush()
+        if self.log is not None:
+            try:
+                self.log.flush()
+            except OSError:
+                self.log = None
 
     def isatty(self) -> bool:
         return self.stream.isatty()
@@ -131,13 +248,16 @@ def tee_output(path: str | os.PathLike) -> Iterator[None]:
     """Everything printed to stdout/stderr inside the block also goes to `path` (appended: a resumed or
     retried job keeps the earlier attempts' lines)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8", buffering=1) as log:
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
-        try:
-            yield
-        except Exception:  # the interpreter prints the traceback only after the block: put it in the log too
+    log = open(path, "a", encoding="utf-8", buffering=1)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
+    try:
+        yield
+    except Exception:  # the interpreter prints the traceback only after the block: put it in the log too
+        with suppress(OSError):  # a full disk: the terminal has it
             traceback.print_exc(file=log)
-            raise
-        finally:
-            sys.stdout, sys.stderr = saved
+        raise
+    finally:
+        sys.stdout, sys.stderr = saved
+        with suppress(OSError):  # a full disk: the log misses its last lines, the command's outcome stands
+            log.close()

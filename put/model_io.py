@@ -28,6 +28,15 @@ def checkpoint_config(ckpt: Checkpoint) -> ModelConfig:
         raise CheckpointError(f"{ckpt.path}: its model config is invalid: {err}") from err
 
 
+def check_variant(ckpt: Checkpoint, expected: str, asked: str) -> None:
+    """Refuses a checkpoint that records another variant than `expected`, which `asked` (the option that chose it)
+    needs: one variant's results must never carry another's name. A checkpoint recording none passes."""
+    recorded = ckpt.config.get("variant")
+    if recorded is not None and recorded != expected:
+        raise CheckpointError(f"{ckpt.path}: is a checkpoint of variant {recorded!r}, but {asked} needs variant "
+                              f"{expected!r}; pass that variant's checkpoint, or the variant this one was trained as")
+
+
 def load_pvqvae(path: str | os.PathLike) -> tuple[PVQVAE, Checkpoint]:
     ckpt = load_checkpoint(path, kind="pvqvae")
     model = PVQVAE(checkpoint_config(ckpt).pvqvae)
@@ -36,9 +45,13 @@ def load_pvqvae(path: str | os.PathLike) -> tuple[PVQVAE, Checkpoint]:
 
 
 def load_put_model(transformer_path: str | os.PathLike, pvqvae_path: str | os.PathLike | None = None,
-                   device: str | torch.device = "cpu") -> PUTModel:
-    """A transformer checkpoint plus the exact P-VQVAE it was trained on (verified by SHA-256)."""
+                   device: str | torch.device = "cpu", variant: str | None = None,
+                   label: str | None = None) -> PUTModel:
+    """A transformer checkpoint plus the exact P-VQVAE it was trained on (verified by SHA-256); with `variant`,
+    the checkpoint must record that variant (`label`: the --variant that asked for it)."""
     ckpt = load_checkpoint(transformer_path, kind="transformer")
+    if variant is not None:
+        check_variant(ckpt, variant, f"--variant {label or variant}")
     config = checkpoint_config(ckpt)
     pvqvae_file = resolve_pvqvae(ckpt, pvqvae_path)
     pvqvae, pvqvae_ckpt = load_pvqvae(pvqvae_file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -352,3 +353,52 @@ def test_auto_workers_follow_the_jobs_cpus(monkeypatch):
     assert loader_workers("auto", 8) == 0  # one CPU per process: it loads its own batches
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
     assert loader_workers("auto") == len(os.sched_getaffinity(0)) - 1
+
+
+# ---------------------------------------------------------------- a full disk (issue 20)
+
+def test_a_full_disk_at_a_save_keeps_the_last_good_state_and_the_rerun_resumes(workdir, tmp_path, monkeypatch,
+                                                                               capsys):
+    """Injected ENOSPC inside torch's zip writer at the second periodic save (step 6 of 8; saves every 3)."""
+    import put.checkpoint
+    from put.diskspace import DiskFullError
+    from tests.test_reliability import FillingFile
+
+    out, partial = tmp_path / "p.pt", resume_path(tmp_path / "p.pt")
+    saves = []
+
+    def disk_fills_after_one_save(path, mode="r", *args, **kwargs):
+        saves.append(path)
+        return FillingFile(path, mode, room=1000) if len(saves) > 1 else open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(put.checkpoint, "open", disk_fills_after_one_save, raising=False)
+    with pytest.raises(DiskFullError) as err:
+        train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    assert str(err.value).startswith(f"{partial}: no space left on device (needs about ")
+    assert (f"nothing was lost: the last good state {partial} (step 3) is intact; the 3 steps since are not saved. "
+            "Free space, then re-run") in str(err.value)
+    assert load_checkpoint(partial).training["step"] == 3 and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.resume.pt"]
+    monkeypatch.setattr(put.checkpoint, "open", open, raising=False)  # space freed
+    assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+    assert f"resuming from {partial} at step 3" in capsys.readouterr().out
+
+
+def test_training_warns_at_start_and_refuses_a_save_that_does_not_fit(workdir, tmp_path, monkeypatch, capsys):
+    import put.diskspace
+    import put.train.room
+    from put.cli import main
+
+    for module in (put.diskspace, put.train.room):
+        monkeypatch.setattr(module, "free_bytes", lambda path: 1000)
+    out = tmp_path / "p.pt"
+    assert main(["train-pvqvae", "--params", str(workdir / "params.yaml"), "--split", str(workdir / "splits"),
+                 "--out", str(out), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in err if line.startswith("warning:")][0].startswith(
+        f"warning: {tmp_path} has 1000 bytes free, but this training's saves need about ")
+    assert re.fullmatch(re.escape(f"put train-pvqvae: error: {resume_path(out)}: not enough space left on device "
+                                  "(needs about ") + r"[\d.]+ [KM]iB" + re.escape(
+        ", 1000 bytes free); nothing was lost: no state had been saved yet, so the next run starts afresh. Free "
+        "space, then re-run"), err[-1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -17,6 +17,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value}")
+    return value
+
+
 def device_name(text: str) -> str:
     """A device this machine has: checked when the command line is read, not after loading a model."""
     try:
@@ -87,7 +94,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
     parser.add_argument("--restart", action="store_true",
                         help="discard a saved state (e.g. one made with other settings) and train afresh")
     parser.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")
-    parser.add_argument("--gpus", type=int, default=0,
+    parser.add_argument("--gpus", type=nonnegative_int, default=0,
                         help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
                              "(DDP; gloo on CPU); 0 or 1: one process")
     parser.set_defaults(out_folder=False)

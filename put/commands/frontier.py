@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder (metrics.json, frontier.csv/.tex/.png)")
     parser.add_argument("--samples", required=True, help="folder for the inpainted images")
     parser.add_argument("--device", type=device_name)
-    parser.set_defaults(out_folder=True)
+    parser.set_defaults(out_folder=True, other_outputs=("samples",))
 
 
 def run(args: argparse.Namespace) -> None:

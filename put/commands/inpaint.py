@@ -9,6 +9,13 @@ from pathlib import Path
 from put.commands.common import default_device, device_name, positive_int
 
 HELP = "inpaint an image (or a folder of images): N diverse results each as PNG files"
+SAMPLING = ("top_k", "temperature", "tokens_per_step", "steps", "position_rule")
+# Options that contradict each other (put/cli.py refuses them together): (option, the options it excludes, why).
+CONFLICTS = (
+    ("deterministic", ("samples",), "argmax gives one result; more samples would be identical copies"),
+    ("deterministic", SAMPLING, "argmax takes every token at once, no sampling option applies"),
+    ("steps", ("tokens_per_step",), "a cosine schedule over S steps replaces a fixed number of tokens per step"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,9 +4,10 @@ switches. A *variant* is one of the paper's ablations (Table 3) applied on top o
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0"]
 VARIANTS: tuple[str, ...] = get_args(Variant)
@@ -17,10 +18,33 @@ PVQVAE_OF_VARIANT: dict[str, str] = {
 PVQVAE_VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(PVQVAE_OF_VARIANT.values()))
 
 
+def _members(annotation: Any) -> tuple:
+    return get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+
+
+def _bool_for_number(value: Any, annotation: Any) -> bool:
+    """`value` is a boolean (or holds one) where `annotation` wants a number: pydantic would take true as 1."""
+    members = _members(annotation)
+    if isinstance(value, bool):
+        return bool({int, float} & set(members)) and bool not in members
+    if isinstance(value, (list, tuple)):
+        items = [arg for m in members if get_origin(m) in (list, tuple) for arg in get_args(m) if arg is not ...]
+        return any(_bool_for_number(v, item) for v in value for item in items)
+    return False
+
+
 class StrictModel(BaseModel):
-    """Unknown keys are errors (a typo in a config must not be silently ignored)."""
+    """Unknown keys are errors (a typo in a config must not be silently ignored), and so is a boolean where a
+    number is expected (`iterations: true` is not 1)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if _bool_for_number(value, cls.model_fields[info.field_name].annotation):
+            raise ValueError("expected a number, got a boolean (true/false)")
+        return value
 
 
 class PVQVAEConfig(StrictModel):

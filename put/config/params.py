@@ -20,11 +20,11 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
+from put.yamlfile import YamlFileError, read_yaml_mapping
 
 
 class ParamsError(ValueError):
@@ -81,8 +81,8 @@ def describe(err: ValidationError, prefix: str, source: str) -> str:
     lines = [f"{source}: invalid parameters:"]
     for e in err.errors():
         where = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        lines.append(f"  {where}: {e['msg']} (got {e.get('input')!r})" if e["type"] != "missing"
-                     else f"  {where}: {e['msg']}")
+        message = e["msg"].removeprefix("Value error, ")
+        lines.append(f"  {where}: {message}" + ("" if e["type"] == "missing" else f" (got {e.get('input')!r})"))
     return "\n".join(lines)
 
 
@@ -117,6 +117,14 @@ class Params(StrictModel):
     def evaluated_labels(self) -> list[str]:
         """Every label an evaluation is written under: the variants, then official_<name> per official entry."""
         return [*VARIANTS, *(OFFICIAL_PREFIX + name for name in self.official)]
+
+    def checkpoint_variant(self, label: str) -> str | None:
+        """The variant a checkpoint evaluated under `label` must record: the variant itself, or an official
+        entry's `variant`; None for official_NAME without an entry here (nothing to check against)."""
+        if label in VARIANTS:
+            return label
+        entry = self.official.get(label.removeprefix(OFFICIAL_PREFIX))
+        return entry.variant if entry is not None and label.startswith(OFFICIAL_PREFIX) else None
 
     def official_config(self, name: str) -> ModelConfig:
         """The model an official entry is imported into: the preset's, the entry's overrides, its variant."""
@@ -183,12 +191,11 @@ def load_params(path: str | os.PathLike | None = None, preset: str | None = None
         path = Path(path)
         if not path.is_file():
             raise ParamsError(f"{path}: parameter file not found")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ParamsError(f"{path}: not valid YAML: {err}") from None
-        if not isinstance(data, dict):
-            raise ParamsError(f"{path}: expected a mapping of parameters at the top level")
+        try:  # an empty file is an error: without a file at all, the defaults apply
+            data = read_yaml_mapping(path, "parameters such as `preset: demo`; without a parameter file "
+                                           "the defaults apply")
+        except YamlFileError as err:
+            raise ParamsError(str(err)) from None
         source = str(path)
     if preset is not None:
         data["preset"] = preset

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from put.config.evaluation import FrontierConfig, MetricProtocol, SampleConfig
 from put.config.masks import PConvSelect
 from put.config.model import ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
+from put.yamlfile import read_yaml_mapping
 
 Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
 PlacesTrainSet = Literal["challenge", "standard"]
@@ -72,12 +72,7 @@ PRESET_FILE = Path(__file__).with_name("presets.yaml")
 
 def load_presets(path: Path = PRESET_FILE) -> dict[str, Preset]:
     """Every preset of the file, validated: an unknown key or a bad value is an error naming both."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"{path}: cannot read the presets: {err}") from None
-    if not isinstance(data, dict) or not data:
-        raise ValueError(f"{path}: expected a mapping of preset names to settings")
+    data = read_yaml_mapping(path, "a mapping of preset names to settings")
     presets = {}
     for name, settings in data.items():
         try:

@@ -37,7 +37,7 @@ from put.config.presets import PreparedStorage, ResizeFilter
 from put.data.dataset import AugmentedImages, check_sizes, stored_pixels
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
-from put.fileio import atomic_path, atomic_write_text, file_sha256, read_csv, read_json
+from put.fileio import atomic_path, atomic_write_text, file_sha256, read_csv, read_json, replace_folder
 
 FORMAT = "put-prepared/1"
 SPLITS = ("train", "test")
@@ -175,11 +175,8 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
     atomic_write_text(work / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     for name in shards:
         (work / f"{name}.json").unlink()
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(work, out)  # the complete cache appears at once
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(work, out)  # the complete cache appears at once
+    shutil.rmtree(work, ignore_errors=True)  # the previous cache, where the two folders were exchanged
     return manifest
 
 

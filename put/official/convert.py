@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from pydantic import ValidationError
 
 from put.config import PVQVAE_OF_VARIANT, ModelConfig, apply_variant, preset
@@ -35,6 +34,7 @@ from put.official.keys import (
     transformer_state,
 )
 from put.official.load import official_state_dict
+from put.yamlfile import read_yaml_mapping
 
 PVQVAE_FILE, TRANSFORMER_FILE = "pvqvae.pt", "transformer.pt"
 
@@ -49,13 +49,7 @@ class ImportResult:
 
 def read_overrides(path: str | os.PathLike) -> dict[str, Any]:
     """A YAML (or JSON) mapping of ModelConfig fields, e.g. {pvqvae: {base_channels: 64}}."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: model overrides file not found")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of ModelConfig fields (image_size, pvqvae, transformer)")
-    return data
+    return read_yaml_mapping(path, "a mapping of ModelConfig fields (image_size, pvqvae, transformer)")
 
 
 def official_model_config(preset_name: str, overrides: Mapping[str, Any] | None = None) -> ModelConfig:

@@ -147,7 +147,8 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
     preset = params.resolved()
     config, protocol = preset.frontier, preset.evaluate
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = load_put_model(checkpoint, pvqvae, device=str(dev))
+    model = load_put_model(checkpoint, pvqvae, device=str(dev),
+                           variant=params.checkpoint_variant(variant), label=variant)
     masks, samples_dir = Path(masks), Path(samples_dir)
     inputs = frontier_inputs(masks, config)
     sample = SamplingOptions(temperature=preset.sample.temperature, position_rule=preset.sample.position_rule)

@@ -89,7 +89,8 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     preset = params.resolved()
     cfg = preset.sample
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_put_model(transformer, pvqvae, device=device)
+    model = load_put_model(transformer, pvqvae, device=device,
+                           variant=params.checkpoint_variant(variant), label=variant)
     masks, out_dir = Path(masks), Path(out_dir)
     jobs = sampling_jobs(read_manifest(masks), cfg.diversity_samples, cfg.diversity_images)
     options = SamplingOptions(top_k=cfg.top_k, temperature=cfg.temperature, tokens_per_step=cfg.tokens_per_step,

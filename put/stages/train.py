@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from put.checkpoint import load_checkpoint
 from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, DataConfig, ModelConfig, Preset
 from put.config.params import Params
 from put.data.dataset import AugmentedImages, ImageListDataset
@@ -11,6 +12,7 @@ from put.data.prepared import PreparedImages
 from put.fileio import file_sha256
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
+from put.model_io import check_variant
 from put.tracking import NullTracker, stage_tracker, tracked
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.loop import LoopResult, discard_resume_state, run_training
@@ -92,6 +94,7 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
                       device: str | None = None, tags: dict[str, str] | None = None, curves: Path | None = None,
                       restart: bool = False, prepared: Path | None = None) -> LoopResult:
     preset, config = params.resolved(), params.variant_config(variant)
+    check_variant(load_checkpoint(pvqvae, kind="pvqvae"), PVQVAE_OF_VARIANT[variant], f"--variant {variant}")
     dist = setup_distributed(device)
     try:
         train_images, test_images = split_datasets(split_dir, config.image_size, preset.data, prepared)

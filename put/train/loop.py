@@ -35,9 +35,11 @@ from tqdm import tqdm
 
 from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
-from put.fileio import atomic_path
+from put.diskspace import DiskFullError, require_space
+from put.fileio import atomic_path, recover_leftovers
 from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.train.distributed import Distributed
+from put.train.room import state_bytes, warn_if_short
 from put.tracking import NullTracker
 from put.train.schedule import derive_seed
 
@@ -194,16 +196,33 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
         return LoopResult(out, start, {})
     if source is not None and dist.is_main:
         print(f"resuming from {source} at step {start}")
+    if dist.is_main:
+        for line in recover_leftovers(partial):
+            print(f"recovered: {line}", file=sys.stderr)
+        warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
 
     def save(path: Path, step: int) -> None:
+        """Writes the state, or stops every process with a DiskFullError (before writing, when the free space
+        is short) that names the last good state, which stays intact."""
+        problem = None
         if dist.is_main:
-            save_checkpoint(path, task.checkpoint({
+            ckpt = task.checkpoint({
                 "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
                 "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
-                **(labels or {})}))
+                **(labels or {})})
+            kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps since "
+                    "are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
+            try:
+                require_space(path, state_bytes(ckpt, task), kept)
+                save_checkpoint(path, ckpt, kept)
+            except DiskFullError as err:
+                problem = err
+        if not dist.all_true(problem is None):
+            progress.close()  # the error on a line of its own
+            raise problem if problem is not None else SystemExit(2)  # the main process says why
         dist.barrier()
 
-    last_good = source
+    last_good, last_step = source, start
     metrics: dict[str, float] = {}
     progress = tqdm(total=config.iterations, initial=start, desc=f"train {task.kind}", disable=not dist.is_main,
                     dynamic_ncols=True)
@@ -242,7 +261,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             stop_now = not dist.all_true(stop.received is None)
             if stop_now or step % config.checkpoint_every == 0:
                 save(partial, step)
-                last_good = partial
+                last_good, last_step = partial, step
             if stop_now:
                 progress.close()
                 raise TrainingStopped(f"stopped by signal at step {step}: state saved to {partial}; "

@@ -1,0 +1,76 @@
+"""The one reader of every YAML file a user writes (params.yaml, slurm/site.yaml, workflow/resources.yaml, model
+overrides of the authors' checkpoints, the presets): UTF-8 only, safe loading, and errors that name the file and
+the line. A key given twice in one mapping is an error (PyYAML keeps the last silently, so `preset:` written twice
+would run the second preset without a word)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class YamlFileError(ValueError):
+    pass
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping holding the same key twice, naming both lines."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self.flatten_mapping(node)  # merge keys (<<) may repeat a key on purpose: only literal duplicates count
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: SafeLoader's own error names it
+                break
+            if first != key_node.start_mark.line:
+                raise _DuplicateKey(None, None, f"key {key!r} given twice (first at line {first + 1})",
+                                    key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise YamlFileError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {column}); "
+                            "save the file as UTF-8") from None
+
+
+def read_yaml(path: str | os.PathLike, expected: str) -> Any:
+    """The file's content (None when it holds no document: empty, or only comments). A missing file, bytes that
+    are not UTF-8, invalid YAML and duplicated keys are errors naming the file, the line and `expected`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found (expected {expected})")
+    text = _decode(path, path.read_bytes())
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        what = err.problem if isinstance(err, _DuplicateKey) else f"not valid YAML: {err.problem or err.context}"
+        raise YamlFileError(f"{path}: {where}{what} (expected {expected})") from None
+    except yaml.YAMLError as err:
+        raise YamlFileError(f"{path}: not valid YAML: {err} (expected {expected})") from None
+
+
+def read_yaml_mapping(path: str | os.PathLike, expected: str, empty_ok: bool = False) -> dict:
+    """A YAML file whose top level is a mapping. An empty file is an error unless `empty_ok` (then {})."""
+    data = read_yaml(path, expected)
+    if data is None and not empty_ok:
+        raise YamlFileError(f"{path}: the file is empty (expected {expected})")
+    if data is not None and not isinstance(data, dict):
+        raise YamlFileError(f"{path}: expected a mapping ({expected}) at the top level, got {type(data).__name__}")
+    return data or {}

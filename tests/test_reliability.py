@@ -1,0 +1,546 @@
+"""Faults a cluster produces (issue 20): a full disk, two runs on one output, a kill between the renames of a
+folder swap, leftovers of killed runs, a checkpoint under another variant's name, hostile parameter files,
+command-line mistakes. (A full disk during training: tests/test_training.py.)"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import put.checkpoint
+import put.fileio
+import put.outlock
+from put.checkpoint import atomic_torch_save, load_checkpoint, save_checkpoint
+from put.cli import main
+from put.cluster import ClusterConfigError, load_resource_table, load_site
+from put.config.params import ParamsError, load_params, params_from_mapping
+from put.diskspace import DiskFullError
+from put.fileio import atomic_dir, atomic_write_text, recover_leftovers
+from put.official.convert import read_overrides
+from put.outlock import OutputLock, OutputLocked, lock_path
+from put.yamlfile import YamlFileError
+from tests.test_bad_input import eval_masks  # noqa: F401 (a fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class FillingFile:
+    """A binary file whose writes fail with ENOSPC once `room` bytes are written: a disk that fills up."""
+
+    def __init__(self, path, mode="wb", room: int = 1000):
+        self.file, self.room = open(path, mode), room
+
+    def write(self, data) -> int:
+        if self.file.tell() + len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs: a real full disk (needs root and mount; skipped elsewhere, the injected tests always run)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+# ---------------------------------------------------------------- a full disk
+
+def test_a_checkpoint_on_a_full_tmpfs_is_named_with_the_bytes_and_the_old_file_is_kept(small_disk):
+    target = small_disk / "model.pt"
+    atomic_torch_save({"w": torch.zeros(10)}, target)
+    before = target.read_bytes()
+    with pytest.raises(DiskFullError) as err:
+        atomic_torch_save({"w": torch.zeros(1 << 19)}, target)  # 2 MiB into 1 MiB
+    message = str(err.value)
+    assert message.startswith(f"{target}: no space left on device (needs about 2.0 MiB, ")
+    assert f"nothing was lost: the existing {target} is as it was" in message and "\n" not in message
+    assert target.read_bytes() == before and leftovers(small_disk) == []
+
+
+def test_torch_s_unexpected_pos_is_translated_only_when_the_disk_is_full(tmp_path, monkeypatch):
+    """torch's zip writer reports ENOSPC as RuntimeError("... unexpected pos ..."): recognised by the OSError in
+    its context (injected here: a file that fills after 1000 bytes), not by catching every RuntimeError."""
+    target = tmp_path / "model.pt"
+    save_checkpoint(target, put.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(3)}))
+    before = target.read_bytes()
+    monkeypatch.setattr(put.checkpoint, "open", FillingFile, raising=False)
+    with pytest.raises(DiskFullError, match=re.escape(f"{target}: no space left on device (needs about 4.0 MiB")):
+        save_checkpoint(target, put.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(1 << 20)}))
+    assert target.read_bytes() == before and leftovers(tmp_path) == []
+
+    def broken(obj, f):  # the same writer error without a full disk behind it stays what it is
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(put.checkpoint, "open", open, raising=False)
+    monkeypatch.setattr(torch, "save", broken)
+    with pytest.raises(RuntimeError, match="unexpected pos") as err:
+        atomic_torch_save({"w": torch.ones(3)}, target)
+    assert not isinstance(err.value, DiskFullError) and target.read_bytes() == before
+
+
+def test_a_report_folder_on_a_full_tmpfs_keeps_the_previous_one(small_disk):
+    out = small_disk / "report"
+    with atomic_dir(out) as staging:
+        (staging / "table1.tex").write_text("old")
+    with pytest.raises(DiskFullError) as err:
+        with atomic_dir(out) as staging:
+            for i in range(8):
+                (staging / f"figure{i}.png").write_bytes(os.urandom(200_000))
+    assert str(err.value).startswith(f"{out}: no space left on device after writing ")
+    assert "of the new folder beside the old one" in str(err.value)
+    assert f"the existing {out} is as it was" in str(err.value)
+    assert [p.name for p in out.iterdir()] == ["table1.tex"] and leftovers(small_disk) == []
+
+
+def test_a_metrics_file_on_a_full_disk_names_its_size(small_disk, tmp_path, monkeypatch):
+    text = json.dumps({"k50": {"40-60": {"psnr": 1.0}}}) * 40_000
+    with pytest.raises(DiskFullError, match=re.escape(f"{small_disk / 'put.json'}: no space left on device "
+                                                      "(needs about 1.3 MiB, 1.0 MiB free)")):
+        atomic_write_text(small_disk / "put.json", text)
+    assert leftovers(small_disk) == [] and not (small_disk / "put.json").exists()
+    monkeypatch.setattr(Path, "write_bytes", enospc)  # the same, injected: runs everywhere
+    with pytest.raises(DiskFullError, match=re.escape(f"{tmp_path / 'put.json'}: no space left on device (needs "
+                                                      "about 1.3 MiB")):
+        atomic_write_text(tmp_path / "put.json", text)
+    assert leftovers(tmp_path) == []
+
+
+def test_put_sample_on_a_full_disk_exits_2_with_one_line(tiny_checkpoints, eval_masks, tmp_path, monkeypatch,
+                                                         capsys):
+    import put.data.images
+
+    _, _, transformer = tiny_checkpoints
+    masks = eval_masks
+    (tmp_path / "params.yaml").write_text("overrides: {sample: {diversity_samples: 2, diversity_images: 1}}\n")
+    out = tmp_path / "samples"
+    out.mkdir()
+    (out / "samples.csv").write_text("earlier run\n")
+    calls = []
+
+    def fill_after_three(path, array):  # the fourth image finds the disk full
+        calls.append(path)
+        if len(calls) > 3:
+            enospc()
+        return real(path, array)
+
+    real = put.data.images.write_png
+    monkeypatch.setattr(put.data.images, "write_png", fill_after_three)
+    monkeypatch.chdir(tmp_path)
+    assert main(["sample", "--checkpoint", str(transformer), "--masks", str(masks), "--out", str(out),
+                 "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"put sample: error: {out}: no space left on device after writing ")
+    assert err.endswith(f"nothing was lost: the existing {out} is as it was. Free space, then re-run")
+    assert [p.name for p in out.iterdir()] == ["samples.csv"] and leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------- one run per output
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+import put.outlock
+with put.outlock.sigterm_as_exit(), put.outlock.OutputLock([Path(sys.argv[1])], heartbeat=float(sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def hold(output: Path, heartbeat: float = 30) -> subprocess.Popen:
+    """Another process holding the lock of `output`."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(output), str(heartbeat)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_second_run_on_a_held_output_stops_at_once_naming_the_holder(tmp_path, capsys):
+    out = tmp_path / "resolved_params.yaml"
+    holder = hold(out)
+    try:
+        record = json.loads(lock_path(out).read_text())
+        started = time.perf_counter()
+        assert main(["config", "--out", str(out)]) == 2
+        assert time.perf_counter() - started < 5
+        err = capsys.readouterr().err.strip()
+        assert err == (f"put config: error: {out}: in use by another run (host {record['host']}, pid {holder.pid}, "
+                       f"started {record['started']}); stopping so that the two do not overwrite each other. If "
+                       f"that run is gone, delete {lock_path(out)}")
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Killed with SIGKILL, it could not release the lock: the next run sees its pid is gone and takes over.
+    assert lock_path(out).exists()
+    assert main(["config", "--out", str(out)]) == 0
+    assert out.is_file() and not lock_path(out).exists()
+    assert "taking over the lock of a run that no longer runs (host " in capsys.readouterr().err
+
+
+def test_training_on_a_held_output_stops_before_any_work(tmp_path, capsys):
+    out = tmp_path / "pvqvae.pt"
+    holder = hold(out)
+    try:
+        assert main(["train-pvqvae", "--split", str(tmp_path / "no_split"), "--out", str(out)]) == 2
+        assert f"put train-pvqvae: error: {out}: in use by another run (host " in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_lock_is_released_on_sigterm_and_on_errors(tmp_path, capsys):
+    out = tmp_path / "out"
+    holder = hold(out)
+    holder.send_signal(signal.SIGTERM)
+    assert holder.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not lock_path(out).exists()
+    assert main(["config", "--params", str(tmp_path / "missing.yaml"), "--out", str(out)]) == 2
+    assert "missing.yaml: parameter file not found" in capsys.readouterr().err and not lock_path(out).exists()
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+import put.outlock
+go = Path(sys.argv[2])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+try:
+    with put.outlock.OutputLock([Path(sys.argv[1])]):
+        print("won", flush=True)
+        time.sleep(1.5)
+except put.outlock.OutputLocked:
+    print("locked", flush=True)
+"""
+
+
+def test_of_racing_runs_on_a_stale_lock_exactly_one_wins(tmp_path):
+    out, go = tmp_path / "out", tmp_path / "go"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = {**json.loads(OutputLock([out]).content), "pid": dead.pid, "process_start": None}
+    lock_path(out).write_text(json.dumps(stale))
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, str(out), str(go)], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+              for _ in range(6)]
+    assert [r.stdout.readline().strip() for r in racers] == ["ready"] * 6
+    go.touch()
+    results = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
+    assert results == ["locked"] * 5 + ["won"]
+    assert not lock_path(out).exists()
+
+
+def other_host_lock(out: Path, age: float, **fields) -> None:
+    """A lock of a process on another host, last refreshed `age` seconds ago, appearing whole (as link(2) makes it)."""
+    record = {**json.loads(OutputLock([out]).content), "host": "node-b", "pid": 4242, "token": "theirs", **fields}
+    written = out.with_name("written-lock")
+    written.write_text(json.dumps(record))
+    when = time.time() - age
+    os.utime(written, (when, when))
+    os.replace(written, lock_path(out))
+
+
+def test_a_lock_from_another_host_is_live_while_refreshed_and_stale_after_its_lease(tmp_path, capsys):
+    out = tmp_path / "out"
+    other_host_lock(out, age=5)
+    with pytest.raises(OutputLocked, match=r"in use by another run \(host node-b, pid 4242, started "):
+        OutputLock([out]).__enter__()
+    other_host_lock(out, age=put.outlock.LEASE_S + 1)
+    with OutputLock([out]):
+        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()
+    assert not lock_path(out).exists()
+
+
+@pytest.mark.parametrize("case", ["refreshes stopped", "same Slurm job (requeued)"])
+def test_a_lock_from_another_host_is_waited_for_until_its_lease_ends(tmp_path, monkeypatch, capsys, case):
+    """A holder on another host whose refreshes stopped (probably killed), or the first instance of this very
+    Slurm job (a requeue): waited for until the lease ends, then taken over."""
+    out, lease = tmp_path / "out", 1.5
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    if case == "refreshes stopped":
+        other_host_lock(out, age=lease * 0.8)
+    else:
+        other_host_lock(out, age=0, slurm_job="77")
+    started = time.monotonic()
+    with OutputLock([out], heartbeat=0.2, lease=lease):
+        assert lease * 0.1 < time.monotonic() - started < lease + 2
+    assert "not refreshed for" in capsys.readouterr().err
+
+
+def test_the_holder_refreshes_its_lock_and_stops_when_another_run_took_it(tmp_path):
+    out = tmp_path / "out"
+    holder = hold(out, heartbeat=0.1)
+    try:
+        first = lock_path(out).stat().st_mtime_ns
+        time.sleep(0.5)
+        assert lock_path(out).stat().st_mtime_ns > first  # refreshed
+        lock_path(out).unlink()  # removed by hand: made again
+        time.sleep(0.5)
+        assert json.loads(lock_path(out).read_text())["pid"] == holder.pid
+        other_host_lock(out, age=0)  # taken over (its lease ran out unseen): it stops writing at once
+        assert holder.wait(timeout=30) == put.outlock.LOST_EXIT
+        assert "this run's lock was taken over by host node-b" in holder.stderr.read()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---------------------------------------------------------------- folder swaps and leftovers
+
+def test_a_folder_is_swapped_in_one_step_where_linux_can(tmp_path, monkeypatch):
+    if put.fileio.RENAMEAT2 is None:
+        pytest.skip("no renameat2 in this C library")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a").write_text("old")
+    renamed = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renamed.append((a, b)) or real(a, b))
+    with atomic_dir(out) as staging:
+        (staging / "b").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["b"] and renamed == [] and os.listdir(tmp_path) == ["out"]
+
+
+def read_folder(folder: Path) -> tuple | str:
+    """The folder's files and contents as one reader sees them: the folder opened once, its files read from it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return "missing"
+    try:
+        names = sorted(os.listdir(fd))
+        contents = []
+        for name in names:
+            file = os.open(name, os.O_RDONLY, dir_fd=fd)
+            contents.append(os.read(file, 100).decode())
+            os.close(file)
+        return tuple(zip(names, contents))
+    except FileNotFoundError:  # an old version, deleted while being read
+        return "deleted while read"
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two renames"])
+def test_readers_see_the_old_folder_or_the_new_one_never_a_mix(tmp_path, monkeypatch, exchange):
+    if not exchange:
+        monkeypatch.setattr(put.fileio, "exchange", lambda a, b: False)
+    out = tmp_path / "out"
+    seen, stop = set(), threading.Event()
+
+    def read():
+        while not stop.is_set():
+            seen.add(read_folder(out))
+
+    with atomic_dir(out) as staging:
+        for name in "abc":
+            (staging / name).write_text("0")
+    reader = threading.Thread(target=read)
+    reader.start()
+    for i in range(1, 150):
+        with atomic_dir(out) as staging:
+            for name in "abc":
+                (staging / name).write_text(str(i))
+    stop.set()
+    reader.join()
+    versions = [s for s in seen if isinstance(s, tuple)]
+    assert [s for s in versions if len({content for _, content in s}) > 1] == [] and len(versions) > 1
+    if exchange and put.fileio.RENAMEAT2 is not None:
+        assert "missing" not in seen  # the output folder is there at every instant
+
+
+KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+import put.fileio
+put.fileio.exchange = lambda a, b: False  # the two-rename swap of file systems without an exchange (NFS)
+real = os.replace
+def replace(a, b):
+    real(a, b)
+    if ".old-" in str(b):
+        os.kill(os.getpid(), signal.SIGKILL)  # between the two renames
+os.replace = replace
+with put.fileio.atomic_dir(Path(sys.argv[1])) as staging:
+    (staging / "result.txt").write_text("new")
+"""
+
+
+def test_a_kill_between_the_two_renames_is_repaired_by_the_next_run(tmp_path, capsys):
+    out = tmp_path / "samples"
+    out.mkdir()
+    (out / "result.txt").write_text("old")
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert killed.returncode == -signal.SIGKILL
+    assert not out.exists()  # the instant the issue describes: old in .samples.old-PID, new in .samples.tmp-PID
+    assert leftovers(tmp_path) == [f".samples.old-{killed_pid(tmp_path)}", f".samples.tmp-{killed_pid(tmp_path)}"]
+    with OutputLock([out]):  # what every `put` command does first with its output
+        assert (out / "result.txt").read_text() == "old" and leftovers(tmp_path) == []
+    err = capsys.readouterr().err
+    assert f"recovered: {out}: put back the previous samples, which an interrupted run" in err
+
+
+def killed_pid(folder: Path) -> int:
+    return int(next(p.name for p in folder.iterdir() if ".old-" in p.name).rsplit("-", 1)[1])
+
+
+def test_leftovers_of_killed_runs_go_and_those_of_live_ones_stay(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "transformer.pt"
+    out.write_bytes(b"good")
+    (tmp_path / f".transformer.pt.tmp-{dead.pid}").write_bytes(b"half a checkpoint")
+    (tmp_path / f".transformer.pt.tmp-{os.getpid()}").write_bytes(b"being written")
+    (tmp_path / f".other.pt.tmp-{dead.pid}").write_bytes(b"another output's")
+    folder = tmp_path / "samples"
+    (tmp_path / f".samples.tmp-{dead.pid}" / "all").mkdir(parents=True)
+    (folder / "all").mkdir(parents=True)
+    (folder / "all" / f".x.png.tmp-{dead.pid}").write_bytes(b"half an image")
+    done = recover_leftovers(out) + recover_leftovers(folder)
+    assert len(done) == 3 and all("left by an interrupted run" in line for line in done)
+    assert leftovers(tmp_path) == [f".other.pt.tmp-{dead.pid}", f".transformer.pt.tmp-{os.getpid()}"]
+    assert list((folder / "all").iterdir()) == [] and out.read_bytes() == b"good"
+    # The lock's own instant files (a kill while taking the lock): removed by the next run on the output.
+    host = socket.gethostname()
+    for name in (f".samples.lock.{host}.{dead.pid}", f".samples.lock.stale.{host}.{dead.pid}"):
+        (tmp_path / name).write_text("{}")
+    with OutputLock([folder]):
+        assert sorted(p.name for p in tmp_path.iterdir() if ".lock" in p.name) == [".samples.lock"]
+
+
+# ---------------------------------------------------------------- a checkpoint under another variant's name
+
+def test_sample_and_frontier_refuse_a_checkpoint_of_another_variant(tiny_checkpoints, tmp_path, capsys):
+    _, pvqvae, transformer = tiny_checkpoints  # recorded variant: put
+    for command in (["sample"], ["frontier", "--masks", "m", "--samples", str(tmp_path / "fs")]):
+        assert main([*command, "--variant", "conv", "--checkpoint", str(transformer),
+                     "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"put {command[0]}: error: {transformer}: is a checkpoint of variant 'put', but --variant conv needs "
+            "variant 'conv'; pass that variant's checkpoint, or the variant this one was trained as")
+        assert not (tmp_path / "out").exists()
+    params = tmp_path / "params.yaml"
+    params.write_text("official: {release: {transformer: t.pth, variant: conv}}\n")
+    assert main(["sample", "--params", str(params), "--variant", "official_release", "--checkpoint",
+                 str(transformer), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    assert "but --variant official_release needs variant 'conv'" in capsys.readouterr().err
+    assert main(["train-transformer", "--variant", "one", "--pvqvae", str(pvqvae), "--out",
+                 str(tmp_path / "t.pt")]) == 2
+    assert f"{pvqvae}: is a checkpoint of variant 'put', but --variant one needs variant 'one'" in \
+        capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- parameter files and the other YAML files
+
+@pytest.mark.parametrize("content, message", [
+    (b"preset: demo\noverrides: {}\npreset: ffhq\n", "line 3: key 'preset' given twice (first at line 1)"),
+    (b"overrides:\n  sample:\n    top_k: 5\n    top_k: 6\n", "line 4: key 'top_k' given twice (first at line 3)"),
+    (b"preset: demo\n# caf\xe9\n", "line 2: not UTF-8 (byte 0xe9 at column 6); save the file as UTF-8"),
+    (b"", "the file is empty (expected parameters such as `preset: demo`; without a parameter file the defaults"),
+    (b"# only a comment\n", "the file is empty"),
+    (b"overrides: {transformer_train: {iterations: true}}\n",
+     "overrides.transformer_train.iterations: expected a number, got a boolean (true/false) (got True)"),
+    (b"overrides: {pvqvae_train: {betas: [false, 0.9]}}\n", "overrides.pvqvae_train.betas: expected a number, got a"),
+    (b"preset: [\n", "line 2: not valid YAML"),
+])
+def test_bad_parameter_files_are_named_with_the_line(tmp_path, content, message, capsys):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+    assert main(["config", "--params", str(path), "--out", str(tmp_path / "r.yaml")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "r.yaml").exists()
+
+
+def test_no_parameter_file_still_means_the_defaults(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "--out", "r.yaml"]) == 0 and "preset: demo" in (tmp_path / "r.yaml").read_text()
+    assert load_params(None).preset == "demo"
+    assert params_from_mapping({"overrides": {"sample": {"composite": True}}}, "x").resolved().sample.composite
+
+
+def test_every_user_yaml_file_goes_through_the_same_reader(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("account: a\nqos: q\naccount: b\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(f"{twice}: line 3: key 'account' given twice")):
+        load_site(twice)
+    twice.write_text("defaults: {gpu: 0}\ndefaults: {gpu: 1}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(f"{twice}: line 2: key 'defaults' given twice")):
+        load_resource_table(twice)
+    twice.write_text("pvqvae: {width: 8}\npvqvae: {width: 16}\n")
+    with pytest.raises(YamlFileError, match=re.escape(f"{twice}: line 2: key 'pvqvae' given twice")):
+        read_overrides(twice)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"account: \xe9quipe\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(f"{latin}: line 1: not UTF-8")):
+        load_site(latin)
+    users = [p for p in (ROOT / "put").rglob("*.py") if "yaml.safe_load(" in p.read_text() or "yaml.load(" in
+             p.read_text()]
+    assert [str(p.relative_to(ROOT)) for p in users] == ["put/yamlfile.py"]
+    assert "read_yaml_mapping(Path(workflow.basedir) / \"params.yaml\"" in (ROOT / "Snakefile").read_text()
+
+
+# ---------------------------------------------------------------- the command line
+
+@pytest.mark.parametrize("args, message", [
+    (["sample"], "put sample: error: the following arguments are required: --checkpoint, --out"),
+    (["nope"], "put: error: argument command: invalid choice: 'nope'"),
+    (["info", "--variant", "x"], "put info: error: argument --variant: invalid choice: 'x'"),
+    (["inpaint", "--checkpoint", "c", "--image", "i", "--mask", "m", "--out", "o", "--deterministic", "--samples",
+      "8"], "put inpaint: error: --deterministic cannot be combined with --samples 8: argmax gives one result"),
+    (["inpaint", "--checkpoint", "c", "--image", "i", "--mask", "m", "--out", "o", "--deterministic", "--top-k",
+      "9"], "put inpaint: error: --deterministic cannot be combined with --top-k 9: argmax takes every token"),
+    (["inpaint", "--checkpoint", "c", "--image", "i", "--mask", "m", "--out", "o", "--steps", "4",
+      "--tokens-per-step", "2"], "put inpaint: error: --steps cannot be combined with --tokens-per-step 2"),
+    (["train-pvqvae", "--out", "p.pt", "--gpus", "-2"], "put train-pvqvae: error: argument --gpus: expected 0 or a"),
+])
+def test_command_line_errors_are_one_line(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(message) and err.count("\n") == 1 and "usage:" not in err
+
+
+def test_help_is_unchanged(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sample", "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.startswith("usage: put sample [-h]") and "--checkpoint CHECKPOINT" in out
