@@ -197,10 +197,6 @@ def check_settings(folder: Path, manifest: dict, expected: dict) -> None:
                          "re-run `put prepare` (the DAG does) or set data.prepared: originals")
 
 
-def uses_originals(folder: Path) -> bool:
-    return read_manifest(folder)["settings"]["storage"] == "originals"
-
-
 class PreparedImages(AugmentedImages):
     """One split of a prepared cache: the same tensors as ImageListDataset over the original files, up to the
     storage's rounding (none for float16 on FFHQ), without decoding or resizing anything."""
@@ -225,7 +221,6 @@ class PreparedImages(AugmentedImages):
             if not path.is_file() or path.stat().st_size != shard["bytes"]:
                 raise ValueError(f"{path}: missing or not the size the manifest records ({shard['bytes']} bytes); "
                                  "re-run `put prepare`")
-        self.dtype = np.dtype(storage)
         self.names = sorted(set(table["shard"]))
         self.shard = table["shard"].map({n: i for i, n in enumerate(self.names)}).to_numpy()
         self.offset, self.height, self.width = (table[c].to_numpy() for c in ("offset", "height", "width"))
