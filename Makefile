@@ -8,7 +8,7 @@ GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install lock tex browser demo test test-slow test-slurm test-all dag vega exp record bench cost gpu-prepare test-gpu measure-gpu clean-venv
+.PHONY: install lock tex browser demo test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu clean-venv
 
 install: $(STAMP)
 
@@ -135,6 +135,12 @@ test-gpu:
 
 measure-gpu:
 	tools/gpu/measure.sh
+
+# Training samples per second and CPU core, from the prepared images and from the originals, per preset (the
+# paper presets on generated images of their sizes; about 15 minutes in all). See README, "Feeding the GPUs".
+bench-loader: $(STAMP)
+	for preset in demo ffhq places2 imagenet; do \
+	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)

@@ -16,6 +16,7 @@ from put.config.params import OFFICIAL_PREFIX, replicate_label
 
 RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
 SPLIT_DIR = "data/{preset}/splits"
+PREPARED_DIR = "data/{preset}/prepared"  # the training and test images, resized once (put/data/prepared.py)
 MASKS_DIR = "data/{preset}/masks"  # frozen evaluation masks (manifest.csv) and the ground truth (gt/)
 RUN_DIR = "runs/{preset}/{variant}"  # a variant's trained (or imported) models
 PVQVAE_CHECKPOINT = "runs/{preset}/{pvqvae}/pvqvae.pt"

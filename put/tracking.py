@@ -191,7 +191,8 @@ class NullTracker:
     def log_dataset(self, path: Path, name: str, context: str) -> None:
         pass
 
-    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any]) -> None:
+    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
+                  step: int = 0) -> None:
         pass
 
     def use_model(self, kind: str) -> None:
@@ -376,9 +377,11 @@ class MlflowTracker(NullTracker):
         found = self.client.search_logged_models([self.experiment], filter_string=query, max_results=100)
         return sorted(found, key=lambda m: m.creation_timestamp)
 
-    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any]) -> str:
-        """The checkpoint as a LoggedModel of this run (its final `metrics` linked), registered with the alias
-        `current`; a re-run that logs the same checkpoint reuses the model."""
+    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
+                  step: int = 0) -> str:
+        """The checkpoint as a LoggedModel of this run (its final `metrics` linked, at the training's last `step`,
+        so the curves end there), registered with the alias `current`; a re-run that logs the same checkpoint
+        reuses the model."""
         checkpoint = Path(checkpoint)
         sha = file_digest(checkpoint)
         with self.lock:
@@ -397,11 +400,11 @@ class MlflowTracker(NullTracker):
             self._write_model(checkpoint, kind, sha, model.model_id, Path(tmp))
             with self.lock:
                 self.client.log_model_artifacts(model.model_id, tmp)
-        self.log_metrics(metrics, 0, model_id=model.model_id)
+        self.log_metrics(metrics, step, model_id=model.model_id)
         with self.lock:
             from mlflow.entities import LoggedModelOutput
 
-            self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, 0)])
+            self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step)])
             self.client.finalize_logged_model(model.model_id, "READY")
             replicate = f"-seed{self.seed}" if self.seed else ""  # a replicate never takes the base model's alias
             self._register(model.model_id, f"put-{self.preset}-{self.variant}{replicate}-{kind}")

@@ -27,9 +27,9 @@ from put.config.params import ParamsError, load_params
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
 from put.dag.graph import downstream, instances, output_paths
+from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file, path_of,
+                       pvqvae_checkpoint, report_dir, samples_dir, split_dir, transformer_checkpoint)
 from put.report.products import caption
-from put.paths import (REPORT_PDF, metrics_file, path_of, pvqvae_checkpoint, report_dir, samples_dir, split_dir,
-                       transformer_checkpoint)
 from tests.helpers import ROOT, is_product, product_roots, working_copy
 
 BIN = Path(sys.executable).parent
@@ -492,6 +492,13 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
                     assert f"{cell['ssim']:.3f}" in table3
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
+    # The prepare stage wrote every split image once, and the trainings read them and logged their wait for data.
+    manifest = json.loads((repo / path_of(PREPARED_DIR, "demo") / "manifest.json").read_text())
+    for split in ("train", "test"):
+        listed = (repo / split_dir("demo") / f"{split}.csv").read_text().strip().splitlines()[1:]
+        assert manifest["images"][split] == len(listed) and manifest["settings"]["storage"] == "float16"
+    for curves in (path_of(PVQVAE_CURVES, "demo"), path_of(TRANSFORMER_CURVES, "demo")):
+        assert "data_wait_s" in (repo / curves / TRAIN_CURVE).read_text().splitlines()[0].split(",")
     runs_after_first = mlflow_run_count(repo)
     assert runs_after_first == 1 + len(TRACKED)  # a parent per DAG run, a child per tracked stage instance
     seconds = time.monotonic()

@@ -17,6 +17,7 @@ import yaml
 from put.checkpoint import CheckpointError, load_checkpoint
 from put.config.params import load_params
 from put.pretrained import MissingWeightsError
+from put.stages.prepare import run_prepare
 from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
 from put.train.loop import STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
@@ -39,11 +40,13 @@ TINY_PARAMS = {
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    """A folder with the tiny params file and the demo split at 32 px (built once per module)."""
+    """A folder with the tiny params file, the demo split at 32 px and its prepared images (built once per
+    module)."""
     root = tmp_path_factory.mktemp("train")
     params = dict(TINY_PARAMS)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     run_split(load_params(root / "params.yaml"), root / "splits")
+    run_prepare(load_params(root / "params.yaml"), root / "splits", root / "prepared")
     return root
 
 
@@ -89,18 +92,20 @@ def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workd
 
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
 def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeypatch, stage):
+    """Also across the data's source and the loader's worker count: the straight run decodes the original files
+    in the main process, the interrupted one reads the prepared images, the resumed one with two workers."""
     p = params(workdir)
     pvqvae = workdir / "reference_pvqvae.pt"
     if not pvqvae.exists():
         train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
 
-    def run(out):
+    def run(out, p=p, prepared=workdir / "prepared"):
         if stage == "pvqvae":
-            return train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
-        return train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu")
+            return train_pvqvae(p, "put", workdir / "splits", out, device="cpu", prepared=prepared)
+        return train_transformer(p, "put", pvqvae, workdir / "splits", out, device="cpu", prepared=prepared)
 
     straight = tmp_path / "straight.pt"
-    run(straight)
+    run(straight, prepared=None)
 
     from put.train.pvqvae import PVQVAETask
     from put.train.transformer import TransformerTask
@@ -114,7 +119,10 @@ def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeyp
     assert not resumed.exists()  # no final output from an unfinished run
     partial = load_checkpoint(resume_path(resumed))
     assert partial.training["step"] == 5
-    run(resumed)
+    raw = yaml.safe_load((workdir / "params.yaml").read_text())
+    raw["overrides"][f"{stage}_train"]["num_workers"] = 2
+    (tmp_path / "workers.yaml").write_text(yaml.safe_dump(raw))
+    run(resumed, load_params(tmp_path / "workers.yaml"))
     assert not resume_path(resumed).exists()
     a, b = load_checkpoint(straight), load_checkpoint(resumed)
     assert states_equal(a.model, b.model)
@@ -220,7 +228,7 @@ def test_curves_cover_the_whole_run_across_a_resume(workdir, tmp_path, monkeypat
     assert not curves.exists()  # written when the training completes
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu", curves=curves)
     train = (curves / "train.csv").read_text().splitlines()
-    assert train[0].startswith("step,") and "total" in train[0].split(",")
+    assert train[0].startswith("step,") and {"total", "data_wait_s", "data_wait_fraction"} <= set(train[0].split(","))
     assert [int(line.split(",")[0]) for line in train[1:]] == [2, 4, 6, 8]  # log_every 2, no step twice
     evaluation = (curves / "eval.csv").read_text().splitlines()
     assert evaluation[0] == "step,psnr_tokens_only,psnr_with_reference"
@@ -314,12 +322,16 @@ def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monke
     train_pvqvae(p, "put", workdir / "splits", tmp_path / "p.pt", device="cpu", tags={"dvc_stage": "train_pvqvae@put"})
     client = MlflowClient(uri)
     (run,) = [r for r in client.search_runs([client.get_experiment_by_name("put-demo").experiment_id])
-              if r.data.tags.get("put.level") == "variant"]
-    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train_pvqvae/train/pixel")]
-    assert steps == [2, 4, 6, 8]  # every log_every steps
-    assert "train_pvqvae/eval/psnr_tokens_only" in run.data.metrics
-    assert run.data.params["train_pvqvae.train.iterations"] == "8"
-    assert run.data.tags["put.stage.train_pvqvae.dvc_stage"] == "train_pvqvae@put"
+              if r.data.tags.get("put.level") == "stage"]
+    assert run.info.run_name == "train_pvqvae put"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/pixel")]
+    assert steps[:4] == [2, 4, 6, 8] and set(steps) == {2, 4, 6, 8}  # every log_every steps (the model's at 8)
+    assert "eval/psnr_tokens_only" in run.data.metrics
+    waits = client.get_metric_history(run.info.run_id, "train/data_wait_s")  # a starved GPU shows
+    assert [m.step for m in waits][:4] == [2, 4, 6, 8] and all(m.value >= 0 for m in waits)
+    assert 0 <= run.data.metrics["train/data_wait_fraction"] <= 1
+    assert run.data.params["train.iterations"] == "8"
+    assert run.data.tags["dvc_stage"] == "train_pvqvae@put"
     assert run.data.tags["put.slurm_job_id"] == "4242" and run.data.tags["put.variant"] == "put"
     assert run.data.tags["put.dag_id"] == p.dag_id() and run.info.status == "FINISHED"
 
@@ -330,6 +342,18 @@ def test_a_damaged_resume_state_is_named_with_what_to_do(workdir, tmp_path):
     with pytest.raises(CheckpointError, match=f"{resume_path(out)}: not readable as a PUT checkpoint .*"
                                               "this run would resume from it: move it away to start afresh"):
         train_pvqvae(params(workdir), "put", workdir / "splits", out, "cpu")
+
+
+def test_auto_workers_follow_the_jobs_cpus(monkeypatch):
+    """Under Slurm the job's CPUs are shared by its training processes, one CPU kept for each; a number is kept."""
+    from put.train.data import loader_workers
+
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "32")
+    assert (loader_workers("auto", 8), loader_workers("auto", 1), loader_workers(2, 8)) == (3, 31, 2)
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    assert loader_workers("auto", 8) == 0  # one CPU per process: it loads its own batches
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    assert loader_workers("auto") == len(os.sched_getaffinity(0)) - 1
 
 
 # ---------------------------------------------------------------- a full disk (issue 20)

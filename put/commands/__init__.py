@@ -8,6 +8,6 @@ stay inside `run`. This table sits below both readers: `put/cli.py` builds its p
 from __future__ import annotations
 
 COMMANDS: dict[str, str] = {name: f"put.commands.{name.replace('-', '_')}" for name in (
-    "info", "inpaint", "config", "dag", "import-official", "split", "masks", "train-pvqvae", "train-transformer",
-    "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost", "serve",
+    "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "train-pvqvae",
+    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost", "serve",
 )}

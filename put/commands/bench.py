@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 
@@ -15,7 +16,7 @@ HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae", "train"])
+    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader"])
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
                         help="one or more presets, each timed with its own model size (one JSON list)")
     parser.add_argument("--steps", type=positive_int, default=5, help="sampling or training steps to time")
@@ -33,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=device_name, default=default_device())
     parser.add_argument("--bf16", action="store_true", help="sampling, pvqvae: bf16 autocast (train: bf16 on GPUs "
                                                             "always, as training runs)")
+    parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
     parser.add_argument("--out", help="write the rows as a JSON list here")
     parser.set_defaults(out_folder=False)
 
@@ -72,6 +75,11 @@ def describe(r: dict) -> str:
 def run(args: argparse.Namespace) -> list[dict]:
     from put import bench
 
+    # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
+    # stage reuses this module without running them, so it does not depend on their code (put/dag/code_deps.py).
+    if args.what == "loader":
+        loader_bench = importlib.import_module("put.data.loader_bench")
+        return loader_bench.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
     presets = args.preset
     results = []
     if args.what == "sampling":
@@ -85,11 +93,10 @@ def run(args: argparse.Namespace) -> list[dict]:
             results.append(bench.bench_pvqvae(name, batch=batch, device=args.device, bf16=args.bf16))
             print(describe(results[-1]), flush=True)
     else:
-        from put.bench_train import bench_train
-
+        bench_train = importlib.import_module("put.bench_train")
         for name, stage in itertools.product(presets, args.stage):
             for batch in train_batches(name, stage, args.batch, args.gpu_counts):
-                results.append(bench_train(name, stage, batch, device=args.device, steps=args.steps))
+                results.append(bench_train.bench_train(name, stage, batch, device=args.device, steps=args.steps))
                 print(describe(results[-1]), flush=True)
     if args.out:
         atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")

@@ -95,6 +95,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
     add_params_arguments(parser, tags=True)
     parser.add_argument("--variant", choices=variants, default="put")
     parser.add_argument("--split", default="data/splits", help="folder written by `put split`")
+    parser.add_argument("--prepared", help="folder written by `put prepare` (default: decode the original files)")
     parser.add_argument("--out", required=True, help="final checkpoint (.pt); resumable state beside it")
     parser.add_argument("--curves", help="folder for the loss and held-out metric curves (train.csv, eval.csv)")
     add_seed_argument(parser)

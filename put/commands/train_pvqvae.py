@@ -19,5 +19,6 @@ def run(args: argparse.Namespace) -> None:
     from put.stages.train import train_pvqvae
 
     result = train_pvqvae(load_cli_params(args), args.variant, Path(args.split), Path(args.out), args.device,
-                          parse_tags(args.tag), curves=optional_path(args.curves), restart=args.restart)
+                          parse_tags(args.tag), curves=optional_path(args.curves), restart=args.restart,
+                          prepared=optional_path(args.prepared))
     print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")

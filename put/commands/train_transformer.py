@@ -21,5 +21,6 @@ def run(args: argparse.Namespace) -> None:
 
     result = train_transformer(load_cli_params(args), args.variant, Path(args.pvqvae), Path(args.split),
                                Path(args.out), args.device, parse_tags(args.tag), curves=optional_path(args.curves),
-                               restart=args.restart)
+                               restart=args.restart,
+                               prepared=optional_path(args.prepared))
     print(f"UQ-Transformer ({args.variant}) at {result.out}, {result.step} iterations")

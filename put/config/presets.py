@@ -19,6 +19,7 @@ Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
 PlacesTrainSet = Literal["challenge", "standard"]
 PlacesImages = Literal["large", "256"]
 ResizeFilter = Literal["bilinear", "bicubic-antialias"]
+PreparedStorage = Literal["float16", "uint8", "originals"]
 
 
 class DataConfig(StrictModel):
@@ -35,6 +36,9 @@ class DataConfig(StrictModel):
                                      "(None: the image size); test images: image size, centre crop")
     resize_filter: ResizeFilter = Field("bilinear", description="bilinear: OpenCV INTER_LINEAR as released (no "
                                         "antialiasing); bicubic-antialias: PIL bicubic")
+    prepared: PreparedStorage = Field("float16", description="what training reads: the `prepare` stage's cache of "
+                                      "resized pixels as float16 (exact on FFHQ) or uint8 (rounded), or the "
+                                      "original files, decoded and resized per sample (as released)")
 
 
 class MaskConfig(StrictModel):

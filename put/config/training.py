@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field, model_validator
 
 from put.config.masks import StrokeConfig, TrainingMaskConfig
@@ -20,7 +22,9 @@ class TrainConfig(StrictModel):
     log_every: int = Field(50, ge=1)
     eval_every: int = Field(1000, ge=1, description="held-out evaluation (PSNR / masked-token loss)")
     eval_images: int = Field(64, ge=1)
-    num_workers: int = Field(4, ge=0)
+    num_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="data-loader processes per training process; auto: the job's CPUs (Slurm's "
+        "SLURM_CPUS_PER_TASK, else the CPUs this process may use) shared by its processes, one kept for each")
     seed: int = 0
 
     @model_validator(mode="after")

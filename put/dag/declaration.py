@@ -121,14 +121,14 @@ EVALUATE = Stage(
              "images": Output(paths.METRICS_IMAGES, cache=False)},
     params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True, replicated=True)
 TRAIN_PVQVAE = Stage(
-    "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR},
+    "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
     outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
              "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
     params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
     tracked=True, replicated=True)
 TRAIN_TRANSFORMER = Stage(
     "train_transformer", "train-transformer",
-    inputs={"--split": paths.SPLIT_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
+    inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
     outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
              "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
     params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
@@ -139,6 +139,9 @@ STAGES: tuple[Stage, ...] = (
     CONFIG,
     Stage("split", "split", inputs={},
           outputs={"--out": Output(paths.SPLIT_DIR, directory=True)},
+          params=("data", "model.image_size")),
+    Stage("prepare", "prepare", inputs={"--split": paths.SPLIT_DIR},
+          outputs={"--out": Output(paths.PREPARED_DIR, directory=True)},
           params=("data", "model.image_size")),
     Stage("masks", "masks", inputs={"--split": paths.SPLIT_DIR},
           outputs={"--out": Output(paths.MASKS_DIR, directory=True)},

@@ -9,13 +9,14 @@ from pathlib import Path
 from put.fileio import read_json
 
 COST_FILE = "cost.json"  # `put cost`'s output: derived figures, not measured rows
+LOADER_FILES = "loader_*.json"  # `put bench loader` (make bench-loader): input rates, read by no table
 
 
 def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
     """The rows of every *.json file in `folder` (sorted by name); `source` overrides the file name."""
     rows = []
     for path in sorted(Path(folder).glob("*.json")):
-        if path.name == COST_FILE:
+        if path.name == COST_FILE or path.match(LOADER_FILES):
             continue
         data = read_json(path, "benchmark rows (`put bench`)")
         provenance = data.get("provenance") if isinstance(data, dict) and "rows" in data else None

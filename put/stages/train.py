@@ -7,7 +7,8 @@ from pathlib import Path
 from put.checkpoint import load_checkpoint
 from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, DataConfig, ModelConfig, Preset
 from put.config.params import Params
-from put.data.dataset import ImageListDataset
+from put.data.dataset import AugmentedImages, ImageListDataset
+from put.data.prepared import PreparedImages
 from put.fileio import file_sha256
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
@@ -46,22 +47,31 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
 
 
 def training_identity(preset: Preset, config: ModelConfig, train: dict, split_dir: Path, **extra: str) -> dict:
-    """What defines a training run (put/train/loop.py refuses to resume a state made with another)."""
+    """What defines a training run (put/train/loop.py refuses to resume a state made with another). Not the
+    data-loader's worker count: every sample is the same whatever it is."""
+    train = {key: value for key, value in train.items() if key != "num_workers"}
     return {"model": config.model_dump(mode="json"), "train": train, "masks": preset.masks.model_dump(mode="json"),
             "data": preset.data.model_dump(mode="json"),
             "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"), **extra}
 
 
-def split_datasets(split_dir: Path, image_size: int,
-                   data: DataConfig) -> tuple[ImageListDataset, ImageListDataset]:
+def split_datasets(split_dir: Path, image_size: int, data: DataConfig,
+                   prepared: Path | None = None) -> tuple[AugmentedImages, AugmentedImages]:
+    """The training and test images: from the `prepare` stage's cache, or the original files with
+    data.prepared: originals or no cache given."""
     split_dir = Path(split_dir)
+    if prepared is not None and data.prepared != "originals":
+        return tuple(PreparedImages(prepared, split_dir, split, image_size, train=split == "train",
+                                    train_resize=data.train_resize, resize_filter=data.resize_filter,
+                                    storage=data.prepared) for split in ("train", "test"))
     return (ImageListDataset(split_dir / "train.csv", image_size, train=True, train_resize=data.train_resize,
                              resize_filter=data.resize_filter),
             ImageListDataset(split_dir / "test.csv", image_size, train=False, resize_filter=data.resize_filter))
 
 
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
-                 tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False) -> LoopResult:
+                 tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False,
+                 prepared: Path | None = None) -> LoopResult:
     if variant not in PVQVAE_VARIANTS:
         raise ValueError(f"variant {variant!r} has no P-VQVAE of its own "
                          f"(it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
@@ -69,7 +79,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
     preset, config = params.resolved(), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
-        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data)
+        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data, prepared)
         labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
         task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images,
                           training_masks(preset, config, "pvqvae"), dist, labels)
@@ -78,7 +88,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
             identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
             result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels, identity=identity,
                                   curves=curves, restart=restart)
-            t.log_model(Path(out), "pvqvae", result.metrics, stage_params)
+            t.log_model(Path(out), "pvqvae", result.metrics, stage_params, result.step)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)
@@ -87,12 +97,12 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
 
 def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
                       device: str | None = None, tags: dict[str, str] | None = None, curves: Path | None = None,
-                      restart: bool = False) -> LoopResult:
+                      restart: bool = False, prepared: Path | None = None) -> LoopResult:
     preset, config = params.resolved(), params.variant_config(variant)
     check_variant(load_checkpoint(pvqvae, kind="pvqvae"), PVQVAE_OF_VARIANT[variant], f"--variant {variant}")
     dist = setup_distributed(device)
     try:
-        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data)
+        train_images, test_images = split_datasets(split_dir, config.image_size, preset.data, prepared)
         labels = {"preset": params.preset, "variant": variant, "stage": "transformer"}
         task = TransformerTask(config, preset.transformer_train, Path(pvqvae), Path(out), train_images, test_images,
                                training_masks(preset, config, "transformer"), dist, labels)
@@ -104,7 +114,7 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
                                          pvqvae_sha256=task.pvqvae_sha256)
             result = run_training(task, preset.transformer_train, Path(out), dist, t, labels, identity=identity,
                                   curves=curves, restart=restart)
-            t.log_model(Path(out), "transformer", result.metrics, stage_params)
+            t.log_model(Path(out), "transformer", result.metrics, stage_params, result.step)
     finally:
         teardown_distributed()
     discard_resume_state(out, dist)

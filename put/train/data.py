@@ -4,7 +4,9 @@ uninterrupted run would, whatever the number of data-loader workers or DDP proce
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import numpy as np
 import torch
@@ -65,6 +67,19 @@ class MaskedImages(Dataset):
         return (image, *(torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))[None] for m in masks))
 
 
-def training_loader(dataset: MaskedImages, sampler: StepBatchSampler, num_workers: int) -> DataLoader:
-    return DataLoader(dataset, batch_sampler=sampler, num_workers=num_workers, pin_memory=torch.cuda.is_available(),
-                      persistent_workers=False)
+def loader_workers(configured: int | Literal["auto"], processes: int = 1) -> int:
+    """Data-loader processes for each of the `processes` training processes of this job on this node. "auto":
+    the job's CPUs (Slurm's SLURM_CPUS_PER_TASK, else the CPUs this process may run on) shared evenly by the
+    training processes, each keeping one CPU for itself."""
+    if configured != "auto":
+        return int(configured)
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    cpus = int(slurm) if slurm else len(os.sched_getaffinity(0))
+    return max(0, cpus // max(1, processes) - 1)
+
+
+def training_loader(dataset: MaskedImages, sampler: StepBatchSampler, num_workers: int | Literal["auto"],
+                    processes: int = 1) -> DataLoader:
+    """`processes`: the training processes on this node (DDP), which share its CPUs."""
+    return DataLoader(dataset, batch_sampler=sampler, num_workers=loader_workers(num_workers, processes),
+                      pin_memory=torch.cuda.is_available(), persistent_workers=False)

@@ -20,6 +20,11 @@ class Distributed:
         return self.rank == 0
 
     @property
+    def local_processes(self) -> int:
+        """Training processes on this node (torchrun's LOCAL_WORLD_SIZE): they share the node's CPUs."""
+        return int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+
+    @property
     def enabled(self) -> bool:
         return self.world_size > 1
 

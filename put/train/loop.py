@@ -24,7 +24,8 @@ import json
 import math
 import signal
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -143,6 +144,18 @@ def check_identity(ckpt: Checkpoint, identity: dict) -> None:
                      f"--restart (or delete {ckpt.path}); to continue it, restore the settings it was made with.")
 
 
+def timed(items: Iterable) -> Iterator[tuple[Any, float]]:
+    """Each item with the seconds spent waiting for it: a data loader that does not keep up shows here."""
+    iterator = iter(items)
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        yield item, time.perf_counter() - start
+
+
 def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
     """One CSV per kind of row (train, eval): a `step` column and one column per logged value."""
     for kind, rows in history.items():
@@ -215,15 +228,24 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                     dynamic_ncols=True)
     with StopSignal() as stop:
         step = start
-        for batch in task.batches(start):
+        waited = computed = 0.0  # since the last log: seconds waiting for batches, seconds in the steps
+        steps_timed = 0
+        for batch, wait in timed(task.batches(start)):
+            began = time.perf_counter()
             # Dropout and any other global-RNG use: a pure function of (seed, step, rank), so resumable.
             torch.manual_seed(derive_seed(config.seed, step, dist.rank))
             losses = task.train_step(batch, step)
-            finite_or_raise(losses, step, dist, last_good)
+            finite_or_raise(losses, step, dist, last_good)  # reads the losses: the device has finished the step
+            waited, computed, steps_timed = waited + wait, computed + time.perf_counter() - began, steps_timed + 1
             step += 1
             metrics = {f"train/{k}": float(v) for k, v in losses.items()}
             progress.update(1)
             if step % config.log_every == 0 or step == config.iterations:
+                # A starved GPU: the share of the time the step waited for its batch (the loader's workers).
+                metrics.update({"train/data_wait_s": waited / steps_timed,
+                                "train/data_wait_fraction": waited / max(waited + computed, 1e-12)})
+                waited = computed = 0.0
+                steps_timed = 0
                 progress.set_postfix({k.split("/")[-1]: f"{v:.4g}" for k, v in metrics.items()}, refresh=False)
                 tracker.log_metrics(metrics, step)
                 history["train"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in metrics.items()}})

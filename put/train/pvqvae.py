@@ -47,7 +47,9 @@ class PVQVAETask:
         t = self.train
         sampler = StepBatchSampler(len(self.train_images), t.batch_size, t.seed, start_step, t.iterations,
                                    self.dist.rank, self.dist.world_size)
-        for batch in training_loader(MaskedImages(self.train_images, self.masks.pvqvae_pair), sampler, t.num_workers):
+        loader = training_loader(MaskedImages(self.train_images, self.masks.pvqvae_pair), sampler, t.num_workers,
+                                 self.dist.local_processes)
+        for batch in loader:
             yield tuple(x.to(self.dist.device, non_blocking=True) for x in batch)
 
     def train_step(self, batch: tuple[torch.Tensor, ...], step: int) -> dict[str, torch.Tensor]:

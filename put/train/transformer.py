@@ -48,7 +48,7 @@ class TransformerTask:
         sampler = StepBatchSampler(len(self.train_images), t.batch_size, t.seed, start_step, t.iterations,
                                    self.dist.rank, self.dist.world_size)
         loader = training_loader(MaskedImages(self.train_images, lambda rng: (self.masks.transformer_mask(rng),)),
-                                 sampler, t.num_workers)
+                                 sampler, t.num_workers, self.dist.local_processes)
         for images, keep in loader:
             yield images.to(self.dist.device, non_blocking=True), keep.to(self.dist.device, non_blocking=True)
 

@@ -29,8 +29,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(o
 
 BIN = Path(sys.executable).parent
 PRESET = "demo"
-ABLATION_STAGES = ("config", "split", "masks", "train_pvqvae", "train_transformer", "sample", "evaluate")
-EXPECTED_JOBS = {"rule_config", "rule_split", "rule_masks",
+ABLATION_STAGES = ("config", "split", "prepare", "masks", "train_pvqvae", "train_transformer", "sample", "evaluate")
+EXPECTED_JOBS = {"rule_config", "rule_split", "rule_prepare", "rule_masks",
                  *(f"rule_train_pvqvae_wildcards_{v}" for v in PVQVAE_VARIANTS),
                  *(f"rule_{rule}_wildcards_{v}" for rule in ("train_transformer", "sample", "evaluate")
                    for v in VARIANTS)}
@@ -182,9 +182,9 @@ def test_outputs_have_the_structure_of_a_local_run(cluster_run):
             if "nfiles" in out:
                 assert dir_file_count(path) == out["nfiles"], out["path"]
             checked += 1
-    # config, split, masks; a checkpoint and its curves per training; per variant its samples and the three
-    # metrics files (means, fine bins, run info).
-    assert checked == 3 + 2 * len(PVQVAE_VARIANTS) + 2 * len(VARIANTS) + 4 * len(VARIANTS)
+    # config, split, prepare, masks; a checkpoint and its curves per training; per variant its samples and the
+    # three metrics files (means, fine bins, run info).
+    assert checked == 4 + 2 * len(PVQVAE_VARIANTS) + 2 * len(VARIANTS) + 4 * len(VARIANTS)
 
 
 def dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
