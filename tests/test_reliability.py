@@ -22,7 +22,7 @@ import torch
 import put.checkpoint
 import put.fileio
 import put.outlock
-from put.checkpoint import atomic_torch_save, load_checkpoint, save_checkpoint
+from put.checkpoint import atomic_torch_save, save_checkpoint
 from put.cli import main
 from put.cluster import ClusterConfigError, load_resource_table, load_site
 from put.config.params import ParamsError, load_params, params_from_mapping

@@ -4,7 +4,6 @@ tables becomes HTML and MathML, none is left over, and the best values stay bold
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from put.report.html import latex_to_html, render_html
 from put.report.tables import table1, table3

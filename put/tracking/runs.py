@@ -1,168 +1,26 @@
-"""MLflow tracking, the only module that imports mlflow.
-
-Layout in the experiment `put-<preset>` (tagged as model training, `mlflow.experimentKind`): one parent run per
-DAG configuration (tag `put.dag_id`, a hash of the fully resolved parameters), named after what it is
-(`demo · 6 variants · 3f2a91c`), with one child run per stage instance, named `<stage> <variant>` (`evaluate
-conv`; the report's is `report`). Each run carries its own tags (preset, variant, stage, DVC stage or Snakemake
-rule, Slurm job, host, the git commit as its source version, library versions); nothing is written into the
-parent but its name and identity. Re-running a stage finds its run again (looked up by tags), so runs are never
-duplicated.
-
-Metric names end with what they measure; the parts before say where: `<mode>/<group>/<metric>` for the
-evaluation (`k50/10-60/psnr`, the nesting of the metrics files), `<setting>/<group>/<metric>` for the frontier,
-`train/<loss>` and `eval/<metric>` for training curves. MLflow's charts group a run's metrics into sections by
-everything before the last `/` (`k50/10-60`: PSNR, SSIM, MAE side by side), and a chart's title ends with what
-it shows.
-
-Models: every trained checkpoint becomes an MLflow LoggedModel (MLmodel file with a `put` flavour, its final
-training metrics, the evaluation's metrics linked to it), registered as `put-<preset>-<variant>-<kind>` with the
-alias `current` on the newest version (`latest` is reserved by MLflow). A checkpoint up to
-`PUT_MLFLOW_MODEL_COPY_MB` (default 256 MiB) is copied into the model's artefacts, so the model is complete on
-its own; a larger one (the paper presets' transformers: hundreds of MB to several GB) is logged as a reference
-(path, size, SHA-256): it already lies in the workspace and in DVC's cache, and a third copy per training would
-cost gigabytes for nothing.
-
-Concurrency: the default backend is SQLite (`sqlite:///mlflow.db`), which does not survive concurrent writers,
-so every MLflow call of every process goes through one inter-process file lock beside the database (the system
-metrics thread too). With a tracking server (`MLFLOW_TRACKING_URI=http://...`, what a cluster run should use) no
-lock is taken; a run created twice by a race is resolved to the oldest one.
-"""
+"""The runs of a DAG configuration: a parent per configuration, a child per stage instance, with the stage's
+parameters, metrics, artefacts, dataset inputs and models (see the package's docstring for the layout)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
-import json
 import os
 import socket
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import warnings
-import zlib
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-DEFAULT_URI = "sqlite:///mlflow.db"
+from put.tracking.names import VARIANTS_VIEW, file_digest, flatten, metric_names, parent_name, variants_view
+from put.tracking.source import environment_tags, installed_distributions, tracking_enabled, tracking_uri
+from put.tracking.system import SystemMetrics
+
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 MODEL_ALIAS = "current"
-VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (README: Comparing runs in MLflow)
-
-
-def tracking_enabled() -> bool:
-    return os.environ.get("PUT_TRACKING", "1") not in ("0", "false", "no")
-
-
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
-
-
-CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose code runs (an editable install)
-
-
-def _git(*args: str) -> str | None:
-    try:
-        return subprocess.run(["git", *args], cwd=CODE_ROOT, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def git_commit() -> str | None:
-    return _git("rev-parse", "HEAD")
-
-
-def environment_tags(command: str) -> dict[str, str]:
-    """Where and with what this stage ran: source (command, git commit, branch, remote), host, Slurm job,
-    library versions."""
-    from put.versions import versions
-
-    tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command}
-    for tag, args in (("mlflow.source.git.commit", ("rev-parse", "HEAD")),
-                      ("mlflow.source.git.branch", ("rev-parse", "--abbrev-ref", "HEAD")),
-                      ("mlflow.source.git.repoURL", ("remote", "get-url", "origin"))):
-        if value := _git(*args):
-            tags[tag] = value
-    if tags.get("mlflow.source.git.commit"):
-        tags["put.git.dirty"] = str(bool(_git("status", "--porcelain", "--untracked-files=no")))
-    for var, tag in (("SLURM_JOB_ID", "put.slurm_job_id"), ("SLURM_ARRAY_JOB_ID", "put.slurm_array_job_id")):
-        if os.environ.get(var):
-            tags[tag] = os.environ[var]
-    tags |= {f"put.version.{name}": value[:5000] for name, value in versions().items()}  # and the lock's state
-    if "torch" in sys.modules:  # the CUDA/cuDNN the stage's torch was built with, when any
-        torch = sys.modules["torch"]
-        for tag, value in (("put.version.cuda", torch.version.cuda),
-                           ("put.version.cudnn", torch.backends.cudnn.version())):
-            if value:
-                tags[tag] = str(value)
-    return tags
-
-
-def installed_distributions() -> str:
-    """Every installed distribution and its version, one per line (the run's `environment.txt`)."""
-    found = {(d.metadata["Name"] or "?").lower(): d.version for d in metadata.distributions()}
-    return "".join(f"{name}=={version}\n" for name, version in sorted(found.items()))
-
-
-def flatten(data: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{sep}{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            flat.update(flatten(value, name, sep))
-        else:
-            flat[name] = value
-    return flat
-
-
-def metric_names(nested: dict[str, Any]) -> dict[str, float]:
-    """{mode: {group: {metric: value}}} -> {"mode/group/metric": value}: the metrics files' nesting, whose last
-    key says what is measured."""
-    return {k: float(v) for k, v in flatten(nested, sep="/").items() if isinstance(v, (int, float))}
-
-
-def file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
-def parent_name(preset: str, dag_id: str, labels: Sequence[str] | None) -> str:
-    """`demo · 6 variants · 3f2a91c` (`+ 1 official` when released weights are evaluated too)."""
-    from put.config import VARIANTS
-
-    labels = list(labels) if labels is not None else list(VARIANTS)
-    variants = [label for label in labels if label in VARIANTS]
-    official = len(labels) - len(variants)
-    described = f"{len(variants)} variants" + (f" + {official} official" if official else "")
-    return f"{preset} · {described} · {dag_id[:7]}"
-
-
-def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
-    """The value of MLflow's saved-view experiment tag (`mlflow.sharedViewState.<id>`, what the runs page's
-    "Views -> Save as new view" writes): the evaluation runs with their PSNR and SSIM columns, best first."""
-    columns = [f"metrics.`{key}`" for key in metric_keys]
-    state = {"searchFilter": "tags.`put.stage` = 'evaluate'", "orderByKey": f"metrics.`{sort_key}`",
-             "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
-             "modelVersionFilter": "All Runs", "selectedColumns": ["attributes.`Models`", *columns],
-             "columnOrder": ["attributes.`Run Name`", *columns], "columnWidths": {column: 150 for column in columns},
-             "runsHiddenMode": "SHOW_ALL",
-             "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False,
-             "useGroupedValuesInCharts": True, "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},
-             "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
-    packed = "deflate;" + base64.b64encode(zlib.compress(json.dumps(state).encode())).decode()
-    now = int(time.time() * 1000)
-    return json.dumps({"name": "Variants side by side: PSNR and SSIM", "createdAt": now, "updatedAt": now,
-                       "state": packed})
 
 
 def _lock(uri: str):
@@ -205,55 +63,6 @@ class NullTracker:
         pass
 
 
-class SystemMetrics(threading.Thread):
-    """CPU, memory, disk, network and (with nvidia-ml-py and an NVIDIA GPU) GPU utilisation and memory, sampled
-    every `interval` seconds by MLflow's own monitors and logged as `system/...` every `samples` samples through
-    the tracker's lock (MLflow's SystemMetricsMonitor writes around it, which SQLite does not survive)."""
-
-    def __init__(self, tracker: MlflowTracker, interval: float = 2.0, samples: int = 5):
-        super().__init__(name="put-system-metrics", daemon=True)
-        from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
-        from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
-        from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
-
-        self.tracker, self.interval, self.samples = tracker, interval, samples
-        self.monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
-        with contextlib.suppress(Exception):  # no NVIDIA driver, or no nvidia-ml-py: no GPU metrics
-            from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
-
-            self.monitors.append(GPUMonitor())
-        self.stopped = threading.Event()
-        self.step = 0
-
-    def sample(self) -> None:
-        for monitor in self.monitors:
-            monitor.collect_metrics()
-
-    def publish(self) -> None:
-        values: dict[str, float] = {}
-        for monitor in self.monitors:
-            values.update(monitor.aggregate_metrics())
-            monitor.clear_metrics()
-        self.tracker.log_metrics({f"system/{k}": v for k, v in values.items()}, self.step)
-        self.step += 1
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            for _ in range(self.samples):
-                if self.stopped.wait(self.interval):
-                    return
-                self.sample()
-            self.publish()
-
-    def finish(self) -> None:
-        """Stops the thread and logs what it collected since the last publication (at least one sample, so a
-        short stage has its figures too)."""
-        self.stopped.set()
-        self.join()
-        self.sample()
-        self.publish()
-
-
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
@@ -262,9 +71,8 @@ class MlflowTracker(NullTracker):
         DAG (names the parent run); `system_metrics`: sample CPU/GPU use while the stage runs. A seed replicate
         (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
         of its variant by the tag put.replicates (the configuration: DAG and variant)."""
-        from mlflow.tracking import MlflowClient
-
         from mlflow.entities import RunTag
+        from mlflow.tracking import MlflowClient
 
         self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
         self.uri = tracking_uri()

@@ -1,0 +1,69 @@
+"""Names in MLflow: flattened parameters, metric names that end with what they measure, the parent run's name,
+checkpoint digests and the saved runs-table view of the variants."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (README: Comparing runs in MLflow)
+
+
+def flatten(data: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten(value, name, sep))
+        else:
+            flat[name] = value
+    return flat
+
+
+def metric_names(nested: dict[str, Any]) -> dict[str, float]:
+    """{mode: {group: {metric: value}}} -> {"mode/group/metric": value}: the metrics files' nesting, whose last
+    key says what is measured."""
+    return {k: float(v) for k, v in flatten(nested, sep="/").items() if isinstance(v, (int, float))}
+
+
+def file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def parent_name(preset: str, dag_id: str, labels: Sequence[str] | None) -> str:
+    """`demo · 6 variants · 3f2a91c` (`+ 1 official` when released weights are evaluated too)."""
+    from put.config import VARIANTS
+
+    labels = list(labels) if labels is not None else list(VARIANTS)
+    variants = [label for label in labels if label in VARIANTS]
+    official = len(labels) - len(variants)
+    described = f"{len(variants)} variants" + (f" + {official} official" if official else "")
+    return f"{preset} · {described} · {dag_id[:7]}"
+
+
+def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
+    """The value of MLflow's saved-view experiment tag (`mlflow.sharedViewState.<id>`, what the runs page's
+    "Views -> Save as new view" writes): the evaluation runs with their PSNR and SSIM columns, best first."""
+    columns = [f"metrics.`{key}`" for key in metric_keys]
+    state = {"searchFilter": "tags.`put.stage` = 'evaluate'", "orderByKey": f"metrics.`{sort_key}`",
+             "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
+             "modelVersionFilter": "All Runs", "selectedColumns": ["attributes.`Models`", *columns],
+             "columnOrder": ["attributes.`Run Name`", *columns], "columnWidths": {column: 150 for column in columns},
+             "runsHiddenMode": "SHOW_ALL",
+             "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False,
+             "useGroupedValuesInCharts": True, "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},
+             "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
+    packed = "deflate;" + base64.b64encode(zlib.compress(json.dumps(state).encode())).decode()
+    now = int(time.time() * 1000)
+    return json.dumps({"name": "Variants side by side: PSNR and SSIM", "createdAt": now, "updatedAt": now,
+                       "state": packed})

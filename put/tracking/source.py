@@ -1,0 +1,68 @@
+"""Where a run comes from: the tracking store, the git checkout whose code runs, the host, the Slurm job and
+the software (tags), and every installed distribution (the run's environment.txt)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+DEFAULT_URI = "sqlite:///mlflow.db"
+
+
+def tracking_enabled() -> bool:
+    return os.environ.get("PUT_TRACKING", "1") not in ("0", "false", "no")
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose code runs (an editable install)
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=CODE_ROOT, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_commit() -> str | None:
+    return _git("rev-parse", "HEAD")
+
+
+def environment_tags(command: str) -> dict[str, str]:
+    """Where and with what this stage ran: source (command, git commit, branch, remote), host, Slurm job,
+    library versions."""
+    from put.versions import versions
+
+    tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command}
+    for tag, args in (("mlflow.source.git.commit", ("rev-parse", "HEAD")),
+                      ("mlflow.source.git.branch", ("rev-parse", "--abbrev-ref", "HEAD")),
+                      ("mlflow.source.git.repoURL", ("remote", "get-url", "origin"))):
+        if value := _git(*args):
+            tags[tag] = value
+    if tags.get("mlflow.source.git.commit"):
+        tags["put.git.dirty"] = str(bool(_git("status", "--porcelain", "--untracked-files=no")))
+    for var, tag in (("SLURM_JOB_ID", "put.slurm_job_id"), ("SLURM_ARRAY_JOB_ID", "put.slurm_array_job_id")):
+        if os.environ.get(var):
+            tags[tag] = os.environ[var]
+    tags |= {f"put.version.{name}": value[:5000] for name, value in versions().items()}  # and the lock's state
+    if "torch" in sys.modules:  # the CUDA/cuDNN the stage's torch was built with, when any
+        torch = sys.modules["torch"]
+        for tag, value in (("put.version.cuda", torch.version.cuda),
+                           ("put.version.cudnn", torch.backends.cudnn.version())):
+            if value:
+                tags[tag] = str(value)
+    return tags
+
+
+def installed_distributions() -> str:
+    """Every installed distribution and its version, one per line (the run's `environment.txt`)."""
+    found = {(d.metadata["Name"] or "?").lower(): d.version for d in metadata.distributions()}
+    return "".join(f"{name}=={version}\n" for name, version in sorted(found.items()))
