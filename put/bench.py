@@ -23,7 +23,7 @@ from put.config import model_config
 from put.models.put_model import PUTModel
 from put.sampling import SamplingOptions
 from put.sampling_engine import resolve_engine, sample_tokens
-from put.tracking import git_commit
+from put.tracking.source import git_commit
 
 
 def synchronize(device: torch.device) -> None:

@@ -391,7 +391,7 @@ def check_mlflow(repo: Path, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     from put.config import PVQVAE_VARIANTS
-    from put.tracking import VARIANTS_VIEW
+    from put.tracking.names import VARIANTS_VIEW
     from tests.tools import browser_missing, mlflow_server, offline_page
 
     with mlflow_server(f"sqlite:///{repo / 'mlflow.db'}", tmp_path / "mlflow-server.log") as url:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from put.tracking import VARIANTS_VIEW, MlflowTracker, metric_names, parent_name, tracked
+from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
+from put.tracking.runs import MlflowTracker, tracked
 
 WRITER = """
 import sys
 from pathlib import Path
-from put.tracking import MlflowTracker
+from put.tracking.runs import MlflowTracker
 variant, stage = sys.argv[1], sys.argv[2]
 t = MlflowTracker("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
 t.log_params({"lr": 0.1, "nested": {"a": 1}})
@@ -116,7 +117,7 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     with tracked(MlflowTracker("demo", "one", "train_transformer", "dag0004aaaaa")) as t:
         referenced = t.log_model(checkpoint, "transformer", {}, {})
     with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0004aaaaa")) as t:
-        t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}}, masks)
+        t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}}, masks / "manifest.csv")
 
     model = tracking.get_logged_model(model_id)
     assert model.name == "transformer-conv" and str(model.status).endswith("READY")

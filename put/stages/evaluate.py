@@ -28,7 +28,7 @@ from put.config.evaluation import MetricProtocol
 from put.config.params import Params
 from put.fileio import atomic_write_text, read_csv, read_json
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
-from put.masks.evaluation import read_manifest
+from put.masks.evaluation import MANIFEST, read_manifest
 from put.metrics import MetricValue
 from put.metrics.bootstrap import mean_interval
 from put.metrics.diversity import diversity_lpips_per_input
@@ -36,7 +36,7 @@ from put.metrics.fid import fid, fid_with_interval
 from put.metrics.image import metrics_table
 from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.stages.sample import TABLE_MODES, read_samples
-from put.tracking import stage_tracker, tracked
+from put.tracking.runs import stage_tracker, tracked
 
 PIXEL_METRICS = ("psnr", "ssim", "mae")
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
@@ -119,7 +119,8 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
                                labels=params.evaluated_labels(), seed=params.seed)) as tracker:
         tracker.log_params(params.resolved().evaluate.model_dump())
         metrics = evaluate_variant(params, variant, samples, masks, out)
-        tracker.log_evaluation(metrics, masks)  # metric names <mode>/<group>/<metric>, e.g. k50/10-60/psnr
+        # metric names <mode>/<group>/<metric>, e.g. k50/10-60/psnr; the frozen masks' manifest as its dataset
+        tracker.log_evaluation(metrics, Path(masks) / MANIFEST)
         for path in (out, metrics_info_file(out), metrics_bins_file(out), metrics_images_file(out)):
             tracker.log_artifact(Path(path))
         return metrics

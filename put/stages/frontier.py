@@ -43,7 +43,9 @@ from put.sampling import SamplingOptions, step_counts
 from put.sampling_engine import inpaint_batch
 from put.seeding import derive_seed
 from put.stages.evaluate import Cells, files_fid, pixel_metrics
-from put.tracking import git_commit, metric_names, stage_tracker, tracked
+from put.tracking.names import metric_names
+from put.tracking.runs import stage_tracker, tracked
+from put.tracking.source import git_commit
 from put.train.common import autocast
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name

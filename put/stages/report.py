@@ -36,7 +36,8 @@ from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
-from put.tracking import git_commit, stage_tracker, tracked
+from put.tracking.runs import stage_tracker, tracked
+from put.tracking.source import git_commit
 from put.versions import versions
 
 

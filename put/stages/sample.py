@@ -24,7 +24,7 @@ from put.model_io import load_put_model
 from put.sampling import SamplingOptions
 from put.sampling_engine import inpaint_batch
 from put.seeding import derive_seed
-from put.tracking import stage_tracker, tracked
+from put.tracking.runs import stage_tracker, tracked
 from put.train.common import autocast
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.

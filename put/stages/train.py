@@ -13,7 +13,7 @@ from put.fileio import file_sha256
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
 from put.model_io import check_variant
-from put.tracking import NullTracker, stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.loop import LoopResult, discard_resume_state, run_training
 from put.train.pvqvae import PVQVAETask

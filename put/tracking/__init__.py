@@ -1,6 +1,7 @@
 """MLflow tracking, the only package that imports mlflow: where a run comes from (source.py), what its runs,
 metrics and views are named (names.py), the runs themselves with their models and datasets (runs.py), and system
-metrics while a stage runs (system.py).
+metrics while a stage runs (system.py). Callers import from the module they need, so that a stage's code
+dependencies (put/dag/code_deps.py) take only what it runs.
 
 Layout in the experiment `put-<preset>` (tagged as model training, `mlflow.experimentKind`): one parent run per
 DAG configuration (tag `put.dag_id`, a hash of the fully resolved parameters), named after what it is
@@ -29,10 +30,3 @@ so every MLflow call of every process goes through one inter-process file lock b
 metrics thread too). With a tracking server (`MLFLOW_TRACKING_URI=http://...`, what a cluster run should use) no
 lock is taken; a run created twice by a race is resolved to the oldest one.
 """
-
-from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
-from put.tracking.runs import MlflowTracker, NullTracker, stage_tracker, tracked
-from put.tracking.source import git_commit, tracking_enabled
-
-__all__ = ["VARIANTS_VIEW", "MlflowTracker", "NullTracker", "git_commit", "metric_names", "parent_name",
-           "stage_tracker", "tracked", "tracking_enabled"]

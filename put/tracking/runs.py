@@ -56,7 +56,7 @@ class NullTracker:
     def use_model(self, kind: str) -> None:
         pass
 
-    def log_evaluation(self, metrics: dict[str, Any], masks: Path) -> None:
+    def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
         pass
 
     def finish(self, status: str = "FINISHED") -> None:
@@ -258,12 +258,10 @@ class MlflowTracker(NullTracker):
                 self.model_id = found[-1].model_id
                 self.client.log_inputs(self.run_id, models=[LoggedModelInput(self.model_id)])
 
-    def log_evaluation(self, metrics: dict[str, Any], masks: Path) -> None:
+    def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
         """The evaluation's metrics (the metrics file's nesting), on the frozen masks' manifest as dataset and
         linked to the transformer evaluated; refreshes the experiment's saved view of the variants."""
-        from put.masks.evaluation import MANIFEST
-
-        links = self.log_dataset(Path(masks) / MANIFEST, f"{self.preset} test masks", "evaluation")
+        links = self.log_dataset(manifest, f"{self.preset} test masks", "evaluation")
         self.use_model("transformer")
         flat = metric_names(metrics)
         self.log_metrics(flat, 0, **links, **({"model_id": self.model_id} if self.model_id else {}))

@@ -41,7 +41,7 @@ from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.seeding import derive_seed
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
-from put.tracking import NullTracker
+from put.tracking.runs import NullTracker
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
 
