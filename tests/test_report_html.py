@@ -26,3 +26,12 @@ def test_the_demo_tables_leave_no_latex():
         text = re.sub(r"<[^>]+>", " ", html[html.index("</style>", html.index("</style>") + 1):])
         assert "\\" not in text and "$" not in text, re.findall(r".{20}[\\$].{20}", text)[:3]
         assert "<math" in html and "<b>" in html  # the best values: \textbf in the cell text, <b> in HTML
+
+
+def test_every_file_of_the_demo_report_has_a_snakemake_caption():
+    """`snakemake --report` fails on a report file without a caption: every file the report stage wrote for the
+    demo (tables of every kind, CSVs, figures) has one."""
+    from put.report.products import caption, category
+
+    for path in sorted((ROOT / "reports" / "demo").iterdir()):
+        assert caption(path.name) and category(path.name), path.name

@@ -15,6 +15,16 @@ TOPICS = {
               "top-K sampling (K = 50).",
     "speed": "Inference speed of the paper-size transformers and the P-VQVAE on this machine, beside the "
              "paper's RTX 3090 figures.",
+    "seeds": "Seed replicates: per variant, metric and mask group, the mean, standard deviation and interval over "
+             "the training seeds, beside the mean image-bootstrap half-width (seed spread against test-image spread).",
+    "differences": "Paired differences of every ablation from PUT on the same test images, masks and sample draws: "
+                   "the mean per-image difference, its bootstrap interval, and whether it excludes zero.",
+    "cost": "What each preset costs to train and sample: GPU-hours and wall time per stage and for the ablation DAG, "
+            "from the measured training and sampling steps and the presets' schedules.",
+    "cost_layouts": "The measured GPU layouts of the training stages: GPUs, batch per GPU, seconds per step, peak "
+                    "memory, wall time and GPU-hours of one training job.",
+    "cost_sampling": "Top-K sampling of the evaluation set's three Table 1 mask groups per variant on one device: ours "
+                     "beside the authors' released loop.",
     "frontier": "The sampling frontier of the full model: quality and time against transformer forward passes "
                 "per image (N tokens per step, cosine schedules, top-K).",
     "curves_psnr_ssim_mae": "PSNR, SSIM and MAE against the hole ratio (fine bins), one line per variant.",
