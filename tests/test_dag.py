@@ -615,8 +615,8 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
     elapsed = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
-    assert ran == {"config", "split", "masks", "train_pvqvae@put", "train_transformer@tok", "sample@tok", "evaluate@tok",
-                   "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1", "evaluate_tok@1"}, ran
+    assert ran == {"config", "split", "prepare", "masks", "train_pvqvae@put", "train_transformer@tok", "sample@tok",
+                   "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1", "evaluate_tok@1"}, ran
     print(f"\nseed replicates: dvc exp run of {len(ran)} stages took {elapsed:.0f} s")
 
     assert (repo / transformer_checkpoint("demo", "tok_seed1")).is_file()
