@@ -121,8 +121,9 @@ def cluster_run(tmp_path_factory):
     (repo / "site.yaml").write_text("account: put\npartition: batch\n")
     since = now()
     log = repo / "ablations.out"
-    # Transformers on 2 (stand-in) GPUs: run under torchrun, one process per GPU.
-    proc = start_snakemake(repo, "ablations", "--set-resources", "train_transformer:gpu=2", log=log)
+    # Transformers on 2 (stand-in) GPUs: run under torchrun, one process per GPU. --forceall: the clone holds the
+    # committed demo products (metrics, curves), which Snakemake would take as done although no checkpoint exists.
+    proc = start_snakemake(repo, "ablations", "--forceall", "--set-resources", "train_transformer:gpu=2", log=log)
     deadline = time.monotonic() + 40 * 60
     try:
         preempted = {
