@@ -14,7 +14,7 @@ from put.yamlfile import YamlFileError, read_yaml_mapping
 RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
 RULES = tuple(stage.name for stage in STAGES if stage.replica_of is None)  # a seed replicate takes its stage's
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
-RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
+RESOURCE_KEYS = {"nodes": int, "gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
 SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")
 SITE_ENV = "PUT_SLURM_SITE"
 # Slurm sends SIGTERM this long before a long training job's time limit, so that a large checkpoint is
@@ -91,21 +91,33 @@ def load_site(path: Path | None = None) -> dict[str, str]:
 
 
 def rule_resources(table: dict, site: dict[str, str], preset: str, rule: str) -> dict[str, object]:
-    """The `resources:` of one rule, as the Slurm executor plugin reads them."""
+    """The `resources:` of one rule, as the Slurm executor plugin reads them. `nodes` and `gpus_per_node` are the
+    layout the job's command is given (`--nodes`, `--gpus`: put/train/launch.py). One node: `gpu` (sbatch --gpus,
+    the GPUs of the job). Several: the job's command starts its own job step (`srun`, one torchrun per node), which
+    the plugin's `mpi` resource means (it then runs the command in the batch step, not inside a one-task step),
+    with one task per node and the GPUs per node (--ntasks-per-node=1 --gpus-per-node)."""
     wanted = table[preset][rule]
-    resources: dict[str, object] = {key: wanted[key] for key in ("gpu", "cpus_per_task", "mem_mb", "runtime")}
-    gpu_job = wanted["gpu"] > 0
-    partition = site.get("gpu_partition", site.get("partition")) if gpu_job else site.get("partition")
+    nodes, gpus = wanted["nodes"], wanted["gpu"]
+    resources: dict[str, object] = {key: wanted[key] for key in ("nodes", "cpus_per_task", "mem_mb", "runtime")}
+    resources["gpus_per_node"] = gpus
+    partition = site.get("gpu_partition", site.get("partition")) if gpus else site.get("partition")
     if partition:
         resources["slurm_partition"] = partition
     if "account" in site:
         resources["slurm_account"] = site["account"]
     if "qos" in site:
         resources["qos"] = site["qos"]
-    if gpu_job and "gpu_model" in site:  # only on GPU jobs: the plugin turns it into --gpus=MODEL:N
-        resources["gpu_model"] = site["gpu_model"]
     # A requeued job appends to its log instead of overwriting the first attempt's output.
     extra = ["--open-mode=append"]
+    if nodes == 1:
+        resources["gpu"] = gpus
+        if gpus and "gpu_model" in site:  # only on GPU jobs: the plugin turns it into --gpus=MODEL:N
+            resources["gpu_model"] = site["gpu_model"]
+    else:
+        resources |= {"mpi": "srun", "tasks": nodes}
+        extra.append("--ntasks-per-node=1")
+        if gpus:
+            extra.append(f"--gpus-per-node={site['gpu_model'] + ':' if 'gpu_model' in site else ''}{gpus}")
     if rule in RESUMABLE_RULES and wanted["runtime"] * 60 >= 10 * STOP_WARNING_S:
         extra.append(f"--signal=TERM@{STOP_WARNING_S}")
     resources["slurm_extra"] = " ".join(extra)
