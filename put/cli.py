@@ -16,6 +16,7 @@ import torch
 from put.checkpoint import CheckpointError
 from put.commands import COMMANDS
 from put.diskspace import DiskFullError, as_disk_full
+from put.errors import PutError
 from put.fileio import check_output, tee_output
 from put.outlock import OutputLock, OutputLocked, sigterm_as_exit
 from put.pretrained import DownloadError
@@ -25,7 +26,7 @@ from put.train.launch import launch, threads_per_process
 # a full disk: exit status 2, one line.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
                                             NotADirectoryError, IsADirectoryError, PermissionError, DownloadError,
-                                            OutputLocked, DiskFullError)
+                                            OutputLocked, DiskFullError, PutError)
 
 
 def describe(err: Exception) -> str:
