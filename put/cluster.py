@@ -5,6 +5,7 @@ Outside Slurm the same resources are harmless: the local executor ignores the sl
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from put.config import PRESETS
@@ -52,7 +53,7 @@ def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
     unknown = set(data) - {"defaults", "presets"}
     if unknown:
         raise ClusterConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, presets")
-    defaults = _check_resources(data.get("defaults", {}), f"{path}: defaults")
+    defaults = {"nodes": 1, **_check_resources(data.get("defaults", {}), f"{path}: defaults")}
     missing = set(RESOURCE_KEYS) - set(defaults)
     if missing:
         raise ClusterConfigError(f"{path}: defaults lacks {sorted(missing)}")
@@ -122,6 +123,34 @@ def rule_resources(table: dict, site: dict[str, str], preset: str, rule: str) ->
         extra.append(f"--signal=TERM@{STOP_WARNING_S}")
     resources["slurm_extra"] = " ".join(extra)
     return resources
+
+
+def partition_nodes(partition: str | None) -> int | None:
+    """Nodes of a Slurm partition (None: the default one), from `sinfo`; None when sinfo cannot tell."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P %D"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sizes = {name: int(count) for name, count in (line.split() for line in out.splitlines() if line.strip())}
+    if partition is None:
+        return next((n for name, n in sizes.items() if name.endswith("*")), None)
+    return sizes.get(partition, sizes.get(partition + "*"))
+
+
+def check_layouts(table: dict, site: dict[str, str], preset: str) -> None:
+    """Before any job is submitted: every rule's `nodes` fits its partition (sbatch would refuse the job only when
+    it is due, after hours of the DAG). Partitions sinfo cannot see are left to sbatch."""
+    for rule, wanted in table[preset].items():
+        if wanted["nodes"] == 1:
+            continue
+        partition = rule_resources(table, site, preset, rule).get("slurm_partition")
+        available = partition_nodes(partition)
+        if available is not None and wanted["nodes"] > available:
+            raise ClusterConfigError(
+                f"{RESOURCE_TABLE}: presets.{preset}.{rule}.nodes: {wanted['nodes']}, but partition "
+                f"{partition or '(the default)'} has {available} node(s) (sinfo); lower it or set the site's "
+                "partition (slurm/site.yaml)")
 
 
 def rule_retries(table: dict, preset: str, rule: str) -> int:

@@ -22,6 +22,7 @@ from put.tracking.runs import NullTracker
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
 SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
+LAST_STATUS = "put.last_status"  # a run's status as its latest attempt left it
 
 
 def unreachable(err: BaseException) -> bool:
@@ -114,7 +115,8 @@ class ResilientTracker(NullTracker):
 
     def _write(self, method: str, args: tuple, kwargs: dict) -> None:
         stem = self.spool.stem
-        record = {"call": method, "args": _encode(list(args), self.spool.parent, stem),
+        record = {"call": method, "time_ms": int(time.time() * 1000),
+                  "args": _encode(list(args), self.spool.parent, stem),
                   "kwargs": _encode(kwargs, self.spool.parent, stem)}
         with self.lock, open(self.spool, "a") as f:
             f.write(json.dumps(record) + "\n")
@@ -158,6 +160,14 @@ class ResilientTracker(NullTracker):
     def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
         self._call("log_evaluation", metrics, manifest)
 
+    @staticmethod
+    def _call_quietly(call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except Exception as err:
+            if not unreachable(err):
+                raise
+
     @property
     def run_name(self) -> str:
         return " ".join(str(self.init[k]) for k in ("stage", "variant") if self.init.get(k))
@@ -166,6 +176,8 @@ class ResilientTracker(NullTracker):
         if self.system is not None:
             self.system.finish()
         self._call("finish", status)
+        if self.inner is not None and hasattr(self.inner, "client"):  # what a later replay must not overwrite
+            self._call_quietly(lambda: self.inner.client.set_tag(self.inner.run_id, LAST_STATUS, status))
         if self.spool is not None:
             from put.tracking.source import tracking_uri
 
@@ -175,12 +187,19 @@ class ResilientTracker(NullTracker):
 
 
 def replay(spool: Path, make: Callable[..., NullTracker]) -> int:
-    """Builds the spooled run's tracker (the same run, found by its tags) and replays its calls; returns how many."""
+    """Builds the spooled run's tracker (the same run, found by its tags) and replays its calls; returns how many.
+    A spooled end (an attempt stopped by its time limit, say) does not overwrite the end of a later attempt that
+    reached the server."""
     lines = Path(spool).read_text().splitlines()
     header = json.loads(lines[0])
     tracker = make(**header["init"])
+    client, run_id = getattr(tracker, "client", None), getattr(tracker, "run_id", None)
+    later = client.get_run(run_id) if client is not None else None  # its end, before this replay ends it again
     calls = [json.loads(line) for line in lines[1:] if line.strip()]
     for record in calls:
-        getattr(tracker, record["call"])(*_decode(record["args"], spool.parent), **_decode(record["kwargs"],
-                                                                                          spool.parent))
+        args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
+        if record["call"] == "finish" and later is not None and (later.info.end_time or 0) > record["time_ms"] \
+                and LAST_STATUS in later.data.tags:
+            args = [later.data.tags[LAST_STATUS]]
+        getattr(tracker, record["call"])(*args, **kwargs)
     return len(calls)

@@ -44,14 +44,18 @@ def threads_per_process(processes: int = 1) -> int | None:
     return max(1, cpus // processes)
 
 
-def job_nodes() -> list[str]:
-    """The host names of this Slurm job's nodes, first node first (`scontrol show hostnames`)."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-    if not nodelist:
-        return []
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60,
+def slurm_job(job_id: str) -> dict[str, str]:
+    """`scontrol show job`'s fields of a job. Asked, not read from SLURM_* variables: Snakemake's job step drops
+    those (all but the job id) before it runs a rule's command."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60,
                          check=True).stdout
-    return out.split()
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """The host names of a Slurm node list (`putnode[1-2]`), in order (`scontrol show hostnames`)."""
+    return subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60,
+                          check=True).stdout.split()
 
 
 def free_port() -> int:
@@ -67,22 +71,24 @@ def launch_command(nodes: int, processes: int, argv: list[str]) -> list[str]:
     if shutil.which("srun") is None or "SLURM_JOB_ID" not in os.environ:
         raise InputError(f"--nodes {nodes}: a multi-node training runs inside a Slurm job of {nodes} nodes "
                          "(snakemake --profile slurm, or sbatch --nodes); this is no Slurm job")
-    hosts = job_nodes()
+    job_id = os.environ["SLURM_JOB_ID"]
+    job = slurm_job(job_id)
+    hosts = hostnames(job.get("NodeList", ""))
     if len(hosts) < nodes:
-        raise InputError(f"--nodes {nodes}: Slurm job {os.environ['SLURM_JOB_ID']} has {len(hosts)} node(s) "
-                         f"({', '.join(hosts) or 'SLURM_JOB_NODELIST unset'}); submit it with --nodes {nodes}")
+        raise InputError(f"--nodes {nodes}: Slurm job {job_id} has {len(hosts)} node(s) ({', '.join(hosts)}); "
+                         f"submit it with --nodes {nodes} (workflow/resources.yaml: nodes)")
     head = socket.gethostname()
     if head not in hosts:
-        raise InputError(f"--nodes {nodes}: this host ({head}) is not a node of Slurm job "
-                         f"{os.environ['SLURM_JOB_ID']} ({', '.join(hosts)}); run the command in the job's batch step")
+        raise InputError(f"--nodes {nodes}: this host ({head}) is not a node of Slurm job {job_id} "
+                         f"({', '.join(hosts)}); run the command in the job's batch step")
     timeout = int(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, RENDEZVOUS_TIMEOUT_S))
-    attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
-    cpus = slurm_cpus()
+    attempt = job.get("Restarts", "0")  # a requeued job keeps its id: a new rendezvous per attempt
+    cpus = slurm_cpus() or (int(job["CPUs/Task"]) if job.get("CPUs/Task", "").isdigit() else None)
     return ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
             *([f"--cpus-per-task={cpus}"] if cpus else []), "--export=ALL",
             *TORCHRUN, f"--nnodes={nodes}", f"--nproc-per-node={processes}", "--max-restarts=0",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:{free_port()}",
-            f"--rdzv-id={os.environ['SLURM_JOB_ID']}.{attempt}", f"--rdzv-conf=join_timeout={timeout}",
+            f"--rdzv-id={job_id}.{attempt}", f"--rdzv-conf=join_timeout={timeout}",
             "-m", "put", *argv]
 
 

@@ -11,7 +11,7 @@
 # Network: $NET.0/24 on bridge $BRIDGE; this host (slurmctld, and the services the jobs use) is $NET.1, node K is
 # $NET.(10+K). Only these addresses and the loopback are used. The controller runs under a host name of its own
 # (putctl, a UTS namespace) that matches its configured address; the nodes resolve every name from
-# /etc/netns/<node>/hosts (which `ip netns exec` mounts over /etc/hosts).
+# $STATE/hosts, mounted over /etc/hosts in their mount namespaces.
 # Two partitions: `batch` (default) and `urgent`, whose jobs preempt `batch` jobs (requeued), so the test
 # can preempt a training job for real. Each node advertises 2 GPUs as a generic resource without devices:
 # jobs asking for GPUs are scheduled as on a GPU cluster and then run on the CPU.
@@ -167,15 +167,18 @@ start_network() {
         ip netns exec "$name" ip addr add "$(node_addr "$k")/24" dev eth0
         ip netns exec "$name" ip link set eth0 up
         ip netns exec "$name" ip link set lo up
-        mkdir -p "/etc/netns/$name"; hosts_file >"/etc/netns/$name/hosts"
     done
+    hosts_file >"$STATE/hosts"
 }
 
 start_nodes() {
     for k in $(seq "$NODES"); do
         local name; name=$(node_name "$k")
         mkdir -p "$STATE/spool/$name"
-        ip netns exec "$name" unshare --uts sh -c "hostname $name && exec slurmd -N $name"
+        # its network namespace, and its own host name and /etc/hosts (UTS and mount namespaces; not `ip netns
+        # exec`, whose fresh /sys lacks the cgroup file system slurmd needs)
+        nsenter --net="/run/netns/$name" unshare --uts --mount \
+            sh -c "mount --bind $STATE/hosts /etc/hosts && hostname $name && exec slurmd -N $name"
     done
 }
 
@@ -196,7 +199,7 @@ up() {
     log "slurmctld"; unshare --uts sh -c "hostname $CONTROLLER && exec slurmctld"
     wait_for 30 slurmctld scontrol ping
     log "slurmd x $NODES"; start_nodes
-    wait_for 60 "the nodes" sh -c "[ \$(sinfo -h -N -o '%T' | grep -Ec '^(idle|mixed|allocated)') = $NODES ]"
+    wait_for 60 "the nodes" sh -c "[ \$(sinfo -h -N -p batch -o '%T' | grep -Ec '^(idle|mixed|allocated)') = $NODES ]"
     local seen
     seen=$(timeout 60 srun -p batch -t 1 -N "$NODES" --ntasks-per-node=1 hostname | sort | tr '\n' ' ') ||
         die "a first test job did not run; logs in $STATE/log"
@@ -219,7 +222,6 @@ stop_namespace() {  # the processes left in a node's namespace (a job's), by pid
     for _ in $(seq 10); do [ -z "$(ip netns pids "$name")" ] && break; sleep 1; done
     for pid in $(ip netns pids "$name"); do log "$name: pid $pid ignored SIGTERM: SIGKILL"; kill -9 "$pid" || true; done
     ip netns delete "$name"
-    rm -rf "/etc/netns/$name"
 }
 
 down() {
