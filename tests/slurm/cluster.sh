@@ -23,7 +23,7 @@ STATE=${PUT_SLURM_STATE:-/tmp/put-slurm}
 ETC=/etc/slurm
 MARK="# written by put's tests/slurm/cluster.sh"
 DB_PORT=${PUT_SLURM_DB_PORT:-3307}
-PACKAGES="slurm-wlm slurmdbd munge mariadb-server iproute2 util-linux"
+PACKAGES="slurm-wlm slurmdbd munge mariadb-server iproute2 util-linux openssh-server"
 NODES=${PUT_SLURM_NODES:-2}
 NET=${PUT_SLURM_NET:-10.213.47}     # a private /24 unlikely to be in use
 BRIDGE=${PUT_SLURM_BRIDGE:-putslurm0}
@@ -42,7 +42,7 @@ wait_for() {
 }
 
 install() {
-    local tools="slurmctld slurmdbd munged mariadbd sacct ip unshare"
+    local tools="slurmctld slurmdbd munged mariadbd sacct ip unshare /usr/sbin/sshd"
     if [ "$(command -v $tools | wc -l)" = "$(echo $tools | wc -w)" ]; then
         log "packages present"; return
     fi

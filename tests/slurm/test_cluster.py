@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -498,11 +499,46 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """An SSH server on 127.0.0.1 (a free port) that knows one key, which this fixture creates: the storage of an
+    SSH remote. Stopped by its pid."""
+    folder = tmp_path_factory.mktemp("sshd")
+    for name in ("host", "user", "wrong"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+    shutil.copy(folder / "user.pub", folder / "authorized_keys")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (folder / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\nAuthorizedKeysFile {folder}/authorized_keys\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp internal-sftp\n")
+    Path("/run/sshd").mkdir(exist_ok=True)  # its privilege separation folder
+    subprocess.run(["/usr/sbin/sshd", "-f", str(folder / "sshd_config"), "-E", str(folder / "sshd.log")], check=True,
+                   timeout=30)
+    try:
+        yield {"url": f"ssh://root@127.0.0.1:{port}{folder / 'remote'}", "key": folder / "user",
+               "wrong": folder / "wrong"}
+    finally:
+        pid = int((folder / "sshd.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+
+
 def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_through_the_shared_cache(
-        cluster_run, tmp_path):
+        cluster_run, sshd, tmp_path):
+    """An SSH remote (a key the test made), a fresh clone's pull, a second clone on the shared cache; a remote
+    that refuses the key fails in one line naming the host."""
     repo = cluster_run["repo"]
-    remote = repo.parent / "dvc-remote"  # stands in for the cluster's shared storage
-    assert dvc(repo, "remote", "add", "-d", "cluster", str(remote)).returncode == 0
+    assert dvc(repo, "remote", "add", "-d", "cluster", sshd["url"]).returncode == 0
+    assert dvc(repo, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["wrong"])).returncode == 0
+    began = time.monotonic()
+    refused = dvc(repo, "push", *ABLATION_STAGES)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("ERROR")]
+    assert refused.returncode != 0 and len(errors) == 1 and "Permission denied" in errors[0] \
+        and "127.0.0.1" in errors[0], refused.stderr
+    assert time.monotonic() - began < 120
+    assert dvc(repo, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["key"])).returncode == 0
     began = time.monotonic()
     pushed = dvc(repo, "push", *ABLATION_STAGES)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
@@ -512,6 +548,7 @@ def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_thr
 
     fresh = tmp_path / "fresh"
     git(tmp_path, "clone", "-q", str(repo), str(fresh))
+    assert dvc(fresh, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["key"])).returncode == 0
     began = time.monotonic()
     pulled = dvc(fresh, "pull", *ABLATION_STAGES)
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
@@ -535,8 +572,8 @@ def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_thr
         original = repo / path.relative_to(second)
         assert path.stat().st_ino == original.stat().st_ino and path.stat().st_nlink >= 2, path
     size = sum(p.stat().st_size for p in prepared)
-    print(f"\ndvc push {push_s:.1f} s, pull into a fresh clone {pull_s:.1f} s; second clone: {len(prepared)} prepared "
-          f"files ({size / 2**20:.1f} MiB) linked from the shared cache, 0 bytes copied")
+    print(f"\ndvc push over SSH {push_s:.1f} s, pull into a fresh clone {pull_s:.1f} s; second clone: {len(prepared)} "
+          f"prepared files ({size / 2**20:.1f} MiB) linked from the shared cache, 0 bytes copied")
 
 
 def set_override(repo: Path, section: str, values: dict) -> None:
