@@ -112,7 +112,8 @@ def test_a_server_lost_mid_run_spools_the_rest_and_the_replay_continues_the_run(
     spool = next((tmp_path / "spool").glob("*.jsonl"))
     Recorder.calls = []
     assert replay(spool, lambda **init: Recorder(**{**init, "up": 10**9})) == 4  # the server is back
-    assert Recorder.calls == [("metrics", {"train/loss": 1.0 / (s + 1)}, s) for s in (2, 3, 4)] + [("finish", "FINISHED")]
+    assert Recorder.calls == [("metrics", {"train/loss": 1.0 / (s + 1)}, s) for s in (2, 3, 4)] + \
+        [("finish", "FINISHED")]
 
 
 def test_an_error_that_is_not_the_server_is_not_hidden(tmp_path, monkeypatch):

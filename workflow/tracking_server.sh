@@ -94,14 +94,17 @@ stop_pid() {  # name pidfile [group]: SIGTERM (to the process group with `group`
     if kill -0 "$pid" 2>/dev/null; then
         kill -- "$target" 2>/dev/null || true
         for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-        kill -0 "$pid" 2>/dev/null && { log "$1 ($pid) ignored SIGTERM for 30 s: SIGKILL"; kill -9 -- "$target" || true; }
+        if kill -0 "$pid" 2>/dev/null; then
+            log "$1 ($pid) ignored SIGTERM for 30 s: SIGKILL"; kill -9 -- "$target" || true
+        fi
     fi
     rm -f "$2"
 }
 
 stop_postgres() {
     [ -s "$DIR/postgres.pid" ] || return 0
-    as_owner "$PG_BIN/pg_ctl" -D "$DIR/pg" -m fast -w -t 60 stop >/dev/null 2>&1 || stop_pid PostgreSQL "$DIR/postgres.pid"
+    as_owner "$PG_BIN/pg_ctl" -D "$DIR/pg" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+        stop_pid PostgreSQL "$DIR/postgres.pid"
     rm -f "$DIR/postgres.pid"
 }
 

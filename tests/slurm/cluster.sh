@@ -120,7 +120,8 @@ PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 EOF
     for k in $(seq "$NODES"); do
-        echo "NodeName=$(node_name "$k") NodeAddr=$(node_addr "$k") CPUs=$cpus RealMemory=$mem_mb Gres=gpu:2 State=UNKNOWN"
+        echo "NodeName=$(node_name "$k") NodeAddr=$(node_addr "$k") CPUs=$cpus RealMemory=$mem_mb Gres=gpu:2" \
+            "State=UNKNOWN"
     done >>"$ETC/slurm.conf"
     cat >>"$ETC/slurm.conf" <<EOF
 PartitionName=batch Nodes=$nodes Default=YES MaxTime=INFINITE State=UP PriorityTier=1

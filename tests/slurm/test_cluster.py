@@ -511,7 +511,8 @@ def sshd(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (folder / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\nAuthorizedKeysFile {folder}/authorized_keys\n"
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\n"
+        f"AuthorizedKeysFile {folder}/authorized_keys\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
         f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp internal-sftp\n")
     Path("/run/sshd").mkdir(exist_ok=True)  # its privilege separation folder
@@ -620,15 +621,13 @@ def test_a_layout_the_partition_cannot_hold_fails_before_any_job(cluster_run):
 
 
 def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
-    """(step it resumed from, step it stopped at or None if it finished) of each attempt, in order: a requeued or
-    retried job appends to its log, Snakemake's retry writes a new one."""
+    """(step it resumed from, step it stopped at, None if it finished) of each attempt, in job order (Snakemake's
+    retry is a new job with a log of its own)."""
     found = []
     for _, text in sorted(logs.items(), key=lambda item: int(item[0])):
-        for attempt in re.split(r"(?=launching: |\nresuming from |\n\S*train pvqvae:\s+0%)", text):
-            started = re.search(r"resuming from \S+ at step (\d+)", attempt)
-            stopped = re.search(r"stopped by signal at step (\d+)", attempt)
-            if started or stopped:
-                found.append((int(started.group(1)) if started else 0, int(stopped.group(1)) if stopped else None))
+        started = re.search(r"resuming from \S+ at step (\d+)", text)
+        stopped = re.search(r"stopped by signal at step (\d+)", text)
+        found.append((int(started.group(1)) if started else 0, int(stopped.group(1)) if stopped else None))
     return found
 
 
