@@ -24,15 +24,8 @@ MLFLOW=${MLFLOW:-$( [ -x .venv/bin/mlflow ] && echo "$PWD/.venv/bin/mlflow" || c
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 DB=mlflow
 
-log() { echo "[tracking $(date +%T)] $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-# Polls `$@` once a second until it succeeds; fails naming `what` after `limit` seconds.
-wait_for() {
-    local limit=$1 what=$2; shift 2
-    for _ in $(seq "$limit"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
-    die "$what not ready after ${limit}s; logs in $DIR/log"
-}
+LOG_NAME=tracking LOG_DIR=$DIR/log
+source "$(dirname "$0")/daemons.sh"
 
 install() {
     [ -n "$PG_BIN" ] && [ -x "$PG_BIN/postgres" ] && { log "postgresql present"; return; }
@@ -85,20 +78,6 @@ start_mlflow() {
     echo $! >"$DIR/mlflow.pid"
     wait_for 180 "the MLflow server at $(uri)" python3 -c \
         "import urllib.request; urllib.request.urlopen('$(uri)/health', timeout=5)"
-}
-
-stop_pid() {  # name pidfile [group]: SIGTERM (to the process group with `group`), SIGKILL after 30 s
-    local pid target
-    [ -s "$2" ] || return 0
-    pid=$(cat "$2"); target=$pid; [ "${3:-}" = group ] && target=-$pid
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -- "$target" 2>/dev/null || true
-        for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "$1 ($pid) ignored SIGTERM for 30 s: SIGKILL"; kill -9 -- "$target" || true
-        fi
-    fi
-    rm -f "$2"
 }
 
 stop_postgres() {

@@ -31,15 +31,8 @@ CONTROLLER=putctl
 node_name() { echo "putnode$1"; }
 node_addr() { echo "$NET.$((10 + $1))"; }
 
-log() { echo "[cluster $(date +%T)] $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-# Polls `$@` once a second until it succeeds; fails naming `what` after `limit` seconds.
-wait_for() {
-    local limit=$1 what=$2; shift 2
-    for _ in $(seq "$limit"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
-    die "$what not ready after ${limit}s; logs in $STATE/log"
-}
+LOG_NAME=cluster LOG_DIR=$STATE/log
+source "$(dirname "$0")/../../workflow/daemons.sh"
 
 install() {
     local tools="slurmctld slurmdbd munged mariadbd sacct ip unshare /usr/sbin/sshd"
@@ -200,20 +193,12 @@ up() {
     log "slurmctld"; unshare --uts sh -c "hostname $CONTROLLER && exec slurmctld"
     wait_for 30 slurmctld scontrol ping
     log "slurmd x $NODES"; start_nodes
-    wait_for 60 "the nodes" sh -c "[ \$(sinfo -h -N -p batch -o '%T' | grep -Ec '^(idle|mixed|allocated)') = $NODES ]"
+    wait_for 60 "the nodes" \
+        sh -c "[ \$(sinfo -h -N -p batch -o '%T' | grep -Ec '^(idle|mixed|allocated)') = $NODES ]"
     local seen
     seen=$(timeout 60 srun -p batch -t 1 -N "$NODES" --ntasks-per-node=1 hostname | sort | tr '\n' ' ') ||
         die "a first test job did not run; logs in $STATE/log"
     log "up: $(sinfo -h -o '%P %D %c %m %G %T' | tr '\n' ';') a first job ran on: $seen"
-}
-
-stop_pid() {  # name pidfile
-    local pid
-    [ -s "$2" ] || return 0
-    pid=$(cat "$2")
-    kill "$pid" 2>/dev/null || return 0
-    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
-    log "$1 ($pid) ignored SIGTERM for 30 s: SIGKILL"; kill -9 "$pid" 2>/dev/null || true
 }
 
 stop_namespace() {  # the processes left in a node's namespace (a job's), by pid; then the namespace
