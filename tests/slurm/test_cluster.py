@@ -54,8 +54,9 @@ EXPECTED_JOBS = {"rule_config", "rule_split", "rule_prepare", "rule_masks",
 NODES = ("putnode1", "putnode2")
 # Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+.
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "5")
-# MLflow's client retries during the DAG run: 0+4+8+16+32+64 s of backoff, longer than a server restart takes.
-RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "6", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2"}
+# MLflow's client retries during the DAG run (its defaults): 0+4+8+16+32+64+120 s of backoff, longer than a
+# server restart takes on a loaded machine.
+RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2"}
 # During the time-limit run: 0+2+4 s, well below the outage (and below a 1-minute attempt).
 RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 OUTAGE_S = 75
@@ -264,13 +265,15 @@ def cluster_run(tmp_path_factory, tracking):
     return {"repo": repo, "since": since, "output": output, "seconds": time.monotonic() - began, **events}
 
 
-def stage_runs(uri: str) -> dict:
-    """Run name -> run, of every stage run in the demo's experiment."""
+def stage_runs(uri: str, repo: Path) -> dict:
+    """Run name -> run, of every stage run of the configuration the repository's last Snakemake run used."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
-    runs = [r for r in client.search_runs([experiment], max_results=5000) if r.data.tags.get("put.level") == "stage"]
+    dag_id = params_of(repo).dag_id()
+    runs = [r for r in client.search_runs([experiment], max_results=5000)
+            if r.data.tags.get("put.level") == "stage" and r.data.tags.get("put.dag_id") == dag_id]
     named = {r.info.run_name: r for r in runs}
     assert len(named) == len(runs), sorted(r.info.run_name for r in runs)  # no run logged twice
     return named
@@ -302,9 +305,9 @@ def check_tracking(uri: str, repo: Path, names: list[str]) -> dict[str, int]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    runs = stage_runs(uri)
+    runs = stage_runs(uri, repo)
     assert set(names) <= set(runs), sorted(set(names) - set(runs))
-    params = load_params(repo / ".snakemake" / "put" / "params.yaml")
+    params = params_of(repo)
     preset = params.resolved()
     experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
     models = client.search_logged_models([experiment], max_results=1000)
@@ -341,7 +344,7 @@ def test_every_job_of_the_dag_ran_as_a_slurm_job_and_completed(cluster_run, trac
     assert set(states) == EXPECTED_JOBS
     assert {c: s for c, s in states.items() if s != "COMPLETED"} == {}
     # MLflow runs carry the Slurm job ids of the jobs that made them.
-    runs = stage_runs(tracking.uri)
+    runs = stage_runs(tracking.uri, cluster_run["repo"])
     tagged = {run.data.tags["put.slurm_job_id"] for run in runs.values() if "put.slurm_job_id" in run.data.tags}
     assert tagged and tagged <= {r.job_id for r in sacct(cluster_run["since"])}
     print(f"\nablation DAG on the cluster: {cluster_run['seconds']:.0f} s")
