@@ -77,7 +77,7 @@ def _decode(value: Any, folder: Path) -> Any:
     return value
 
 
-class ResilientTracker(NullTracker):
+class ResilientTracker:
     """Forwards every call to the tracker `make` builds, or spools it once the server did not answer. `init`: the
     tracker's arguments (JSON), recorded so that a replay builds the same run."""
 
@@ -85,13 +85,13 @@ class ResilientTracker(NullTracker):
         self.init, self.make, self.lock = init, make, threading.Lock()
         self.inner: NullTracker | None = None
         self.spool: Path | None = None
+        self.system = None
         try:
             self.inner = make(**init)
         except Exception as err:
             if not unreachable(err):
                 raise
             self._start_spool(err)
-        self.system = None
         if system_metrics:  # through this tracker, so that its figures are spooled too
             from put.tracking.system import SystemMetrics
 
@@ -135,30 +135,11 @@ class ResilientTracker(NullTracker):
         self._write(method, args, kwargs)
         return None
 
-    def log_metrics(self, metrics: dict[str, float], step: int, **links: str) -> None:
-        self._call("log_metrics", metrics, step, **links)
-
-    def log_params(self, params: dict[str, Any]) -> None:
-        self._call("log_params", params)
-
-    def log_image(self, image: np.ndarray, name: str) -> None:
-        self._call("log_image", image, name)
-
-    def log_artifact(self, path: Path) -> None:
-        self._call("log_artifact", path)
-
-    def log_dataset(self, path: Path, name: str, context: str) -> None:
-        self._call("log_dataset", path, name, context)
-
-    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
-                  step: int = 0) -> None:
-        self._call("log_model", checkpoint, kind, metrics, params, step)
-
-    def use_model(self, kind: str) -> None:
-        self._call("use_model", kind)
-
-    def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
-        self._call("log_evaluation", metrics, manifest)
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Every tracking call (log_metrics, log_model, ...: whatever the tracker offers) goes through `_call`."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
     @staticmethod
     def _call_quietly(call: Callable[[], Any]) -> None:
