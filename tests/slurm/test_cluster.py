@@ -221,12 +221,12 @@ def kill_a_node_once_saved(pattern: str, repo: Path, proc: subprocess.Popen, dea
     """kill -9 of the training process on the second node of a two-node transformer job that saved its state."""
     while True:
         variant = wait_for_saved_state(pattern, repo, proc, deadline, exclude)
-        ((job, _),) = running_jobs(f"rule_train_transformer_wildcards_{variant}")
-        pid = worker_of(job, NODES[1])
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            return job, variant
-        exclude = (*exclude, variant)  # ended meanwhile: another one
+        for job, _ in running_jobs(f"rule_train_transformer_wildcards_{variant}"):
+            pid = worker_of(job, NODES[1])
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                return job, variant
+        time.sleep(0.2)  # its workers are still starting (a requeued job resuming): look again
 
 
 def slurm_logs(repo: Path, rule: str, variant: str) -> dict[str, str]:
