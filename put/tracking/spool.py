@@ -82,7 +82,7 @@ class ResilientTracker:
     tracker's arguments (JSON), recorded so that a replay builds the same run."""
 
     def __init__(self, make: Callable[..., NullTracker], init: dict[str, Any], system_metrics: bool = False):
-        self.init, self.make, self.lock = init, make, threading.Lock()
+        self.init, self.lock = init, threading.Lock()
         self.inner: NullTracker | None = None
         self.spool: Path | None = None
         self.system = None
@@ -141,14 +141,6 @@ class ResilientTracker:
             raise AttributeError(name)
         return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
-    @staticmethod
-    def _call_quietly(call: Callable[[], Any]) -> None:
-        try:
-            call()
-        except Exception as err:
-            if not unreachable(err):
-                raise
-
     @property
     def run_name(self) -> str:
         return " ".join(str(self.init[k]) for k in ("stage", "variant") if self.init.get(k))
@@ -157,8 +149,13 @@ class ResilientTracker:
         if self.system is not None:
             self.system.finish()
         self._call("finish", status)
-        if self.inner is not None and hasattr(self.inner, "client"):  # what a later replay must not overwrite
-            self._call_quietly(lambda: self.inner.client.set_tag(self.inner.run_id, LAST_STATUS, status))
+        inner = self.inner
+        if inner is not None and hasattr(inner, "client"):  # what a later replay must not overwrite
+            try:
+                inner.client.set_tag(inner.run_id, LAST_STATUS, status)
+            except Exception as err:
+                if not unreachable(err):
+                    raise
         if self.spool is not None:
             from put.tracking.source import tracking_uri
 
