@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from put.checkpoint import load_checkpoint
@@ -416,10 +415,15 @@ def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights
     final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
     assert final.training["step"] == params_of(repo).resolved().transformer_train.iterations
     reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
-    largest = max(float((final.model[k] - reference.model[k]).abs().max()) for k in final.model)
-    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: largest difference {largest:.2e}")
-    for name in final.model:
-        torch.testing.assert_close(final.model[name], reference.model[name], rtol=1e-3, atol=1e-4, msg=name)
+    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
+    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
+    a, b = final.model, reference.model
+    assert a.keys() == b.keys()
+    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
+    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
+          f"{relative:.2e}, largest {largest:.2e}")
+    assert relative < 1e-3
 
 
 def params_of(repo: Path):
