@@ -78,7 +78,7 @@ def describe(holder: dict) -> str:
 def _holder(fd: int) -> dict | None:
     try:
         holder = json.loads(os.pread(fd, 4096, 0))
-        describe(holder)
+        describe(holder)  # has every field
         return holder
     except (ValueError, KeyError, TypeError):
         return None  # not written yet, or not by this code
@@ -107,8 +107,9 @@ def node_local_locks(path: Path) -> str | None:
         point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), mount[4])  # "\040": a space
         if len(point) < longest or not (target == point or target.startswith(point.rstrip("/") + "/")):
             continue
-        local = (set(mount[5].split(",")) | set(fs[2].split(","))) & NODE_LOCAL.get(re.sub(r"\d+$", "", fs[0]), set())
-        longest, found = len(point), (f"{fs[0]} mounted with {min(local)}" if local else None)
+        options = set(mount[5].split(",")) | set(fs[2].split(","))
+        local = options & NODE_LOCAL.get(re.sub(r"\d+$", "", fs[0]), set())  # nfs4 -> nfs
+        longest, found = len(point), (f"{fs[0]} mounted with {','.join(sorted(local))}" if local else None)
     return found
 
 

@@ -335,10 +335,11 @@ def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path
     assert not lock_path(out).exists()
 
 
-@pytest.mark.parametrize("fs, options, local", [("nfs", "vers=3,nolock,local_lock=all", "nfs mounted with local_lock=all"),
-                                                ("nfs4", "vers=4.2,local_lock=none", None),
-                                                ("lustre", "localflock", "lustre mounted with localflock"),
-                                                ("lustre", "flock", None)])
+@pytest.mark.parametrize("fs, options, local", [
+    ("nfs", "vers=3,nolock,local_lock=all", "nfs mounted with local_lock=all,nolock"),
+    ("nfs4", "vers=4.2,local_lock=none", None),
+    ("lustre", "localflock", "lustre mounted with localflock"),
+    ("lustre", "flock", None)])
 def test_locks_local_to_a_node_are_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys, fs, options, local):
     shared = tmp_path / "shared dir"
     mounts = tmp_path / "mountinfo"
