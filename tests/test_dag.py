@@ -77,7 +77,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
 def normalised(command: str) -> str:
     """A stage command without what only one front end adds (bookkeeping, not what the stage computes)."""
     command = re.sub(r"^exec ", "", command)
-    command = re.sub(r" --(params|log|tag|gpus) \S+", "", command)
+    command = re.sub(r" --(params|log|tag|gpus|nodes) \S+", "", command)
     return " ".join(command.split())
 
 

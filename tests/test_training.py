@@ -20,6 +20,7 @@ from put.pretrained import MissingWeightsError
 from put.stages.prepare import run_prepare
 from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
+from put.train.launch import TORCHRUN
 from put.train.loop import STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
 
 TINY_PARAMS = {
@@ -298,7 +299,7 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     # Through our torchrun (what `--gpus 2` execs): torchrun's own parser would stop at `--log`, an abbreviation
     # of its `--log-dir` and others.
     result = subprocess.run(
-        [sys.executable, "-c", "from put.cli import torchrun; torchrun()", "--standalone", "--nproc_per_node", "2",
+        [*TORCHRUN, "--standalone", "--nproc_per_node", "2",
          "-m", "put", "train-transformer", "--variant", "put", "--pvqvae", str(pvqvae), "--split",
          str(workdir / "splits"), "--out", str(double), "--device", "cpu", "--params", str(workdir / "params.yaml"),
          "--log", str(tmp_path / "double.log")],
