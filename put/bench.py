@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from put.config import model_config
+from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.sampling import SamplingOptions
 from put.sampling_engine import resolve_engine, sample_tokens
@@ -150,7 +151,7 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     h, w = config.token_grid
     length = h * w
     if steps * tokens_per_step > length:
-        raise ValueError(f"{preset}: {steps} steps of {tokens_per_step} tokens exceed the {length} positions")
+        raise InputError(f"{preset}: {steps} steps of {tokens_per_step} tokens exceed the {length} positions")
     features = torch.randn(batch, config.pvqvae.embed_dim, h, w, device=dev)
     tokens = torch.zeros(batch, h, w, dtype=torch.long, device=dev)
     options = SamplingOptions(top_k=50, tokens_per_step=tokens_per_step)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, read_image, write_image
+from put.errors import InputError
 from put.masks.io import MaskError, read_mask
 from put.models.put_model import PUTModel, paste_known
 from put.sampling import Progress, SamplingOptions
@@ -31,9 +32,9 @@ class InpaintSettings:
 
     def __post_init__(self) -> None:
         if self.samples < 1:
-            raise ValueError(f"samples must be >= 1, got {self.samples}")
+            raise InputError(f"samples must be >= 1, got {self.samples}")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
 
 
 def pad_to_multiple(image: torch.Tensor, keep: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,7 +153,7 @@ def inpaint_folder(model: PUTModel, request: InpaintRequest) -> FolderReport:
     its reason, and the others are still inpainted."""
     pairs, skipped, images = pair_by_stem(request.image, request.mask)
     if not images:
-        raise ValueError(f"{request.image}: no image files in this folder")
+        raise InputError(f"{request.image}: no image files in this folder")
     report = FolderReport(images, skipped=skipped)
     for image, mask in tqdm(pairs, desc="inpaint", unit="img"):
         try:

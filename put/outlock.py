@@ -50,6 +50,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from put.errors import LockedError
 from put.fileio import pid_alive, recover_leftovers
 
 HEARTBEAT_S = 30.0
@@ -58,7 +59,7 @@ FRESH_BEATS = 3  # refreshed within this many heartbeats: its holder is alive
 LOST_EXIT = 75  # EX_TEMPFAIL: the lock was taken over while this run held it; it stopped without writing more
 
 
-class OutputLocked(RuntimeError):
+class OutputLocked(LockedError):
     pass
 
 

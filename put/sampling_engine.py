@@ -24,6 +24,7 @@ import weakref
 from collections import OrderedDict
 import torch
 
+from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.sampling import (Progress, SamplingOptions, choose, plan, sample_all_at_once, sample_iterative, sampler_inputs,
                           static_shape, write_back)
@@ -133,7 +134,7 @@ def engine_for(model: PUTModel, batch: int, grid: tuple[int, int], options: Samp
 
 def resolve_engine(engine: str, device: torch.device) -> str:
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return ("graph" if device.type == "cuda" else "eager") if engine == "auto" else engine
 
 
@@ -163,5 +164,5 @@ def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor
     elif mode == "iterative":
         tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress)
     else:
-        raise ValueError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
+        raise InputError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
     return model.decode(tokens, keep_mask, images, composite=composite)

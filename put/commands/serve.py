@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from put.commands.common import default_device, device_name, positive_int
+from put.errors import InputError
 
 HELP = "inpaint in the browser: draw a hole, see N results, compare variants (a local web app)"
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> None:
         sock.bind((args.host, args.port))
         sock.listen(128)  # connections wait in the backlog until the server accepts them: the URL works once printed
     except OSError as err:
-        raise ValueError(f"--host {args.host} --port {args.port}: cannot listen there ({err.strerror})") from None
+        raise InputError(f"--host {args.host} --port {args.port}: cannot listen there ({err.strerror})") from None
     port = sock.getsockname()[1]
     for entry in models.values():
         print(f"model {entry.label}" + (f"  [unusable: {entry.problem}]" if entry.problem else ""), flush=True)

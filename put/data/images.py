@@ -9,10 +9,11 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from put.errors import InputError
 from put.fileio import atomic_path
 
 
-class ImageReadError(ValueError):
+class ImageReadError(InputError):
     pass
 
 

@@ -14,12 +14,13 @@ import numpy as np
 import torch
 
 from put.data.images import ImageReadError, open_image, write_png
+from put.errors import InputError
 
 Polarity = Literal["hole-white", "keep-white"]
 POLARITIES: tuple[str, ...] = ("hole-white", "keep-white")
 
 
-class MaskError(ValueError):
+class MaskError(InputError):
     pass
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.errors import FileMismatchError
 from put.report.tables import long_table
 
 NA = "n/a"
@@ -135,6 +136,6 @@ def with_readme_tables(text: str, cost: dict, name: str = "README.md") -> str:
     """`text` (a README) with the Markdown between its cost-table markers replaced by the tables of `cost`."""
     start, end = (text.find(marker) for marker in README_MARKERS)
     if start < 0 or end < start:
-        raise ValueError(f"{name}: no cost-table markers; expected the lines {README_MARKERS[0]!r} and "
+        raise FileMismatchError(f"{name}: no cost-table markers; expected the lines {README_MARKERS[0]!r} and "
                          f"{README_MARKERS[1]!r}")
     return text[:start + len(README_MARKERS[0])] + "\n\n" + cost_markdown(cost) + "\n" + text[end:]

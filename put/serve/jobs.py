@@ -15,6 +15,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from put.errors import PutError, describe
 from put.inpaint import InpaintSettings, inpaint_tensors
 from put.models.put_model import paste_known
 from put.serve.catalog import ModelEntry
@@ -63,9 +64,7 @@ class Job:
 
 def describe_error(err: Exception) -> str:
     """The user's error as the CLI prints it; anything else as an internal error (its traceback to the log)."""
-    from put.cli import USER_ERRORS, describe
-
-    if isinstance(err, USER_ERRORS):
+    if isinstance(err, PutError):
         return describe(err)
     traceback.print_exception(err, file=sys.stderr)
     return f"internal error ({type(err).__name__}: {err}); the server keeps running, see its log"

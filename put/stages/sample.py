@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
+from put.errors import FileMismatchError, MissingFileError
 from put.fileio import atomic_dir, atomic_write_text, read_csv
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import MANIFEST, read_manifest
@@ -53,12 +54,12 @@ def read_samples(samples: Path) -> pd.DataFrame:
     """The manifest of a samples folder; an error names a missing manifest or column."""
     path = Path(samples) / SAMPLES_MANIFEST
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
+        raise MissingFileError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
     jobs = read_csv(path, "the samples manifest `put sample` writes", keep_default_na=False,
                     dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
     missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
     if missing:
-        raise ValueError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
+        raise FileMismatchError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
     return jobs
 
 
