@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, read_image, write_image
-from put.errors import InputError
+from put.errors import InputError, PathError
 from put.masks.io import MaskError, read_mask
 from put.models.put_model import PUTModel, paste_known
 from put.sampling import Progress, SamplingOptions
@@ -118,7 +119,7 @@ class FolderReport:
 def files_by_stem(folder: Path) -> dict[str, list[Path]]:
     """The files directly in a folder (hidden ones left out), grouped by name without extension."""
     if not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder")
+        raise PathError(errno.ENOTDIR, "not a folder", str(folder))
     groups: dict[str, list[Path]] = {}
     for path in sorted(folder.iterdir()):
         if path.is_file() and not path.name.startswith("."):
