@@ -23,7 +23,7 @@ from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.model_io import load_put_model
 from put.sampling import SamplingOptions
-from put.sampling_engine import inpaint_batch
+from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
 from put.tracking.runs import stage_tracker, tracked
 from put.train.common import autocast
@@ -104,6 +104,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
           for image, mask in zip(jobs["image"], jobs["mask"])}
 
+    sampler = Sampler(model)  # this stage's engines, reused by its batches
     with atomic_dir(out_dir) as staging, tqdm(total=len(jobs), desc=f"sample {variant}", unit="img") as progress:
         for mode, rows in jobs.groupby("mode", sort=True):
             for start in range(0, len(rows), cfg.batch_size):
@@ -114,7 +115,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
                 seed = derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start)
                 with autocast(torch.device(device)):
                     results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
-                                            seed, composite=cfg.composite)
+                                            seed, composite=cfg.composite, engine=sampler)
                 for output, result in zip(batch["output"], results.float().cpu()):
                     write_image(staging / output, result)
                 progress.update(len(batch))
