@@ -112,8 +112,9 @@ def cost_table(cost: dict) -> Styler:
         "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
         "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "
-        "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the measured batch on "
-        "generated masks of each hole-ratio group."))
+        "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the stage's batch (a "
+        "group's test images at most) on generated masks of each hole-ratio group; a stage not measured at its "
+        "batch is n/a, with the batches measured and the command that would measure it."))
 
 
 def table_topk_table(cost: dict) -> Styler:
