@@ -227,9 +227,10 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     from put.checkpoint import CheckpointError
     from put.inpaint import InpaintSettings
     from put.serve.catalog import ModelEntry
-    from put.serve.jobs import QueueFull, Runner
-    from put.serve.store import Store
     from put.models.put_model import PUTModel
+    from put.serve.jobs import QueueFull, Runner
+    from put.serve.limits import Limits
+    from put.serve.store import Store
 
     store = Store(2**20, 16 * 16)
     image = store.add_image(png(photo(16, 16)), "a.png")
@@ -246,7 +247,7 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
 
     slow = entry("slow", lambda device: release.wait(30) and model)
     other = entry("other", lambda device: model)
-    runner = Runner("cpu", max_queued=1)
+    runner = Runner("cpu", Limits(max_queued=1))
     settings = InpaintSettings(samples=2)
     first, second = runner.submit(slow, mask, settings), runner.submit(slow, mask, settings)
     with pytest.raises(QueueFull) as full:
@@ -285,7 +286,7 @@ def test_uploads_and_results_are_kept_within_byte_budgets_the_oldest_forgotten_f
     from put.models.put_model import PUTModel
     from put.serve.catalog import ModelEntry
     from put.serve.jobs import Runner
-    from put.serve.limits import ITEM_OVERHEAD
+    from put.serve.limits import ITEM_OVERHEAD, Limits
     from put.serve.store import Store, UnknownId
 
     image_bytes, mask_bytes = 16 * 16 * 3 + ITEM_OVERHEAD, 16 * 16 + ITEM_OVERHEAD
@@ -307,7 +308,7 @@ def test_uploads_and_results_are_kept_within_byte_budgets_the_oldest_forgotten_f
     entry = ModelEntry("tiny", Path("t.pt"), "tiny", "put", False)
     entry.load = lambda device: model
     mask = store.add_mask(third, png(hole), "m.png", "hole-white")
-    runner = Runner("cpu", keep_bytes=1)  # keeps the newest finished request only
+    runner = Runner("cpu", Limits(results_bytes=1))  # keeps the newest finished request only
     jobs = [runner.submit(entry, mask, InpaintSettings(samples=1, seed=seed)) for seed in range(3)]
     for _ in range(600):
         if all(job.finished for job in jobs):
@@ -473,3 +474,13 @@ def test_page_takes_a_test_image_and_a_mask_file_with_its_polarity(page, server,
     assert np.array_equal(decoded(request(f"{server}/api/masks/{job['mask']}")[1])[..., 0] == 255, hole)
     test_image = np.asarray(Image.open(workdir / "data" / "tiny" / "masks" / "gt" / "test_0000.png").convert("RGB"))
     check_results(server, job, test_image)
+
+
+def test_limits_that_contradict_each_other_are_refused_before_starting(capsys):
+    from put.cli import main
+
+    assert main(["serve", "--max-pixels", "100000000", "--max-store-mb", "64", "--port", "0"]) == 2
+    assert capsys.readouterr().err == ("put serve: error: --max-store-mb 64 cannot hold one image of --max-pixels "
+                                       "100000000 and its mask (381.5 MiB)\n")
+    assert main(["serve", "--max-pixels", "5000", "--max-job-pixels", "4000", "--port", "0"]) == 2
+    assert "--max-job-pixels 4000 is below --max-pixels 5000" in capsys.readouterr().err

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most image pixels x samples one request asks of one model")
     parser.add_argument("--max-samples", type=positive_int, default=limits.max_samples,
                         help="most samples per request")
-    parser.add_argument("--max-queued", type=positive_int, default=16, help="most requests waiting per model")
+    parser.add_argument("--max-queued", type=positive_int, default=limits.max_queued,
+                        help="most requests waiting per model")
     parser.add_argument("--max-store-mb", type=float, default=limits.store_bytes / MiB,
                         help="uploads kept in memory (decoded), the oldest forgotten first")
     parser.add_argument("--max-results-mb", type=float, default=limits.results_bytes / MiB,
@@ -45,11 +46,11 @@ def run(args: argparse.Namespace) -> None:
     from put.serve.jobs import Runner
 
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * MiB), max_pixels=args.max_pixels,
-                    max_job_pixels=args.max_job_pixels, max_samples=args.max_samples,
+                    max_job_pixels=args.max_job_pixels, max_samples=args.max_samples, max_queued=args.max_queued,
                     store_bytes=int(args.max_store_mb * MiB), results_bytes=int(args.max_results_mb * MiB))
     models = find_models(Path(args.runs))
     test_images = find_test_images({entry.preset for entry in models.values()})
-    runner = Runner(args.device, args.max_queued, limits.results_bytes)
+    runner = Runner(args.device, limits)
     app = create_app(models, test_images, runner, args.host, limits)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -22,7 +22,7 @@ from put.inpaint import InpaintSettings, inpaint_tensors
 from put.models.put_model import paste_known
 from put.sampling_engine import Sampler
 from put.serve.catalog import ModelEntry
-from put.serve.limits import ITEM_OVERHEAD
+from put.serve.limits import ITEM_OVERHEAD, Limits
 from put.serve.store import StoredMask, UnknownId, image_png, mask_png
 
 
@@ -83,13 +83,12 @@ def describe_error(err: Exception) -> str:
 
 class Runner:
     """One worker thread per model, so each model serves one request at a time, in the order received, with the
-    sampler that thread owns; at most `max_queued` requests wait per model; the finished ones are kept within
-    `keep_bytes` (the newest always)."""
+    sampler that thread owns; at most `limits.max_queued` requests wait per model; the finished ones are kept
+    within `limits.results_bytes` (the newest always)."""
 
-    def __init__(self, device: str, max_queued: int = 16, keep_bytes: int = 256 * 2**20) -> None:
+    def __init__(self, device: str, limits: Limits = Limits()) -> None:
         self.device = device
-        self.max_queued = max_queued
-        self.keep_bytes = keep_bytes
+        self.max_queued, self.keep_bytes = limits.max_queued, limits.results_bytes
         self._workers: dict[str, ThreadPoolExecutor] = {}
         self._samplers: dict[str, Sampler] = {}  # model id -> the sampler of its worker thread
         self._jobs: OrderedDict[str, Job] = OrderedDict()

@@ -1,7 +1,7 @@
 """What `put serve` accepts and keeps: the limits its API enforces and its page shows, set by `put serve` options.
 Memory is bounded by them: the uploads kept (`store_bytes`), the finished results kept (`results_bytes`), the
 work done at once (`parallel_work` uploads, PNGs or zips, each within `max_upload_bytes` and `max_pixels`), the
-requests waiting (`put serve --max-queued` per model) and the one sampled per model (`max_job_pixels`)."""
+requests waiting (`max_queued` per model) and the one sampled per model (`max_job_pixels`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class Limits:
     max_job_pixels: int = 64 * 256 * 256  # image pixels x samples of one request to one model
     max_samples: int = 64
     max_models: int = 8               # variants compared at once
+    max_queued: int = 16              # requests waiting per model; more get 429
     store_bytes: int = 256 * MiB      # uploads kept: decoded images (3 bytes a pixel) and masks (1 byte a pixel)
     results_bytes: int = 256 * MiB    # finished requests kept: their PNGs
     parallel_work: int = 4            # uploads read and decoded, images encoded, zips made at once; more get 429
