@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 
 from put.config import model_config
+from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.sampling import SamplingOptions
-from put.sampling_engine import resolve_engine, sample_tokens
+from put.sampling_engine import Sampler
 from put.tracking.source import git_commit
 
 
@@ -144,13 +145,13 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     the noise)."""
     started = time.perf_counter()
     dev = torch.device(device)
-    kind = resolve_engine(engine, dev)
     config = model_config(preset)
     model = timed_model(preset, str(dev), seed)
+    sampler = Sampler(model, engine)
     h, w = config.token_grid
     length = h * w
     if steps * tokens_per_step > length:
-        raise ValueError(f"{preset}: {steps} steps of {tokens_per_step} tokens exceed the {length} positions")
+        raise InputError(f"{preset}: {steps} steps of {tokens_per_step} tokens exceed the {length} positions")
     features = torch.randn(batch, config.pvqvae.embed_dim, h, w, device=dev)
     tokens = torch.zeros(batch, h, w, dtype=torch.long, device=dev)
     options = SamplingOptions(top_k=50, tokens_per_step=tokens_per_step)
@@ -163,12 +164,13 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     with autocast(dev, bf16):
-        sample_tokens(model, features, known(1), tokens, options, seed, kind)
+        sampler(features, known(1), tokens, options, seed)
         synchronize(dev)
         warmup = time.perf_counter() - started
         clock = StepClock(dev)
         clock.mark()
-        sample_tokens(model, features, known(steps), tokens, options, seed, kind, progress=clock.mark)
+        sampler(features, known(steps), tokens, options, seed, progress=clock.mark)
+    kind = sampler.kind  # "eager" when building or capturing the engine failed (said on stderr)
     times = clock.intervals()
     per_step = statistics.median(times)
     memory = peak_memory_fields(dev)

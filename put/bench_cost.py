@@ -6,11 +6,11 @@ reports/benchmarks/cost.json, from which the report's cost table and the README'
 The model, stated so it can be checked: a training job of N GPUs takes the measured seconds per step of one
 GPU at its per-GPU batch (the preset's batch / N) times the preset's iterations (DDP's all-reduce, data loading
 and evaluation are not in the benchmark); a sampling job takes, per batch, as many steps as the batch's most
-masked image needs, at the measured seconds per step of the largest measured batch not above the stage's
-(batches modelled at that size), plus one forward per batch for the all-at-once results and a P-VQVAE pass per
-image. Masked patches per image come from generated evaluation masks of each hole-ratio group (put/masks;
-a real run's PConv masks of the same groups differ somewhat). A stage with no fitting measurement is n/a,
-with the command that would measure it.
+masked image needs, at the seconds per step measured at the stage's batch (a group's test images at most), plus
+one forward per batch for the all-at-once results and a P-VQVAE pass per image. Masked patches per image come
+from generated evaluation masks of each hole-ratio group (put/masks; a real run's PConv masks of the same groups
+differ somewhat). A stage not measured at its batch is n/a, naming the batches that were measured and the
+command that would measure it: no figure is modelled from another batch.
 """
 
 from __future__ import annotations
@@ -72,18 +72,16 @@ def train_row(rows: list[dict], preset: str, stage: str, batch: int, gpus: int) 
                        and r["batch"] == batch and r["device"].split(":")[0] == _device_type(gpus)])
 
 
-def sampling_row(rows: list[dict], preset: str, tokens_per_step: int, batch: int, gpus: int,
-                 code: str = "ours") -> dict | None:
-    """A sampler's row (ours, or the authors' loop) at the largest measured batch <= `batch`; of ours, the engine
-    the stage uses before others."""
-    fits = [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
-            and r["tokens_per_step"] == tokens_per_step and r["batch"] <= batch
-            and r["device"].split(":")[0] == _device_type(gpus)]
-    if not fits:
-        return None
-    largest = max(r["batch"] for r in fits)
+def sampling_rows(rows: list[dict], preset: str, tokens_per_step: int, gpus: int, code: str = "ours") -> list[dict]:
+    """A sampler's rows (ours, or the authors' loop) for a preset on the stage's kind of device, any batch."""
+    return [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
+            and r["tokens_per_step"] == tokens_per_step and r["device"].split(":")[0] == _device_type(gpus)]
+
+
+def at_batch(rows: list[dict], batch: int, gpus: int) -> dict | None:
+    """The row at `batch`; of ours, the engine the stage uses before others."""
+    at = [r for r in rows if r["batch"] == batch]
     auto = "graph" if gpus > 0 else "eager"  # put/sampling_engine.py resolve_engine("auto")
-    at = [r for r in fits if r["batch"] == largest]
     return _preferred([r for r in at if r["engine"] == auto]) or _preferred(at)
 
 
@@ -117,11 +115,15 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     base = {"preset": preset, "stage": "sample", "jobs": STAGE_JOBS["sample"], "gpus": gpus,
             "batch_per_gpu": cfg.batch_size}
-    row = sampling_row(rows, preset, cfg.tokens_per_step, cfg.batch_size, gpus)
+    batch = min(cfg.batch_size, images)  # each group's images are batched on their own
+    measured = sampling_rows(rows, preset, cfg.tokens_per_step, gpus)
+    row = at_batch(measured, batch, gpus)
     if row is None:
-        return {**base, "missing": f"not measured: put bench sampling --preset {preset} --batch {cfg.batch_size} "
-                                   f"--tokens-per-step {cfg.tokens_per_step} --device {_device_type(gpus)}"}
-    batch = row["batch"]
+        others = sorted({r["batch"] for r in measured})
+        return {**base, "missing": f"not measured at batch {batch}"
+                                   + (f" (measured: batch {', '.join(map(str, others))})" if others else "")
+                                   + f": put bench sampling --preset {preset} --batch {batch} --tokens-per-step "
+                                     f"{cfg.tokens_per_step} --device {_device_type(gpus)}"}
     per_batch = math.ceil(images / batch)
     diversity_images = min(cfg.diversity_images or images, images)
 
@@ -152,9 +154,10 @@ def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nda
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     found = []
     for code in ("ours", "authors"):
-        row = sampling_row(rows, preset, 1, P.sample.batch_size, gpus, code)
-        if row is None:
+        fits = [r for r in sampling_rows(rows, preset, 1, gpus, code) if r["batch"] <= P.sample.batch_size]
+        if not fits:
             continue
+        row = at_batch(fits, max(r["batch"] for r in fits), gpus)
         steps = sum(math.ceil(images / row["batch"]) * expected_max(masks[g], row["batch"]) for g in TABLE_GROUPS)
         found.append({"preset": preset, "code": code, "engine": row["engine"], "images": images,
                       "batch": row["batch"], "steps": round(steps), "seconds_per_step": row["seconds_per_step"],

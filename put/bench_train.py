@@ -20,6 +20,7 @@ import torch
 
 from put.bench import environment, network, peak_memory_fields, rate_fields, synchronize
 from put.config import model_config, preset as load_preset
+from put.errors import InputError
 from put.masks.training import TrainingMasks, batch_of
 from put.model_io import save_pvqvae
 from put.models.pvqvae import PVQVAE
@@ -67,7 +68,7 @@ def bench_train(preset: str, stage: str, batch: int, device: str = "cpu", steps:
     from torch.utils.flop_counter import FlopCounterMode
 
     if stage not in STAGES:
-        raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+        raise InputError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     started = time.perf_counter()
     dev = torch.device(device)
     P, config = load_preset(preset), model_config(preset)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from put.diskspace import DiskFullError, as_disk_full, free_bytes
+from put.errors import FileMismatchError
 from put.fileio import atomic_path, file_sha256
 
 FORMAT = "put-checkpoint/1"
@@ -27,8 +28,8 @@ KINDS = ("pvqvae", "transformer")
 PAYLOAD_KEYS = ("kind", "config", "model", "weights_digest")
 
 
-class CheckpointError(RuntimeError):
-    pass
+class CheckpointError(FileMismatchError, RuntimeError):
+    """A checkpoint that is missing, unreadable, altered, or not the one expected (kind, variant, P-VQVAE)."""
 
 
 def weights_digest(state: dict[str, torch.Tensor]) -> str:

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
@@ -13,27 +14,12 @@ from typing import NoReturn
 
 import torch
 
-from put.checkpoint import CheckpointError
 from put.commands import COMMANDS
-from put.diskspace import DiskFullError, as_disk_full
-from put.errors import PutError
+from put.diskspace import as_disk_full
+from put.errors import BUG_REPORT, PutError, describe
 from put.fileio import check_output, tee_output
-from put.outlock import OutputLock, OutputLocked, sigterm_as_exit
-from put.pretrained import DownloadError
+from put.outlock import OutputLock, sigterm_as_exit
 from put.train.launch import launch, threads_per_process
-
-# Bad input, files or folders that are missing, of the wrong kind or not writable, an output another run holds,
-# a full disk: exit status 2, one line.
-USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
-                                            NotADirectoryError, IsADirectoryError, PermissionError, DownloadError,
-                                            OutputLocked, DiskFullError, PutError)
-
-
-def describe(err: Exception) -> str:
-    """The error for the user: an operating-system error as "PATH: reason", others as their message."""
-    if isinstance(err, OSError) and not isinstance(err, DiskFullError) and err.filename is not None and err.strerror:
-        return f"{err.filename}: {err.strerror}"
-    return str(err)
 
 
 def outputs_of(args: argparse.Namespace) -> list[Path]:
@@ -95,13 +81,15 @@ def main(argv: list[str] | None = None) -> int:
                 torch.set_num_threads(threads)
             with OutputLock(outputs) if outputs and os.environ.get("RANK", "0") == "0" else nullcontext():
                 args.func(args)
-        except USER_ERRORS as err:
-            print(f"put {args.command}: error: {describe(err)}", file=sys.stderr)
-            return 2
-        except Exception as err:  # a full disk met by a write that did not translate it
-            full = as_disk_full(err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
-            if full is None:
-                raise
-            print(f"put {args.command}: error: {full}", file=sys.stderr)
-            return 2
+        except Exception as err:
+            # the package's own errors (put/errors.py), and a full disk met by a write that did not translate it:
+            # one line, exit 2. Anything else is a bug: its traceback, a line saying so, exit 1.
+            known = err if isinstance(err, PutError) else as_disk_full(
+                err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
+            if known is not None:
+                print(f"put {args.command}: error: {describe(known)}", file=sys.stderr)
+                return 2
+            traceback.print_exc()
+            print(f"put {args.command}: internal error ({type(err).__name__}): {BUG_REPORT}", file=sys.stderr)
+            return 1
     return 0

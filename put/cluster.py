@@ -10,6 +10,7 @@ from pathlib import Path
 
 from put.config import PRESETS
 from put.dag.declaration import STAGES
+from put.errors import InputError
 from put.yamlfile import YamlFileError, read_yaml_mapping
 
 RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
@@ -25,7 +26,7 @@ SITE_ENV = "PUT_SLURM_SITE"
 STOP_WARNING_S = 300
 
 
-class ClusterConfigError(ValueError):
+class ClusterConfigError(InputError):
     pass
 
 

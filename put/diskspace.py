@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from put.errors import PutError
+
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -33,7 +35,7 @@ def free_bytes(path: str | os.PathLike) -> int | None:
         return None
 
 
-class DiskFullError(OSError):
+class DiskFullError(PutError, OSError):
     """No room for `path`: the message names it, the bytes it needs when known (`needed`), the free bytes, and
     what is as it was (`kept`; by default: the earlier `path`, or nothing, since it is written whole or not)."""
 

@@ -5,6 +5,8 @@ files, the machine, a service). The CLI turns a `PutError` into one line and exi
 Raise the most specific class where the cause is known, with a message that names the file, key or value and
 what was expected. Each class also derives from the built-in exception a caller would expect (`ValueError` for
 bad values, `FileNotFoundError` for missing files, ...), so `except ValueError` around library calls still works.
+The kinds each module refines (ParamsError, CheckpointError, ImageReadError, DiskFullError, ...) derive from
+these; this module imports nothing of the package, so every module may import it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ class FileMismatchError(PutError, ValueError):
     with other settings."""
 
 
+class PathError(PutError, OSError):
+    """A path that cannot be used as asked: an output that is a file where a folder is expected (or the other way
+    round), a folder that is not writable. Raised as OSError(errno, reason, path); reads "path: reason"."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
 class LockedError(PutError, RuntimeError):
     """An output another run holds."""
 
@@ -34,3 +44,14 @@ class LockedError(PutError, RuntimeError):
 class ServiceError(PutError, RuntimeError):
     """A service or remote the command needs did not answer, or refused: a tracking server, a DVC remote, a
     download."""
+
+
+BUG_REPORT = ("this is a bug in put, not a problem with your input: please report it (the project's issue "
+              "tracker) with the traceback above and the command line")
+
+
+def describe(err: BaseException) -> str:
+    """The error for the user: the package's own as their message, the operating system's as "PATH: reason"."""
+    if not isinstance(err, PutError) and isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)

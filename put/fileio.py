@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from put.diskspace import DiskFullError, as_disk_full, human
+from put.errors import FileMismatchError, MissingFileError, PathError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,14 +58,14 @@ def check_output(path: str | os.PathLike, folder: bool) -> None:
     wrong kind of thing is there, or the nearest existing folder above it is not a writable folder."""
     path = Path(path)
     if folder and path.exists() and not path.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a folder (expected an output folder)", str(path))
+        raise PathError(errno.ENOTDIR, "exists and is not a folder (expected an output folder)", str(path))
     if not folder and path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a folder (expected an output file name)", str(path))
+        raise PathError(errno.EISDIR, "is a folder (expected an output file name)", str(path))
     above = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not above.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, f"is not a folder, so {path} cannot be written", str(above))
+        raise PathError(errno.ENOTDIR, f"is not a folder, so {path} cannot be written", str(above))
     if not os.access(above, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, f"folder not writable, so {path} cannot be written", str(above))
+        raise PathError(errno.EACCES, f"folder not writable, so {path} cannot be written", str(above))
 
 
 def _renameat2() -> Callable | None:
@@ -190,11 +191,11 @@ def read_json(path: str | os.PathLike, expected: str) -> Any:
     """A JSON file's content; a missing file or invalid JSON is an error naming the file and what was expected."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found (expected {expected})")
+        raise MissingFileError(f"{path}: file not found (expected {expected})")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not valid JSON ({err}); expected {expected}") from None
+        raise FileMismatchError(f"{path}: not valid JSON ({err}); expected {expected}") from None
 
 
 def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> pd.DataFrame:
@@ -204,7 +205,7 @@ def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> pd.DataF
     try:
         return pd.read_csv(path, **options)
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise ValueError(f"{path}: not a readable CSV file ({err}); expected {expected}") from None
+        raise FileMismatchError(f"{path}: not a readable CSV file ({err}); expected {expected}") from None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,10 +13,11 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, read_image, write_image
+from put.errors import InputError, PathError
 from put.masks.io import MaskError, read_mask
 from put.models.put_model import PUTModel, paste_known
 from put.sampling import Progress, SamplingOptions
-from put.sampling_engine import inpaint_batch
+from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
 from put.train.common import autocast
 
@@ -31,9 +33,9 @@ class InpaintSettings:
 
     def __post_init__(self) -> None:
         if self.samples < 1:
-            raise ValueError(f"samples must be >= 1, got {self.samples}")
+            raise InputError(f"samples must be >= 1, got {self.samples}")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
 
 
 def pad_to_multiple(image: torch.Tensor, keep: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,10 +46,11 @@ def pad_to_multiple(image: torch.Tensor, keep: torch.Tensor, multiple: int) -> t
 
 
 def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, settings: InpaintSettings,
-                    source: str = "image", progress: Progress | None = None) -> torch.Tensor:
+                    source: str = "image", progress: Progress | None = None,
+                    sampler: Sampler | None = None) -> torch.Tensor:
     """image (3, H, W) in [-1, 1], keep-mask (1, H, W) (1 = known) -> (N, 3, H, W) decoder outputs in [-1, 1] on
     the CPU, known pixels not pasted back (`paste_known` does that). `source` names the image in errors;
-    `progress(done, total)` is called after each forward pass."""
+    `progress(done, total)` is called after each forward pass; `sampler`: the caller's (else one for this call)."""
     patch = model.config.pvqvae.patch_size
     h, w = image.shape[-2:]
     if h % patch or w % patch:
@@ -57,6 +60,7 @@ def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, se
         image, keep = pad_to_multiple(image, keep, patch)
 
     device = next(model.parameters()).device
+    sampler = sampler or Sampler(model)
     batch = settings.batch_size or settings.samples
     batches = -(-settings.samples // batch)
     results = []
@@ -69,7 +73,8 @@ def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, se
             results.append(inpaint_batch(model, image.to(device).expand(n, -1, -1, -1),
                                          keep.to(device).expand(n, -1, -1, -1),
                                          "all" if settings.deterministic else "iterative", settings.options,
-                                         derive_seed(settings.seed, start), progress=report).float().cpu())
+                                         derive_seed(settings.seed, start), engine=sampler,
+                                         progress=report).float().cpu())
     return torch.cat(results)[..., :h, :w]
 
 
@@ -99,9 +104,9 @@ class InpaintRequest:
     mask_polarity: str = "hole-white"
 
 
-def inpaint_file(model: PUTModel, request: InpaintRequest) -> list[Path]:
+def inpaint_file(model: PUTModel, request: InpaintRequest, sampler: Sampler | None = None) -> list[Path]:
     image, keep = read_inputs(request.image, request.mask, request.mask_polarity)
-    results = inpaint_tensors(model, image, keep, request.settings, str(request.image))
+    results = inpaint_tensors(model, image, keep, request.settings, str(request.image), sampler=sampler)
     if request.composite:
         results = paste_known(results, keep, image)
     return write_results(request.out, request.image.stem, results)
@@ -117,7 +122,7 @@ class FolderReport:
 def files_by_stem(folder: Path) -> dict[str, list[Path]]:
     """The files directly in a folder (hidden ones left out), grouped by name without extension."""
     if not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder")
+        raise PathError(errno.ENOTDIR, "not a folder", str(folder))
     groups: dict[str, list[Path]] = {}
     for path in sorted(folder.iterdir()):
         if path.is_file() and not path.name.startswith("."):
@@ -152,11 +157,12 @@ def inpaint_folder(model: PUTModel, request: InpaintRequest) -> FolderReport:
     its reason, and the others are still inpainted."""
     pairs, skipped, images = pair_by_stem(request.image, request.mask)
     if not images:
-        raise ValueError(f"{request.image}: no image files in this folder")
+        raise InputError(f"{request.image}: no image files in this folder")
     report = FolderReport(images, skipped=skipped)
+    sampler = Sampler(model)  # one for the folder: its engines serve every image of a size
     for image, mask in tqdm(pairs, desc="inpaint", unit="img"):
         try:
-            inpaint_file(model, replace(request, image=image, mask=mask))
+            inpaint_file(model, replace(request, image=image, mask=mask), sampler)
             report.done.append(image.name)
         except (ImageReadError, MaskError) as err:
             report.skipped.append((image.name, str(err)))

@@ -17,16 +17,17 @@ import torch
 from torch.hub import HASH_REGEX
 from tqdm import tqdm
 
+from put.errors import MissingFileError, ServiceError
 from put.fileio import atomic_path
 
 DOWNLOAD_COMMAND = "put weights --download"
 
 
-class MissingWeightsError(FileNotFoundError):
+class MissingWeightsError(MissingFileError):
     pass
 
 
-class DownloadError(RuntimeError):
+class DownloadError(ServiceError):
     """A file could not be fetched (no network, HTTP error) or did not match its published hash."""
 
 

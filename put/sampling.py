@@ -25,6 +25,7 @@ from typing import Literal
 
 import torch
 
+from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.seeding import run_seed, step_uniform
 
@@ -43,15 +44,15 @@ class SamplingOptions:
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+            raise InputError(f"top_k must be >= 1, got {self.top_k}")
         if self.tokens_per_step < 1:
-            raise ValueError(f"tokens_per_step must be >= 1, got {self.tokens_per_step}")
+            raise InputError(f"tokens_per_step must be >= 1, got {self.tokens_per_step}")
         if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+            raise InputError(f"temperature must be > 0, got {self.temperature}")
         if self.position_rule not in ("logit", "prob"):
-            raise ValueError(f"position_rule must be 'logit' or 'prob', got {self.position_rule!r}")
+            raise InputError(f"position_rule must be 'logit' or 'prob', got {self.position_rule!r}")
         if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps must be >= 1 (or None for tokens_per_step), got {self.steps}")
+            raise InputError(f"steps must be >= 1 (or None for tokens_per_step), got {self.steps}")
 
 
 def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | None = None) -> torch.Tensor:

@@ -15,15 +15,23 @@ them). Kinds:
 - "eager": put/sampling.py's loop; "auto": "graph" on CUDA, "eager" elsewhere.
 
 The blocks run in the caller's autocast precision (bf16 on GPUs); logits, scores and draws stay fp32.
-A captured engine is kept per model and shape (a few at most) and reused by later batches.
+
+A `Sampler` belongs to one caller (a stage, a command, one worker thread of `put serve`): it keeps the engines it
+built (a few shapes) for its later batches, and nothing is shared through a global cache. Captures are serialised
+across threads and use CUDA's thread-local capture mode, so another thread loading a model or running kernels
+cannot invalidate one; if building or capturing an engine fails anyway, the sampler says so in one line naming
+the cause and samples eagerly from then on.
 """
 
 from __future__ import annotations
 
-import weakref
+import sys
+import threading
 from collections import OrderedDict
+
 import torch
 
+from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.sampling import (Progress, SamplingOptions, choose, plan, sample_all_at_once, sample_iterative, sampler_inputs,
                           static_shape, write_back)
@@ -31,7 +39,8 @@ from put.seeding import run_seed, step_uniform
 
 ENGINES = ("auto", "eager", "graph", "compile")
 WARMUP_STEPS = 3  # run before a capture, on a side stream (allocator, cuBLAS handles, compilation)
-CACHED_ENGINES = 8  # per model: the batch sizes and settings of one sampling stage fit
+CACHED_ENGINES = 8  # per sampler: the batch sizes and settings of one sampling stage fit
+CAPTURE_LOCK = threading.Lock()  # one engine built and captured at a time, whichever thread asks
 
 
 class SamplingEngine:
@@ -40,8 +49,7 @@ class SamplingEngine:
     @torch.inference_mode()
     def __init__(self, model: PUTModel, batch: int, grid: tuple[int, int], options: SamplingOptions,
                  compiled: bool = False, autocast: tuple[bool, torch.dtype] = (False, torch.bfloat16)):
-        # A weak reference: the engine is cached under the model, and must not keep it alive.
-        self.model, self.options, self.autocast = weakref.ref(model), options, autocast
+        self.model, self.options, self.autocast = model, options, autocast
         self.device = next(model.parameters()).device
         transformer = model.transformer
         length, dim = grid[0] * grid[1], transformer.config.n_embd
@@ -72,25 +80,30 @@ class SamplingEngine:
         write_back(self.x, self.tokens, self.remaining, where, drawn, valid, self.code_inputs, self.positions)
         self.step_index.add_(1)
 
-    def _capture(self) -> None:
+    @torch.inference_mode()
+    def capture(self) -> None:
+        """On CUDA: warm-up steps on a side stream, then the step captured (on whatever the buffers hold: `run`
+        loads them). Thread-local capture mode: other threads' allocations and kernels do not invalidate it."""
+        if not self.captured or self.graph is not None:
+            return
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(WARMUP_STEPS):
                 self.step()
         torch.cuda.current_stream(self.device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self.step()
+        self.graph = graph
 
     @torch.inference_mode()
     def run(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor, seed: int | None = None,
             progress: Progress | None = None) -> torch.Tensor:
-        """As put/sampling.py `sample_iterative`, on this engine's buffers."""
-        if self.captured and self.graph is None:
-            self._capture()  # on whatever the buffers hold: they are loaded below
+        """As put/sampling.py `sample_iterative`, on this engine's buffers (captured first if not yet)."""
+        self.capture()
         b, _, h, w = features.shape
-        x, code_inputs, positions = sampler_inputs(self.model(), features)
+        x, code_inputs, positions = sampler_inputs(self.model, features)
         self.x.copy_(x)
         self.code_inputs.copy_(code_inputs)
         self.positions.copy_(positions)
@@ -112,56 +125,79 @@ class SamplingEngine:
         return self.tokens.view(b, h, w).clone()
 
 
-_ENGINES: weakref.WeakKeyDictionary[PUTModel, OrderedDict] = weakref.WeakKeyDictionary()
+class Sampler:
+    """Iterative sampling of one model by the engine `engine` names, for one caller (not shared across threads):
+    the engines it built for graph/compile, by shape, settings and precision, reused by its later batches."""
 
+    def __init__(self, model: PUTModel, engine: str = "auto") -> None:
+        self.model = model
+        self.kind = resolve_engine(engine, next(model.parameters()).device)
+        self.engines: OrderedDict[tuple, SamplingEngine] = OrderedDict()
+        self.fallback: str | None = None  # why it went back to the eager sampler, if it did
 
-def engine_for(model: PUTModel, batch: int, grid: tuple[int, int], options: SamplingOptions,
-               kind: str = "graph") -> SamplingEngine:
-    """The model's engine for these shapes, settings and the current autocast state (built on first use).
-    The key holds the weights' address: a model moved to another device gets new engines."""
-    device = next(model.parameters()).device
-    autocast = (torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
-    key = (kind, batch, tuple(grid), options, autocast, next(model.parameters()).data_ptr())
-    engines = _ENGINES.setdefault(model, OrderedDict())
-    if key not in engines:
-        engines[key] = SamplingEngine(model, batch, grid, options, compiled=kind == "compile", autocast=autocast)
-        while len(engines) > CACHED_ENGINES:
-            engines.popitem(last=False)
-    engines.move_to_end(key)
-    return engines[key]
+    @torch.inference_mode()
+    def __call__(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
+                 options: SamplingOptions = SamplingOptions(), seed: int | None = None,
+                 progress: Progress | None = None) -> torch.Tensor:
+        engine = None if self.kind == "eager" else self.engine(features.shape[0], tuple(features.shape[-2:]), options)
+        if engine is None:
+            return sample_iterative(self.model, features, known, tokens, options, seed, progress)
+        return engine.run(features, known, tokens, seed, progress)
+
+    def engine(self, batch: int, grid: tuple[int, int], options: SamplingOptions) -> SamplingEngine | None:
+        """The engine for these shapes, settings and the current autocast state, built and captured on first use;
+        None once building or capturing one failed (said once, on stderr)."""
+        device = next(self.model.parameters()).device
+        autocast = (torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
+        key = (batch, tuple(grid), options, autocast)
+        if key not in self.engines:
+            try:
+                with CAPTURE_LOCK:
+                    engine = SamplingEngine(self.model, batch, grid, options, self.kind == "compile", autocast)
+                    engine.capture()
+            except Exception as err:  # any reason: the eager sampler draws the same tokens, only slower
+                self.fallback = f"{type(err).__name__}: {err}".strip().splitlines()[0]
+                print(f"sampling: the {self.kind} engine failed ({self.fallback}); continuing with the eager "
+                      "sampler", file=sys.stderr, flush=True)
+                self.kind, self.engines = "eager", OrderedDict()
+                return None
+            self.engines[key] = engine
+            while len(self.engines) > CACHED_ENGINES:
+                self.engines.popitem(last=False)
+        self.engines.move_to_end(key)
+        return self.engines[key]
 
 
 def resolve_engine(engine: str, device: torch.device) -> str:
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return ("graph" if device.type == "cuda" else "eager") if engine == "auto" else engine
 
 
 @torch.inference_mode()
 def sample_tokens(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
-                  options: SamplingOptions = SamplingOptions(), seed: int | None = None, engine: str = "auto",
-                  progress: Progress | None = None) -> torch.Tensor:
-    """Iterative sampling (see put/sampling.py) by the engine `engine` names; the same tokens whichever runs it."""
-    kind = resolve_engine(engine, features.device)
-    if kind == "eager":
-        return sample_iterative(model, features, known, tokens, options, seed, progress)
-    return engine_for(model, features.shape[0], tuple(features.shape[-2:]), options, kind).run(
-        features, known, tokens, seed, progress)
+                  options: SamplingOptions = SamplingOptions(), seed: int | None = None,
+                  engine: str | Sampler = "auto", progress: Progress | None = None) -> torch.Tensor:
+    """Iterative sampling (see put/sampling.py) by `engine`: a caller's Sampler (its engines reused), or an engine's
+    name (a sampler for this call only); the same tokens whichever runs it."""
+    sampler = engine if isinstance(engine, Sampler) else Sampler(model, engine)
+    return sampler(features, known, tokens, options, seed, progress)
 
 
 @torch.inference_mode()
 def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor, mode: str = "iterative",
                   options: SamplingOptions = SamplingOptions(), seed: int | None = None,
-                  composite: bool = False, engine: str = "auto", progress: Progress | None = None) -> torch.Tensor:
+                  composite: bool = False, engine: str | Sampler = "auto",
+                  progress: Progress | None = None) -> torch.Tensor:
     """images (B, 3, H, W) in [-1, 1], keep_mask (B, 1, H, W) -> inpainted images in [-1, 1].
-    `progress(done, total)` is called after each forward pass."""
+    `engine` as in `sample_tokens`; `progress(done, total)` is called after each forward pass."""
+    if mode not in ("all", "iterative"):
+        raise InputError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
     features, known, tokens = model.transformer_inputs(images, keep_mask)
     if mode == "all":
         tokens = sample_all_at_once(model, features, known, tokens)
         if progress is not None:
             progress(1, 1)
-    elif mode == "iterative":
-        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress)
     else:
-        raise ValueError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
+        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress)
     return model.decode(tokens, keep_mask, images, composite=composite)

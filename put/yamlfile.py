@@ -11,8 +11,10 @@ from typing import Any
 
 import yaml
 
+from put.errors import InputError, MissingFileError
 
-class YamlFileError(ValueError):
+
+class YamlFileError(InputError):
     pass
 
 
@@ -57,7 +59,7 @@ def read_yaml(path: str | os.PathLike, expected: str) -> Any:
     are not UTF-8, invalid YAML and duplicated keys are errors naming the file, the line and `expected`."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found (expected {expected})")
+        raise MissingFileError(f"{path}: file not found (expected {expected})")
     text = _decode(path, path.read_bytes())
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)

@@ -55,26 +55,31 @@ def test_sampling_costs_the_most_masked_image_of_each_batch():
     """Constant masked counts c: every batch takes c steps; the demo's jobs counted by hand."""
     c = 37
     masks = {group: np.full(64, c) for group in EVAL_GROUPS}
-    rows = [sampling(4, 0.01, preset_name="demo", device="cpu", engine="eager"),
+    rows = [sampling(16, 0.01, preset_name="demo", device="cpu", engine="eager"),
             sampling(2, 0.5, preset_name="demo", device="cpu", engine="eager"),
             {"benchmark": "pvqvae", "preset": "demo", "device": "cpu", "images_per_second": 100.0,
              "source": "pvqvae_cpu"}]
     cfg = preset("demo").sample  # 16 images, 3 of them for 10 diversity samples on 5 fine bins, batch 128
-    cost = sample_cost(rows, "demo", 0, masks)
-    batches = math.ceil(16 / 4)
-    iterative = 3 * batches * c + cfg.diversity_samples * 5 * math.ceil(3 / 4) * c
+    cost = sample_cost(rows, "demo", 0, masks)  # batch 128 holds a group's 16 images: modelled at 16
+    iterative = 3 * c + cfg.diversity_samples * 5 * c
     results = 16 * 2 * 3 + 3 * cfg.diversity_samples * 5
-    assert cost["modelled_batch"] == 4 and cost["steps"] == iterative + 3 * batches and cost["results"] == results
-    assert cost["wall_hours"] == pytest.approx(((iterative + 3 * batches) * 0.01 + results / 100) / 3600)
-    assert "put bench sampling --preset places2 --batch 64" in sample_cost(rows, "places2", 1, masks)["missing"]
+    assert cost["modelled_batch"] == 16 and cost["steps"] == iterative + 3 and cost["results"] == results
+    assert cost["wall_hours"] == pytest.approx(((iterative + 3) * 0.01 + results / 100) / 3600)
+    assert sample_cost(rows, "places2", 1, masks)["missing"] == (
+        "not measured at batch 64: put bench sampling --preset places2 --batch 64 --tokens-per-step 1 --device cuda")
 
 
-def test_sampling_prefers_the_stages_engine_and_the_largest_batch_that_fits():
+def test_sampling_is_modelled_at_the_stages_batch_only_preferring_its_engine():
+    """No figure from another batch: a stage measured at batches 1 and 10 but run at 64 is n/a, naming both."""
     masks = {group: np.arange(64) for group in EVAL_GROUPS}
-    rows = [sampling(10, 0.02, "eager"), sampling(10, 0.01, "graph"), sampling(64, 0.05, "graph"),
+    rows = [sampling(10, 0.02, "eager"), sampling(64, 0.06, "eager"), sampling(64, 0.05, "graph"),
             sampling(128, 0.01, "graph")]
     cost = sample_cost(rows, "ffhq", 1, masks)
     assert (cost["modelled_batch"], cost["engine"], cost["seconds_per_step"]) == (64, "graph", 0.05)
+    unmeasured = sample_cost([sampling(1, 0.01), sampling(10, 0.02)], "ffhq", 1, masks)
+    assert unmeasured["missing"] == ("not measured at batch 64 (measured: batch 1, 10): put bench sampling "
+                                     "--preset ffhq --batch 64 --tokens-per-step 1 --device cuda")
+    assert "steps" not in unmeasured and "wall_hours" not in unmeasured
     assert expected_max(np.arange(64), 1) < expected_max(np.arange(64), 10) <= 63
 
 

@@ -12,12 +12,14 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 VARIANTS = ("put", "no_ref")  # two variants of the preset "tiny", random weights
 N = 4
+# the photo (96x92 = 8,832 pixels) and N of its samples (35,328) fit; 5 samples of it do not
+SERVER_LIMITS = ["--max-upload-mb", "1", "--max-pixels", "10000", "--max-job-pixels", "40000"]
 
 
 def save_tiny_run(folder: Path, variant: str, seed: int, **labels: str) -> None:
@@ -76,8 +80,7 @@ def workdir(tmp_path_factory) -> Path:
 def server(workdir):
     """`put serve` started as a user would (any free port); its URL."""
     process = subprocess.Popen([sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu",
-                                "--max-upload-mb", "1"], cwd=workdir, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                                *SERVER_LIMITS], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + 120
     for line in process.stdout:
@@ -124,6 +127,21 @@ def decoded(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 
 
+def blank_png(width: int, height: int, mode: str = "RGB") -> bytes:
+    """A valid all-black PNG of any size, written row by row (never whole in memory): 12000x12000 is 18 KB in
+    1-bit mode, 420 KB in RGB."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    depth, colour, row_bytes = {"1": (1, 0, -(-width // 8)), "RGB": (8, 2, 3 * width)}[mode]
+    rows = 64
+    compressor = zlib.compressobj(9)
+    body = b"".join(compressor.compress(bytes((1 + row_bytes) * min(rows, height - top)))
+                    for top in range(0, height, rows)) + compressor.flush()
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0))
+            + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+
+
 # ---------------------------------------------------------------- the API: ids only, the CLI's readers and limits
 
 def test_every_variant_is_listed_with_its_preset_and_a_broken_one_with_why(server):
@@ -162,6 +180,31 @@ def test_uploads_go_through_the_cli_readers_and_limits(server, workdir):
     assert np.array_equal(decoded(request(f"{server}/api/masks/{mask['id']}")[1])[..., 0], hole)
 
 
+def test_an_image_over_the_pixel_limit_is_refused_from_its_header(server):
+    """12000x12000 (a valid PNG of 18 KB): refused, naming the limit and the option, before any decoding."""
+    status, body = upload(f"{server}/api/images", blank_png(12000, 12000, "1"), "huge.png")
+    assert status == 413 and body["detail"] == ("upload 'huge.png': 12000x12000 = 144,000,000 pixels, more than "
+                                                "the 10,000 decoded at most (put serve --max-pixels)")
+    status, image = upload(f"{server}/api/images", png(photo(100, 100)), "edge.png")  # exactly at the limit
+    assert status == 200
+    status, body = upload(f"{server}/api/masks?image={image['id']}&polarity=hole-white",
+                          blank_png(12000, 12000, "1"), "m.png")
+    assert status == 400 and body["detail"] == ("upload 'm.png': mask is 12000x12000 (WxH), expected 100x100 to "
+                                                "match the image")
+    info = json.loads(request(f"{server}/api/info")[1])
+    assert info["limits"]["max_pixels"] == 10_000 and info["limits"]["max_job_pixels"] == 40_000
+
+
+def test_a_request_over_the_job_pixel_limit_is_refused(server):
+    status, image = upload(f"{server}/api/images", png(photo(96, 92)), "p.png")
+    hole = np.zeros((92, 96), np.uint8)
+    hole[10:30, 10:40] = 255
+    status, mask = upload(f"{server}/api/masks?image={image['id']}&polarity=hole-white", png(hole), "m.png")
+    status, body = post_json(f"{server}/api/jobs", {"mask": mask["id"], "models": ["tiny/put"], "samples": 5})
+    assert status == 422 and body["detail"] == ("samples: 5 samples of a 96x92 image are 44,160 pixels, more than "
+                                                "the 40,000 one request samples at most (put serve --max-job-pixels)")
+
+
 def test_the_page_names_models_and_test_images_by_id_only(server):
     status, body = post_json(f"{server}/api/jobs", {"mask": "0", "models": ["../../etc/passwd"]})
     assert status == 404 and "no model '../../etc/passwd'" in body["detail"]
@@ -184,11 +227,12 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     from put.checkpoint import CheckpointError
     from put.inpaint import InpaintSettings
     from put.serve.catalog import ModelEntry
-    from put.serve.jobs import QueueFull, Runner
-    from put.serve.store import Store
     from put.models.put_model import PUTModel
+    from put.serve.jobs import QueueFull, Runner
+    from put.serve.limits import Limits
+    from put.serve.store import Store
 
-    store = Store()
+    store = Store(2**20, 16 * 16)
     image = store.add_image(png(photo(16, 16)), "a.png")
     hole = np.zeros((16, 16), np.uint8)
     hole[4:12, 4:12] = 255
@@ -203,11 +247,12 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
 
     slow = entry("slow", lambda device: release.wait(30) and model)
     other = entry("other", lambda device: model)
-    runner = Runner("cpu", max_queued=1)
+    runner = Runner("cpu", Limits(max_queued=1))
     settings = InpaintSettings(samples=2)
     first, second = runner.submit(slow, mask, settings), runner.submit(slow, mask, settings)
-    with pytest.raises(QueueFull):
+    with pytest.raises(QueueFull) as full:
         runner.submit(slow, mask, settings)
+    assert full.value.retry_after == 5  # no request of this model has finished yet: a guess
     done = runner.submit(other, mask, settings)  # another model is not held up by this one
     for _ in range(300):
         if done.finished:
@@ -233,6 +278,47 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     while not after.finished:
         time.sleep(0.05)
     assert after.state == "done"
+    runner.shutdown()
+
+
+def test_uploads_and_results_are_kept_within_byte_budgets_the_oldest_forgotten_first():
+    from put.inpaint import InpaintSettings
+    from put.models.put_model import PUTModel
+    from put.serve.catalog import ModelEntry
+    from put.serve.jobs import Runner
+    from put.serve.limits import ITEM_OVERHEAD, Limits
+    from put.serve.store import Store, UnknownId
+
+    image_bytes, mask_bytes = 16 * 16 * 3 + ITEM_OVERHEAD, 16 * 16 + ITEM_OVERHEAD
+    store = Store(2 * image_bytes + mask_bytes, 16 * 16)
+    hole = np.zeros((16, 16), np.uint8)
+    hole[4:12, 4:12] = 255
+    first = store.add_image(png(photo(16, 16)), "a.png")
+    first_mask = store.add_mask(first, png(hole), "m.png", "hole-white")
+    second = store.add_image(png(photo(16, 16)), "b.png")
+    assert store.nbytes == 2 * image_bytes + mask_bytes
+    third = store.add_image(png(photo(16, 16)), "c.png")  # over budget: the first image goes, with its mask
+    assert store.image(second.id) is second and store.image(third.id) is third
+    for lookup, item in ((store.image, first), (store.mask, first_mask)):
+        with pytest.raises(UnknownId, match="is not \\(or no longer\\) on the server"):
+            lookup(item.id)
+    assert store.nbytes == 2 * image_bytes
+
+    model = PUTModel(TINY).eval()
+    entry = ModelEntry("tiny", Path("t.pt"), "tiny", "put", False)
+    entry.load = lambda device: model
+    mask = store.add_mask(third, png(hole), "m.png", "hole-white")
+    runner = Runner("cpu", Limits(results_bytes=1))  # keeps the newest finished request only
+    jobs = [runner.submit(entry, mask, InpaintSettings(samples=1, seed=seed)) for seed in range(3)]
+    for _ in range(600):
+        if all(job.finished for job in jobs):
+            break
+        time.sleep(0.05)
+    assert [job.state for job in jobs] == ["done"] * 3
+    for job in jobs[:2]:
+        with pytest.raises(UnknownId):
+            runner.job(job.id)
+    assert runner.job(jobs[2].id) is jobs[2]
     runner.shutdown()
 
 
@@ -314,6 +400,7 @@ def check_results(server: str, job: dict, original: np.ndarray) -> list[np.ndarr
 
 
 def test_page_inpaints_a_brushed_hole_with_n_results(page, server, workdir):
+    assert "Up to 10,000 pixels and 1 MiB per image; up to 40,000 pixels × samples" in page.inner_text("#limits")
     load_and_brush(page, workdir)
     page.select_option("#model", "tiny/put")
     page.fill("#samples", str(N))
@@ -387,3 +474,13 @@ def test_page_takes_a_test_image_and_a_mask_file_with_its_polarity(page, server,
     assert np.array_equal(decoded(request(f"{server}/api/masks/{job['mask']}")[1])[..., 0] == 255, hole)
     test_image = np.asarray(Image.open(workdir / "data" / "tiny" / "masks" / "gt" / "test_0000.png").convert("RGB"))
     check_results(server, job, test_image)
+
+
+def test_limits_that_contradict_each_other_are_refused_before_starting(capsys):
+    from put.cli import main
+
+    assert main(["serve", "--max-pixels", "100000000", "--max-store-mb", "64", "--port", "0"]) == 2
+    assert capsys.readouterr().err == ("put serve: error: --max-store-mb 64 cannot hold one image of --max-pixels "
+                                       "100000000 and its mask (381.5 MiB)\n")
+    assert main(["serve", "--max-pixels", "5000", "--max-job-pixels", "4000", "--port", "0"]) == 2
+    assert "--max-job-pixels 4000 is below --max-pixels 5000" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import json
 
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
+from put.errors import InputError
 from put.fileio import atomic_write_text
 from put.sampling_engine import ENGINES
 
@@ -49,7 +50,7 @@ def train_batches(preset: str, stage: str, batches: list[int] | None, gpus: list
     train = getattr(load_preset(preset), f"{stage}_train")
     bad = [n for n in gpus if train.batch_size % n]
     if bad:
-        raise ValueError(f"--gpu-counts {bad[0]}: {preset}'s {stage} batch {train.batch_size} does not split over "
+        raise InputError(f"--gpu-counts {bad[0]}: {preset}'s {stage} batch {train.batch_size} does not split over "
                          f"{bad[0]} GPUs")
     return [train.batch_size // n for n in gpus]
 

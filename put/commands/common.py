@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from put.config import PRESETS
+from put.errors import InputError
 
 
 def positive_int(text: str) -> int:
@@ -61,7 +62,7 @@ def parse_tags(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--tag expects KEY=VALUE, got {pair!r}")
+            raise InputError(f"--tag expects KEY=VALUE, got {pair!r}")
         tags[key] = value
     return tags
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from put.errors import FileMismatchError
+
 HELP = "generate dvc.yaml and the dvc plots templates (.dvc/plots/) from the DAG declaration (put/dag/declaration.py)"
 
 
@@ -17,7 +19,7 @@ def run(args: argparse.Namespace) -> None:
     if args.check:
         stale = ([dvc_yaml.PATH] if not dvc_yaml.is_current() else []) + dvc_plots.stale()
         if stale:
-            raise ValueError(f"{', '.join(map(str, stale))} stale: run `put dag` (generated from "
+            raise FileMismatchError(f"{', '.join(map(str, stale))} stale: run `put dag` (generated from "
                              "put/dag/declaration.py and the code's imports)")
         print(f"{dvc_yaml.PATH} and the plot templates are up to date")
     else:

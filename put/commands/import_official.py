@@ -7,6 +7,7 @@ from pathlib import Path
 
 from put.commands.common import add_params_arguments, load_cli_params
 from put.config import VARIANTS
+from put.errors import InputError
 
 HELP = "convert the authors' released checkpoints into ours"
 
@@ -33,12 +34,12 @@ def run(args: argparse.Namespace) -> None:
     transformer, variant = args.transformer, args.variant
     if args.official:  # an entry of params.yaml's `official` (what the DAG's import_official stage passes)
         if args.official not in params.official:
-            raise ValueError(f"{params.source}: official: no entry {args.official!r} (entries: "
+            raise InputError(f"{params.source}: official: no entry {args.official!r} (entries: "
                              f"{', '.join(params.official) or 'none'})")
         entry = params.official[args.official]
         differs = transformer not in (None, entry.transformer) or variant not in (None, entry.variant)
         if differs or overrides is not None:
-            raise ValueError(f"--official {args.official} takes the file, variant and model from params.yaml; "
+            raise InputError(f"--official {args.official} takes the file, variant and model from params.yaml; "
                              "do not give --transformer, --variant or --model-overrides that differ")
         transformer, variant, overrides = entry.transformer, entry.variant, entry.model
     result = import_official(Path(args.out), params.preset, pvqvae=args.pvqvae, transformer=transformer,

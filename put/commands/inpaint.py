@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from put.commands.common import default_device, device_name, positive_int
+from put.errors import InputError
 
 HELP = "inpaint an image (or a folder of images): N diverse results each as PNG files"
 SAMPLING = ("top_k", "temperature", "tokens_per_step", "steps", "position_rule")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> None:
 
     folders = args.images is not None
     if folders != (args.masks is not None):
-        raise ValueError("--images needs --masks (folders), --image needs --mask (files)")
+        raise InputError("--images needs --masks (folders), --image needs --mask (files)")
     settings = InpaintSettings(
         samples=args.samples, seed=args.seed, deterministic=args.deterministic, pad=args.pad,
         batch_size=args.batch_size, options=SamplingOptions(
@@ -78,6 +79,6 @@ def run(args: argparse.Namespace) -> None:
         for name, why in report.skipped:
             print(f"  {name}: {why}", file=sys.stderr)
     if not report.done:
-        raise ValueError(f"{request.image}: no image could be inpainted ({len(report.skipped)} skipped, see above)")
+        raise InputError(f"{request.image}: no image could be inpainted ({len(report.skipped)} skipped, see above)")
     if report.skipped:
         raise SystemExit(1)  # some results written, some files skipped

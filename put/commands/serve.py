@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from put.commands.common import default_device, device_name, positive_int
+from put.errors import InputError
+from put.serve.limits import MiB, Limits
 
 HELP = "inpaint in the browser: draw a hole, see N results, compare variants (a local web app)"
 
@@ -16,9 +18,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network)")
     parser.add_argument("--port", type=int, default=8765, help="port (0: any free one, printed at start)")
     parser.add_argument("--device", type=device_name, default=default_device())
-    parser.add_argument("--max-upload-mb", type=float, default=32, help="larger uploads are refused")
-    parser.add_argument("--max-samples", type=positive_int, default=64, help="most samples per request")
-    parser.add_argument("--max-queued", type=positive_int, default=16, help="most requests waiting per model")
+    limits = Limits()
+    parser.add_argument("--max-upload-mb", type=float, default=limits.max_upload_bytes / MiB,
+                        help="larger uploads are refused (bytes as sent)")
+    parser.add_argument("--max-pixels", type=positive_int, default=limits.max_pixels,
+                        help="images of more pixels (width x height) are refused from their header, before decoding")
+    parser.add_argument("--max-job-pixels", type=positive_int, default=limits.max_job_pixels,
+                        help="most image pixels x samples one request asks of one model")
+    parser.add_argument("--max-samples", type=positive_int, default=limits.max_samples,
+                        help="most samples per request")
+    parser.add_argument("--max-queued", type=positive_int, default=limits.max_queued,
+                        help="most requests waiting per model")
+    parser.add_argument("--max-store-mb", type=float, default=limits.store_bytes / MiB,
+                        help="uploads kept in memory (decoded), the oldest forgotten first")
+    parser.add_argument("--max-results-mb", type=float, default=limits.results_bytes / MiB,
+                        help="finished results kept in memory (PNG), the oldest forgotten first")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -27,14 +41,17 @@ def run(args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from put.serve.app import Limits, create_app
+    from put.serve.app import create_app
     from put.serve.catalog import find_models, find_test_images
     from put.serve.jobs import Runner
 
+    limits = Limits(max_upload_bytes=int(args.max_upload_mb * MiB), max_pixels=args.max_pixels,
+                    max_job_pixels=args.max_job_pixels, max_samples=args.max_samples, max_queued=args.max_queued,
+                    store_bytes=int(args.max_store_mb * MiB), results_bytes=int(args.max_results_mb * MiB))
     models = find_models(Path(args.runs))
     test_images = find_test_images({entry.preset for entry in models.values()})
-    runner = Runner(args.device, args.max_queued)
-    app = create_app(models, test_images, runner, args.host, Limits(int(args.max_upload_mb * 2**20), args.max_samples))
+    runner = Runner(args.device, limits)
+    app = create_app(models, test_images, runner, args.host, limits)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -42,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
         sock.bind((args.host, args.port))
         sock.listen(128)  # connections wait in the backlog until the server accepts them: the URL works once printed
     except OSError as err:
-        raise ValueError(f"--host {args.host} --port {args.port}: cannot listen there ({err.strerror})") from None
+        raise InputError(f"--host {args.host} --port {args.port}: cannot listen there ({err.strerror})") from None
     port = sock.getsockname()[1]
     for entry in models.values():
         print(f"model {entry.label}" + (f"  [unusable: {entry.problem}]" if entry.problem else ""), flush=True)

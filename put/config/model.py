@@ -9,6 +9,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from put.errors import InputError
+
 Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0"]
 VARIANTS: tuple[str, ...] = get_args(Variant)
 # `tok` and `qua0` change only the transformer: they reuse the full model's P-VQVAE.
@@ -128,7 +130,7 @@ class ModelConfig(StrictModel):
 def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
     """The ablation switches of the paper's Table 3 on top of a preset."""
     if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        raise InputError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     pvqvae_changes = {"conv": {"encoder": "conv"}, "one": {"dual_codebook": False},
                       "no_ref": {"reference_branch": False}}.get(variant, {})
     transformer_changes = {"tok": {"input": "quantized"}, "qua0": {"random_quant_prob": 0.0}}.get(variant, {})

@@ -24,10 +24,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
+from put.errors import InputError
 from put.yamlfile import YamlFileError, read_yaml_mapping
 
 
-class ParamsError(ValueError):
+class ParamsError(InputError):
     pass
 
 

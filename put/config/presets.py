@@ -13,6 +13,7 @@ from put.config.evaluation import FrontierConfig, MetricProtocol, SampleConfig
 from put.config.masks import PConvSelect
 from put.config.model import ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
+from put.errors import InputError
 from put.yamlfile import read_yaml_mapping
 
 Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
@@ -79,7 +80,7 @@ def load_presets(path: Path = PRESET_FILE) -> dict[str, Preset]:
             presets[name] = Preset.model_validate(settings or {})
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise ValueError(f"{path}: preset {name!r}: {problems}") from None
+            raise InputError(f"{path}: preset {name!r}: {problems}") from None
     return presets
 
 
@@ -88,7 +89,7 @@ PRESETS: dict[str, Preset] = load_presets()
 
 def preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
     return PRESETS[name]
 
 

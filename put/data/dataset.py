@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 from put.config.presets import ResizeFilter
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
+from put.errors import InputError
 
 
 def resize_shorter(image: Image.Image, size: int, resize_filter: ResizeFilter = "bilinear") -> np.ndarray:
@@ -38,7 +39,7 @@ def resize_shorter(image: Image.Image, size: int, resize_filter: ResizeFilter = 
         resized = F.interpolate(pixels, size=(target[1], target[0]), mode="bilinear", align_corners=False,
                                 antialias=False)
         return resized[0].permute(1, 2, 0).clamp(0, 255).numpy()  # clamp: float rounding only
-    raise ValueError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, got {resize_filter!r}")
+    raise InputError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, got {resize_filter!r}")
 
 
 def centre_crop(arr: np.ndarray, size: int) -> np.ndarray:
@@ -104,7 +105,7 @@ class ImageListDataset(AugmentedImages):
         self.csv = Path(csv)
         self.paths = read_split(self.csv, base)
         if not self.paths:
-            raise ValueError(f"{self.csv}: split lists no images")
+            raise InputError(f"{self.csv}: split lists no images")
         check_sizes(image_size, train_resize, resize_filter)
         self.image_size, self.train = image_size, train
         self.train_resize, self.resize_filter = train_resize, resize_filter
@@ -122,8 +123,8 @@ class ImageListDataset(AugmentedImages):
 
 def check_sizes(image_size: int, train_resize: int | None, resize_filter: str) -> None:
     if image_size < 1:
-        raise ValueError(f"image_size must be positive, got {image_size}")
+        raise InputError(f"image_size must be positive, got {image_size}")
     if train_resize is not None and train_resize < image_size:
-        raise ValueError(f"train_resize ({train_resize}) must be at least the image size ({image_size})")
+        raise InputError(f"train_resize ({train_resize}) must be at least the image size ({image_size})")
     if resize_filter not in get_args(ResizeFilter):
-        raise ValueError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, got {resize_filter!r}")
+        raise InputError(f"resize_filter must be one of {', '.join(get_args(ResizeFilter))}, got {resize_filter!r}")

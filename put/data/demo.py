@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from put.data.images import read_rgb, write_png
+from put.errors import MissingFileError
 
 # name -> (package, file inside the package folder)
 DEMO_SOURCES: dict[str, tuple[str, str]] = {
@@ -43,10 +44,10 @@ def package_file(package: str, relative: str) -> Path:
     """Path of a data file inside an installed package, found without importing the package."""
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise FileNotFoundError(f"package {package!r} is not installed (needed for {relative})")
+        raise MissingFileError(f"package {package!r} is not installed (needed for {relative})")
     path = Path(spec.origin).parent / relative
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not in this installation of {package}")
+        raise MissingFileError(f"{path}: not in this installation of {package}")
     return path
 
 
@@ -105,7 +106,7 @@ def build_demo(
     out_dir = Path(out_dir)
     photos = available_photos()
     if len(photos) < test_photos + 2:
-        raise RuntimeError(
+        raise MissingFileError(
             f"demo dataset needs at least {test_photos + 2} photos ({test_photos} for test, 2 for "
             f"train) but only {len(photos)} loaded ({', '.join(sorted(photos)) or 'none'}); "
             "reinstall scikit-image, scikit-learn and matplotlib"

@@ -9,26 +9,41 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from put.errors import InputError
 from put.fileio import atomic_path
 
 
-class ImageReadError(ValueError):
+class ImageReadError(InputError):
     pass
 
 
-def open_image(path: str | os.PathLike) -> Image.Image:
+class ImageTooLargeError(ImageReadError):
+    """An image whose header claims more pixels than the reader was allowed: refused before decoding."""
+
+    def __init__(self, path: str | os.PathLike, size: tuple[int, int], max_pixels: int):
+        self.size, self.max_pixels = size, max_pixels  # (width, height)
+        width, height = size
+        super().__init__(f"{path}: {width}x{height} = {width * height:,} pixels, more than the {max_pixels:,} "
+                         "decoded at most")
+
+
+def open_image(path: str | os.PathLike, max_pixels: int | None = None) -> Image.Image:
     """Fully decoded PIL image; a missing, truncated, oversized or non-image file raises ImageReadError naming
-    it. Every image the package reads comes through here."""
+    it. With `max_pixels`, an image of more pixels is refused from its header, before any decoding
+    (ImageTooLargeError). Every image the package reads comes through here."""
     try:
         with Image.open(path) as img:
-            img.load()
-            return img.copy()
+            if max_pixels is None or img.width * img.height <= max_pixels:
+                img.load()
+                return img.copy()
+            size = img.size
     except FileNotFoundError:
         raise ImageReadError(f"{path}: no such image file") from None
     except Image.DecompressionBombError as err:
         raise ImageReadError(f"{path}: not a readable image: {too_large(err)}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ImageReadError(f"{path}: not a readable image ({err})") from err
+    raise ImageTooLargeError(path, size, max_pixels)
 
 
 def too_large(err: Image.DecompressionBombError) -> str:
@@ -49,14 +64,19 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
-def read_rgb(path: str | os.PathLike) -> np.ndarray:
+def read_rgb(path: str | os.PathLike, max_pixels: int | None = None) -> np.ndarray:
     """(H, W, 3) uint8."""
-    return np.asarray(to_rgb(open_image(path)))
+    return np.asarray(to_rgb(open_image(path, max_pixels)))
+
+
+def from_uint8(rgb: np.ndarray) -> torch.Tensor:
+    """(H, W, 3) uint8 -> (3, H, W) float tensor in [-1, 1]."""
+    return torch.from_numpy(rgb.astype(np.float32)).permute(2, 0, 1) / 127.5 - 1
 
 
 def read_image(path: str | os.PathLike) -> torch.Tensor:
     """(3, H, W) float tensor in [-1, 1]."""
-    return torch.from_numpy(read_rgb(path).astype(np.float32)).permute(2, 0, 1) / 127.5 - 1
+    return from_uint8(read_rgb(path))
 
 
 def to_uint8(image: torch.Tensor) -> np.ndarray:

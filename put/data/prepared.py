@@ -37,6 +37,7 @@ from put.config.presets import PreparedStorage, ResizeFilter
 from put.data.dataset import AugmentedImages, check_sizes, stored_pixels
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
+from put.errors import FileMismatchError, InputError
 from put.fileio import atomic_path, atomic_write_text, file_sha256, read_csv, read_json, replace_folder
 
 FORMAT = "put-prepared/1"
@@ -56,7 +57,7 @@ def settings_of(split_dir: Path, image_size: int, train_resize: int | None, resi
     """What defines a prepared cache: a cache made with other settings is never read (nor resumed)."""
     check_sizes(image_size, train_resize, resize_filter)
     if storage not in get_args(PreparedStorage):
-        raise ValueError(f"data.prepared must be one of {', '.join(get_args(PreparedStorage))}, got {storage!r}")
+        raise InputError(f"data.prepared must be one of {', '.join(get_args(PreparedStorage))}, got {storage!r}")
     return {"format": FORMAT, "image_size": image_size, "train_resize": train_resize or image_size,
             "resize_filter": resize_filter, "storage": storage,
             "splits": {s: file_sha256(Path(split_dir) / f"{s}.csv") for s in SPLITS}}
@@ -77,7 +78,7 @@ def _load(path: Path, expected_sha256: str, csv: Path, settings: dict, train: bo
     recorded, resized."""
     image = open_image(path)
     if expected_sha256 and file_sha256(path) != expected_sha256:
-        raise ValueError(f"{path}: its SHA-256 differs from the one recorded in {csv} (the file changed after "
+        raise FileMismatchError(f"{path}: its SHA-256 differs from the one recorded in {csv} (the file changed after "
                          "`put split`); re-run `put split`")
     pixels = stored_pixels(to_rgb(image), settings["image_size"], train, settings["train_resize"],
                            settings["resize_filter"])
@@ -183,7 +184,7 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
 def read_manifest(folder: Path) -> dict:
     manifest = read_json(Path(folder) / MANIFEST, "the manifest of a folder written by `put prepare`")
     if not isinstance(manifest, dict) or manifest.get("settings", {}).get("format") != FORMAT:
-        raise ValueError(f"{Path(folder) / MANIFEST}: not a manifest of format {FORMAT} (re-run `put prepare`)")
+        raise FileMismatchError(f"{Path(folder) / MANIFEST}: not a manifest of format {FORMAT} (re-run `put prepare`)")
     return manifest
 
 
@@ -193,7 +194,7 @@ def check_settings(folder: Path, manifest: dict, expected: dict) -> None:
     changed = [f"{key}: {saved.get(key)!r} in the cache, {value!r} now" for key, value in expected.items()
                if saved.get(key) != value]
     if changed:
-        raise ValueError(f"{folder}: prepared with other settings than this run's ({'; '.join(changed)}); "
+        raise FileMismatchError(f"{folder}: prepared with other settings than this run's ({'; '.join(changed)}); "
                          "re-run `put prepare` (the DAG does) or set data.prepared: originals")
 
 
@@ -209,17 +210,17 @@ class PreparedImages(AugmentedImages):
         expected = settings_of(split_dir, image_size, train_resize, resize_filter, storage)
         check_settings(self.folder, manifest, expected)
         if storage == "originals":
-            raise ValueError(f"{self.folder}: data.prepared is 'originals': read the original files")
+            raise InputError(f"{self.folder}: data.prepared is 'originals': read the original files")
         table = read_csv(self.folder / INDEX, "the index of a folder written by `put prepare`",
                          dtype={"split": str, "shard": str})
         table = table[table["split"] == split].sort_values("position")
         if len(table) != manifest["images"][split] or not len(table):
-            raise ValueError(f"{self.folder / INDEX}: lists {len(table)} {split} images, the manifest "
+            raise FileMismatchError(f"{self.folder / INDEX}: lists {len(table)} {split} images, the manifest "
                              f"{manifest['images'][split]} (re-run `put prepare`)")
         for name, shard in manifest["shards"].items():
             path = self.folder / f"{name}.npy"
             if not path.is_file() or path.stat().st_size != shard["bytes"]:
-                raise ValueError(f"{path}: missing or not the size the manifest records ({shard['bytes']} bytes); "
+                raise FileMismatchError(f"{path}: missing or not the size the manifest records ({shard['bytes']} bytes); "
                                  "re-run `put prepare`")
         self.names = sorted(set(table["shard"]))
         self.shard = table["shard"].map({n: i for i, n in enumerate(self.names)}).to_numpy()

@@ -14,6 +14,8 @@ from typing import Callable
 
 import numpy as np
 
+from put.errors import FileMismatchError, InputError, MissingFileError
+
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 
 FFHQ_TEST_START = 69000
@@ -53,7 +55,7 @@ LAYOUTS = {
 }
 
 
-class DatasetLayoutError(FileNotFoundError):
+class DatasetLayoutError(MissingFileError):
     pass
 
 
@@ -81,7 +83,7 @@ def seeded_subset(paths: list[Path], count: int, seed: int, where: str = "") -> 
     """`count` files drawn without replacement from the sorted list with numpy Generator(seed)."""
     paths = sorted(paths)
     if count > len(paths):
-        raise ValueError(f"eval_count {count} exceeds the {len(paths)} test images found{where}; "
+        raise InputError(f"eval_count {count} exceeds the {len(paths)} test images found{where}; "
                          "pass a smaller eval_count")
     chosen = np.random.default_rng(seed).choice(len(paths), size=count, replace=False)
     return sorted(paths[i] for i in chosen)
@@ -118,7 +120,7 @@ def _read_list(path: Path) -> list[tuple[str, str]]:
         if line.strip():
             parts = line.split()
             if len(parts) != 2:
-                raise ValueError(f"{path}:{number}: expected '<path> <label>', got {line!r}")
+                raise FileMismatchError(f"{path}:{number}: expected '<path> <label>', got {line!r}")
             rows.append((parts[0], parts[1]))
     return rows
 
@@ -170,9 +172,9 @@ def places2(root: Path, nature: bool = False, train_set: str = "challenge",
     (data_large + val_large, released) or "256" (data_256 + val_256)."""
     dataset = "places2_nature" if nature else "places2"
     if train_set not in PLACES2_TRAIN_LISTS:
-        raise ValueError(f"places_train must be one of {', '.join(PLACES2_TRAIN_LISTS)}, got {train_set!r}")
+        raise InputError(f"places_train must be one of {', '.join(PLACES2_TRAIN_LISTS)}, got {train_set!r}")
     if images not in PLACES2_FOLDERS:
-        raise ValueError(f"places_images must be one of {', '.join(PLACES2_FOLDERS)}, got {images!r}")
+        raise InputError(f"places_images must be one of {', '.join(PLACES2_FOLDERS)}, got {images!r}")
     data_name, val_name = PLACES2_FOLDERS[images]
     data = _require(root / data_name, dataset)
     val = _require(root / val_name, dataset)
@@ -226,7 +228,7 @@ def list_dataset(dataset: str, root: Path, seed: int = 0, eval_count: int | None
     places_train / places_images choose the Places365 training set and image folders (see `places2`).
     """
     if dataset not in LISTERS:
-        raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(LISTERS)}")
+        raise InputError(f"unknown dataset {dataset!r}; expected one of {', '.join(LISTERS)}")
     root = Path(root)
     if not root.is_dir():
         raise DatasetLayoutError(f"{root}: dataset folder not found; expected the {LAYOUTS[dataset]}")
@@ -236,6 +238,6 @@ def list_dataset(dataset: str, root: Path, seed: int = 0, eval_count: int | None
         eval_count = IMAGENET_EVAL_COUNT
     if eval_count is not None:
         if eval_count < 1:
-            raise ValueError(f"eval_count must be positive, got {eval_count}")
+            raise InputError(f"eval_count must be positive, got {eval_count}")
         splits["test"] = seeded_subset(splits["test"], eval_count, seed, where=f" under {root}")
     return splits

@@ -15,12 +15,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from put.data.images import ImageReadError, open_image
+from put.errors import FileMismatchError, InputError, MissingFileError
 from put.fileio import atomic_write_text, file_sha256, read_csv
 
 COLUMNS = ["path", "sha256", "width", "height"]
 
 
-class SplitError(ValueError):
+class SplitError(InputError):
     pass
 
 
@@ -92,11 +93,11 @@ def read_split(csv: Path, base: Path | None = None) -> list[Path]:
     """Image paths of a split CSV, joined to base when the CSV stores relative paths."""
     csv = Path(csv)
     if not csv.is_file():
-        raise FileNotFoundError(f"{csv}: split file not found; run `put split` first")
+        raise MissingFileError(f"{csv}: split file not found; run `put split` first")
     table = read_csv(csv, "a split file written by `put split`", dtype={"path": str, "sha256": str},
                      keep_default_na=False)
     if "path" not in table.columns:
-        raise ValueError(f"{csv}: expected a 'path' column (columns: {', '.join(COLUMNS)}), "
+        raise FileMismatchError(f"{csv}: expected a 'path' column (columns: {', '.join(COLUMNS)}), "
                          f"got {', '.join(table.columns)}")
     base = Path(base) if base is not None else None
     return [base / p if base is not None else Path(p) for p in table["path"]]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from put.errors import InputError
 from put.fileio import atomic_write_text, read_csv
 from put.masks.bins import EVAL_GROUPS, hole_ratio
 from put.masks.generate import mask_with_ratio
@@ -33,12 +34,12 @@ def _rng(seed: int, *keys: str) -> np.random.Generator:
 
 def _stems(test_images: list[str]) -> list[str]:
     if not test_images:
-        raise ValueError("write_eval_masks: the list of test images is empty")
+        raise InputError("write_eval_masks: the list of test images is empty")
     stems = [Path(name).stem for name in test_images]
     seen: dict[str, str] = {}
     for name, stem in zip(test_images, stems):
         if stem in seen:
-            raise ValueError(f"write_eval_masks: test images {seen[stem]!r} and {name!r} share the stem {stem!r} "
+            raise InputError(f"write_eval_masks: test images {seen[stem]!r} and {name!r} share the stem {stem!r} "
                              "and would get the same mask file; give test images distinct file names")
         seen[stem] = name
     return stems
@@ -79,7 +80,7 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
         raise ValueError(f"write_eval_masks: seed must be a non-negative integer, got {seed!r}")
     size = (int(size[0]), int(size[1]))
     if pconv is not None and tuple(pconv.size) != size:
-        raise ValueError(f"write_eval_masks: PConv masks from {pconv.root} are read at {pconv.size}, expected {size}")
+        raise InputError(f"write_eval_masks: PConv masks from {pconv.root} are read at {pconv.size}, expected {size}")
     stems = _stems(test_images)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

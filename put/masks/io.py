@@ -13,13 +13,14 @@ from typing import Literal
 import numpy as np
 import torch
 
-from put.data.images import ImageReadError, open_image, write_png
+from put.data.images import ImageReadError, ImageTooLargeError, open_image, write_png
+from put.errors import InputError
 
 Polarity = Literal["hole-white", "keep-white"]
 POLARITIES: tuple[str, ...] = ("hole-white", "keep-white")
 
 
-class MaskError(ValueError):
+class MaskError(InputError):
     pass
 
 
@@ -36,10 +37,14 @@ def keep_mask_from_array(values: np.ndarray, polarity: str, source: str = "mask"
     return (~white if polarity == "hole-white" else white).astype(np.float32)
 
 
+def size_mismatch(source: str, found: tuple[int, int], expected: tuple[int, int]) -> str:
+    """Sizes as (H, W)."""
+    return f"{source}: mask is {found[1]}x{found[0]} (WxH), expected {expected[1]}x{expected[0]} to match the image"
+
+
 def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | None = None) -> None:
     if size is not None and tuple(keep.shape) != tuple(size):
-        raise MaskError(f"{source}: mask is {keep.shape[1]}x{keep.shape[0]} (WxH), expected {size[1]}x{size[0]} "
-                        "to match the image")
+        raise MaskError(size_mismatch(source, keep.shape, size))
     if keep.min() == 1:
         raise MaskError(f"{source}: mask has no hole (nothing to inpaint); check --mask-polarity")
     if keep.max() == 0:
@@ -54,11 +59,15 @@ def _nearest(values: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return values[rows][:, cols]
 
 
-def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = None) -> np.ndarray:
+def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = None,
+                     expected: tuple[int, int] | None = None) -> np.ndarray:
     """(H, W) uint8 gray values of a mask file, resized to `size` (H, W) by nearest neighbour if given (the
-    only resampling that keeps a mask binary). Color masks must be gray (R = G = B)."""
+    only resampling that keeps a mask binary). Color masks must be gray (R = G = B). A mask of more pixels than
+    an `expected` size (H, W) is refused from its header, before decoding."""
     try:
-        img = open_image(path)
+        img = open_image(path, None if expected is None else expected[0] * expected[1])
+    except ImageTooLargeError as err:
+        raise MaskError(size_mismatch(str(path), err.size[::-1], expected)) from None
     except ImageReadError as err:
         raise MaskError(str(err)) from None
     img = img.convert("RGB") if img.mode not in ("L", "1") else img.convert("L")
@@ -73,8 +82,9 @@ def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = Non
 
 
 def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple[int, int] | None = None) -> torch.Tensor:
-    """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to."""
-    keep = keep_mask_from_array(read_mask_values(path), polarity, str(path))
+    """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to (a mask of more pixels is
+    refused from its header, before decoding)."""
+    keep = keep_mask_from_array(read_mask_values(path, expected=size), polarity, str(path))
     validate_keep_mask(keep, str(path), size)
     return torch.from_numpy(keep).unsqueeze(0)
 

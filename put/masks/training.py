@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from put.config.masks import PConvSelect, TrainingMaskConfig
+from put.errors import InputError
 from put.masks.evaluation import pconv_ratios
 from put.masks.generate import blocky, irregular_mask
 from put.masks.io import MaskError, MaskFolder
@@ -53,7 +54,7 @@ def pconv_candidates(pconv: MaskFolder, window: tuple[float, float], select: PCo
             raise MaskError(f"{pconv.root}: the slice [{start}, {end}) of its {n} sorted masks for hole ratios "
                             f"[{lo}, {hi}] is empty")
         return np.arange(start, end)
-    raise ValueError(f"pconv_select must be 'ratio' or 'list', got {select!r}")
+    raise InputError(f"pconv_select must be 'ratio' or 'list', got {select!r}")
 
 
 class TrainingMasks:
@@ -65,12 +66,12 @@ class TrainingMasks:
         self.size = (int(size[0]), int(size[1]))
         self.patch_size = int(patch_size)
         if self.patch_size < 1 or self.size[0] % self.patch_size or self.size[1] % self.patch_size:
-            raise ValueError(f"TrainingMasks: size {self.size} (HxW) is not divisible into {patch_size}-pixel patches")
+            raise InputError(f"TrainingMasks: size {self.size} (HxW) is not divisible into {patch_size}-pixel patches")
         if pconv is not None and tuple(pconv.size) != self.size:
-            raise ValueError(f"TrainingMasks: PConv masks from {pconv.root} are read at {pconv.size}, "
+            raise InputError(f"TrainingMasks: PConv masks from {pconv.root} are read at {pconv.size}, "
                              f"expected the training size {self.size}")
         if not 0.0 <= erase_prob <= 1.0:
-            raise ValueError(f"TrainingMasks: erase_prob must be a probability in [0, 1], got {erase_prob}")
+            raise InputError(f"TrainingMasks: erase_prob must be a probability in [0, 1], got {erase_prob}")
         self.config, self.pconv, self.erase_prob = config, pconv, float(erase_prob)
         self.candidates = (pconv_candidates(pconv, config.pconv_hole_ratio, pconv_select)
                            if pconv is not None else None)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from put.errors import FileMismatchError, InputError
 from put.metrics import MetricValue
 from put.data.images import read_rgb
 from put.metrics.image import MetricProtocol
@@ -32,7 +33,7 @@ def pairwise_sums(groups: Iterable[torch.Tensor], distance: Distance, pairs: int
         n = group.shape[0]
         candidates = np.array(list(combinations(range(n), 2))).reshape(-1, 2)
         if pairs > len(candidates):
-            raise ValueError(f"input {i}: {n} samples give {len(candidates)} distinct pairs, {pairs} requested")
+            raise InputError(f"input {i}: {n} samples give {len(candidates)} distinct pairs, {pairs} requested")
         chosen = candidates[rng.choice(len(candidates), size=pairs, replace=False)]
         sums.append(float(distance(group[chosen[:, 0]], group[chosen[:, 1]]).double().sum()))
     if not sums:
@@ -52,7 +53,7 @@ def _load_group(paths: list[Path]) -> torch.Tensor:
     """(N, 3, H, W) float in [-1, 1], the range LPIPS expects."""
     arrays = [read_rgb(p) for p in paths]
     if len({a.shape for a in arrays}) > 1:
-        raise ValueError(f"samples of one input differ in size: {[str(p) for p in paths]}")
+        raise FileMismatchError(f"samples of one input differ in size: {[str(p) for p in paths]}")
     x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float()
     return x / 127.5 - 1.0
 

@@ -11,6 +11,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from put.config.evaluation import MetricProtocol
 from put.data.images import read_rgb
+from put.errors import FileMismatchError, InputError
 
 
 def _check_rgb_uint8(name: str, a: np.ndarray) -> None:
@@ -56,7 +57,7 @@ def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtoc
         raise ValueError(f"result {result.shape} and target {target.shape} differ in size")
     h, w = result.shape[:2]
     if min(h, w) < protocol.ssim_window:
-        raise ValueError(f"image {h}x{w} is smaller than the SSIM window {protocol.ssim_window}; "
+        raise InputError(f"image {h}x{w} is smaller than the SSIM window {protocol.ssim_window}; "
                          "choose a smaller odd ssim_window in the protocol")
     a, b = _prepare(result, protocol.grayscale), _prepare(target, protocol.grayscale)
     scale = np.float32(protocol.data_range)
@@ -77,12 +78,12 @@ def metrics_table(pairs: list[tuple[Path, Path]], protocol: MetricProtocol) -> p
     for result_path, target_path in pairs:
         result, target = read_rgb(result_path), read_rgb(target_path)
         if result.shape != target.shape:
-            raise ValueError(f"size mismatch: result {result_path} is {result.shape[1]}x{result.shape[0]}, "
+            raise FileMismatchError(f"size mismatch: result {result_path} is {result.shape[1]}x{result.shape[0]}, "
                              f"target {target_path} is {target.shape[1]}x{target.shape[0]}")
         try:
             values = image_metrics(result, target, protocol)
         except ValueError as e:
-            raise ValueError(f"{result_path} vs {target_path}: {e}") from e
+            raise InputError(f"{result_path} vs {target_path}: {e}") from e
         rows.append({"result": str(result_path), "target": str(target_path), **values})
     df = pd.DataFrame(rows, columns=["result", "target", "psnr", "ssim", "mae"])
     df.attrs["protocol"] = protocol.model_dump()

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from put.config import PVQVAE_OF_VARIANT, ModelConfig, apply_variant, preset
 from put.config.params import deep_merge, describe
+from put.errors import InputError
 from put.fileio import file_sha256
 from put.model_io import save_pvqvae, save_transformer
 from put.models.discriminator import PatchDiscriminator
@@ -57,7 +58,7 @@ def official_model_config(preset_name: str, overrides: Mapping[str, Any] | None 
     try:
         return ModelConfig.model_validate(deep_merge(preset(preset_name).model.model_dump(), dict(overrides or {})))
     except ValidationError as err:
-        raise ValueError(describe(err, "model overrides", f"preset {preset_name}")) from None
+        raise InputError(describe(err, "model overrides", f"preset {preset_name}")) from None
 
 
 def resolve_variant(given: str | None, inferred: str, source: Path) -> str:
@@ -82,7 +83,7 @@ def import_official(out: str | os.PathLike, preset_name: str, pvqvae: str | os.P
     """Write out/pvqvae.pt (and out/transformer.pt when a transformer file is given), loadable by
     `put inpaint`, `put sample` and `put evaluate` as they are."""
     if pvqvae is None and transformer is None:
-        raise ValueError("give --pvqvae, --transformer or both")
+        raise InputError("give --pvqvae, --transformer or both")
     pvqvae, transformer = (Path(p) if p is not None else None for p in (pvqvae, transformer))
     codec, own = split_transformer_checkpoint(official_state_dict(transformer)) if transformer else ({}, {})
     if transformer and not codec and pvqvae is None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from put.errors import FileMismatchError
+
 # Their P-VQVAE training checkpoints also carry the loss module: the discriminator (mapped onto ours),
 # two copies of the pretrained VGG19 trunk and the BCE target labels (dropped: constants we rebuild).
 DROPPED_PREFIXES = ("loss.perceptual_loss.", "loss.style_loss.", "loss.adversarial_loss.")
@@ -82,7 +84,7 @@ QKV = re.compile(r"blocks\.(\d+)\.attn\.(query|key|value)\.(weight|bias)$")
 QKV_ORDER = ("query", "key", "value")
 
 
-class KeyMappingError(ValueError):
+class KeyMappingError(FileMismatchError):
     pass
 
 

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
+from put.errors import FileMismatchError
 
-class OfficialCheckpointError(ValueError):
+
+class OfficialCheckpointError(FileMismatchError):
     pass
 
 

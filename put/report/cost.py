@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.errors import FileMismatchError
 from put.report.tables import long_table
 
 NA = "n/a"
@@ -114,8 +115,9 @@ def cost_table(cost: dict) -> Styler:
         "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
         "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "
-        "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the measured batch on "
-        "generated masks of each hole-ratio group."))
+        "excludes data loading, evaluation and DDP's all-reduce; sampling is modelled at the stage's batch (a "
+        "group's test images at most) on generated masks of each hole-ratio group; a stage not measured at its "
+        "batch is n/a, with the batches measured and the command that would measure it."))
 
 
 def table_topk_table(cost: dict) -> Styler:
@@ -138,6 +140,6 @@ def with_readme_tables(text: str, cost: dict, name: str = "README.md") -> str:
     """`text` (a README) with the Markdown between its cost-table markers replaced by the tables of `cost`."""
     start, end = (text.find(marker) for marker in README_MARKERS)
     if start < 0 or end < start:
-        raise ValueError(f"{name}: no cost-table markers; expected the lines {README_MARKERS[0]!r} and "
+        raise FileMismatchError(f"{name}: no cost-table markers; expected the lines {README_MARKERS[0]!r} and "
                          f"{README_MARKERS[1]!r}")
     return text[:start + len(README_MARKERS[0])] + "\n\n" + cost_markdown(cost) + "\n" + text[end:]

@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from pandas.io.formats.style import Styler
 
+from put.errors import InputError
 from put.report.plots import save_figure
 from put.report.tables import BOLD, best_cells, cell_text, footnotes, latex_escape, reason_latex
 
@@ -84,7 +85,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     frame = _check(frame)
     metrics = [m for m in QUALITY if frame[m].notna().any()]
     if not metrics:
-        raise ValueError("no quality metric was measured: nothing to plot")
+        raise InputError("no quality metric was measured: nothing to plot")
     groups = list(dict.fromkeys(frame["group"]))
     fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
     axes = fig.subplots(len(groups), len(metrics), squeeze=False)

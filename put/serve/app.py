@@ -1,9 +1,13 @@
 """The web app: the page (static files shipped in this package, nothing fetched from elsewhere) and a small JSON
-API over the store, the catalogue and the runner. Every error is a response with one clear message."""
+API over the store, the catalogue and the runner, within the server's limits (put/serve/limits.py). Every error is
+a response with one clear message: the package's own errors a 4xx, a refusal for load a 429 with Retry-After."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from importlib import resources
 from typing import Literal
 from urllib.parse import unquote
@@ -16,24 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from put.data.images import ImageReadError
+from put.data.images import ImageTooLargeError
+from put.errors import PutError, describe
 from put.inpaint import InpaintSettings
-from put.masks.io import POLARITIES, MaskError
+from put.masks.io import POLARITIES
 from put.sampling import SamplingOptions
 from put.serve.catalog import ModelEntry
 from put.serve.jobs import QueueFull, Runner, results_zip
+from put.serve.limits import MiB, Limits
 from put.serve.store import Store, UnknownId, image_png, mask_png
 
 STATIC = resources.files("put.serve") / "static"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 UPLOAD_TYPE = "application/octet-stream"  # not a type a cross-site form can send without the browser asking first
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_upload_bytes: int = 32 * 2**20
-    max_samples: int = 64
-    max_models: int = 8  # variants compared at once
+BUSY_RETRY_S = 1  # Retry-After of a request refused because `parallel_work` requests are being served
 
 
 class RunRequest(BaseModel):
@@ -68,25 +68,52 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
     app = FastAPI(title="PUT inpainting", docs_url=None, redoc_url=None, openapi_url=None)
     if host in LOOPBACK:  # a page elsewhere cannot reach this server by a name that resolves here (DNS rebinding)
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
-    store = Store()
+    store = Store(limits.store_bytes, limits.max_pixels)
+    work = threading.BoundedSemaphore(limits.parallel_work)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": validation_message(err)}, status_code=422)
 
-    @app.exception_handler(UnknownId)
-    async def unknown(request: Request, err: UnknownId) -> JSONResponse:
-        return JSONResponse({"detail": err.args[0]}, status_code=404)
+    @app.exception_handler(PutError)
+    async def user_error(request: Request, err: PutError) -> JSONResponse:
+        """The package's own errors: 404 for an id it does not hold, 413 for an image over the pixel limit,
+        429 (with Retry-After) for a full queue, 400 for the rest (unreadable image, mask of another size, ...)."""
+        if isinstance(err, UnknownId):
+            return JSONResponse({"detail": describe(err)}, status_code=404)
+        if isinstance(err, ImageTooLargeError):
+            return JSONResponse({"detail": f"{err} (put serve --max-pixels)"}, status_code=413)
+        if isinstance(err, QueueFull):
+            return JSONResponse({"detail": describe(err)}, status_code=429,
+                                headers={"Retry-After": str(err.retry_after)})
+        return JSONResponse({"detail": describe(err)}, status_code=400)
+
+    @contextmanager
+    def working() -> Iterator[None]:
+        """One of the `parallel_work` slots for memory-heavy work (an upload read and decoded, a PNG or a zip
+        made), or 429: the memory such work takes is bounded by the slots. (A body left unread by a refusal is
+        read and dropped by the HTTP server, which keeps the connection.)"""
+        if not work.acquire(blocking=False):
+            raise HTTPException(429, f"the server is busy ({limits.parallel_work} uploads or downloads at once); "
+                                     "try again", headers={"Retry-After": str(BUSY_RETRY_S)})
+        try:
+            yield
+        finally:
+            work.release()
 
     async def read_upload(request: Request) -> tuple[bytes, str]:
+        too_large = HTTPException(413, f"upload refused: larger than {limits.max_upload_bytes / MiB:g} MiB "
+                                       "(put serve --max-upload-mb)")
         if request.headers.get("content-type", "").split(";")[0].strip() != UPLOAD_TYPE:
             raise HTTPException(415, f"uploads are sent as {UPLOAD_TYPE}")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limits.max_upload_bytes:
+            raise too_large
         data = bytearray()
         async for chunk in request.stream():
             data += chunk
             if len(data) > limits.max_upload_bytes:
-                raise HTTPException(413, f"upload refused: larger than {limits.max_upload_bytes / 2**20:g} MiB "
-                                         "(put serve --max-upload-mb)")
+                raise too_large
         return bytes(data), unquote(request.headers.get("x-filename", "upload"))
 
     def model(model_id: str) -> ModelEntry:
@@ -109,11 +136,9 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
 
     @app.post("/api/images")
     async def upload_image(request: Request) -> dict:
-        data, name = await read_upload(request)
-        try:
+        with working():
+            data, name = await read_upload(request)
             return (await run_in_threadpool(store.add_image, data, name)).describe()
-        except ImageReadError as err:
-            raise HTTPException(400, str(err)) from None
 
     @app.post("/api/images/test")
     def test_image(request: TestImageRequest) -> dict:
@@ -121,27 +146,26 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
         if request.index >= len(images):
             raise HTTPException(404, f"preset {request.preset!r} has no test image {request.index} on this server")
         path = images[request.index]
-        try:
+        with working():
             return store.add_image(path, path.name).describe()
-        except ImageReadError as err:
-            raise HTTPException(400, str(err)) from None
 
     @app.get("/api/images/{image_id}")
     def image(image_id: str) -> Response:
-        return Response(image_png(store.image(image_id).pixels), media_type="image/png")
+        found = store.image(image_id)
+        with working():
+            return Response(image_png(found.rgb), media_type="image/png")
 
     @app.post("/api/masks")
     async def upload_mask(request: Request, image: str, polarity: Literal["hole-white", "keep-white"]) -> dict:
-        data, name = await read_upload(request)
-        try:
-            mask = await run_in_threadpool(store.add_mask, store.image(image), data, name, polarity)
-        except (ImageReadError, MaskError) as err:
-            raise HTTPException(400, str(err)) from None
+        found = store.image(image)
+        with working():
+            data, name = await read_upload(request)
+            mask = await run_in_threadpool(store.add_mask, found, data, name, polarity)
         return {"id": mask.id, "image": image}
 
     @app.get("/api/masks/{mask_id}")
     def mask(mask_id: str) -> Response:
-        return Response(mask_png(store.mask(mask_id).keep), media_type="image/png")
+        return Response(mask_png(store.mask(mask_id).hole), media_type="image/png")
 
     @app.post("/api/jobs")
     def run(request: RunRequest) -> dict:
@@ -151,17 +175,18 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
             raise HTTPException(422, f"models: at most {limits.max_models} compared at once")
         entries = [model(model_id) for model_id in dict.fromkeys(request.models)]
         mask = store.mask(request.mask)
-        try:
-            settings = InpaintSettings(
-                samples=request.samples, seed=request.seed, deterministic=request.deterministic, pad=True,
-                options=SamplingOptions(top_k=request.top_k, temperature=request.temperature,
-                                        tokens_per_step=request.tokens_per_step, steps=request.steps,
-                                        position_rule=request.position_rule))
-            return {"jobs": [runner.submit(entry, mask, settings).id for entry in entries]}
-        except ValueError as err:
-            raise HTTPException(422, str(err)) from None
-        except QueueFull as err:
-            raise HTTPException(429, str(err)) from None
+        height, width = mask.hole.shape
+        if width * height * request.samples > limits.max_job_pixels:
+            raise HTTPException(422, f"samples: {request.samples} samples of a {width}x{height} image are "
+                                     f"{width * height * request.samples:,} pixels, more than the "
+                                     f"{limits.max_job_pixels:,} one request samples at most (put serve "
+                                     "--max-job-pixels)")
+        settings = InpaintSettings(
+            samples=request.samples, seed=request.seed, deterministic=request.deterministic, pad=True,
+            options=SamplingOptions(top_k=request.top_k, temperature=request.temperature,
+                                    tokens_per_step=request.tokens_per_step, steps=request.steps,
+                                    position_rule=request.position_rule))
+        return {"jobs": [runner.submit(entry, mask, settings).id for entry in entries]}
 
     @app.get("/api/jobs/{job_id}")
     def job(job_id: str) -> dict:
@@ -178,11 +203,14 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
 
     @app.get("/api/zip")
     def zip_results(jobs: list[str] = Query(min_length=1)) -> Response:
+        if len(jobs) > limits.max_models:
+            raise HTTPException(422, f"jobs: at most {limits.max_models} requests in one zip")
         found = [runner.job(job_id) for job_id in jobs]
         if not all(j.state == "done" for j in found):
             raise HTTPException(409, "results are zipped once every request is done")
-        return Response(results_zip(found), media_type="application/zip",
-                        headers={"Content-Disposition": 'attachment; filename="put_results.zip"'})
+        with working():
+            return Response(results_zip(found), media_type="application/zip",
+                            headers={"Content-Disposition": 'attachment; filename="put_results.zip"'})
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

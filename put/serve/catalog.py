@@ -12,6 +12,7 @@ import torch
 
 from put.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.config.params import OFFICIAL_PREFIX
+from put.errors import MissingFileError
 from put.models.put_model import PUTModel
 from put.paths import TRANSFORMER_CHECKPOINT, masks_dir
 
@@ -89,11 +90,11 @@ def find_models(runs: Path) -> dict[str, ModelEntry]:
     """Every transformer checkpoint under `runs` (any depth), by id."""
     runs = Path(runs)
     if not runs.is_dir():
-        raise NotADirectoryError(f"{runs}: runs folder not found (expected e.g. runs/demo, with <variant>/"
+        raise MissingFileError(f"{runs}: runs folder not found (expected e.g. runs/demo, with <variant>/"
                                  f"{TRANSFORMER_FILE} below it)")
     entries = [read_entry(path, runs) for path in sorted(runs.rglob(TRANSFORMER_FILE))]
     if not entries:
-        raise FileNotFoundError(f"{runs}: no {TRANSFORMER_FILE} below this folder (train one with `dvc repro`, or "
+        raise MissingFileError(f"{runs}: no {TRANSFORMER_FILE} below this folder (train one with `dvc repro`, or "
                                 "import the released weights with `put import-official`)")
     return {entry.id: entry for entry in entries}
 

@@ -1,10 +1,12 @@
-"""Sampling requests: one at a time per model, the others queued in order; progress, results and errors kept
-for the page to poll. A request that fails records its message; the server goes on."""
+"""Sampling requests: one at a time per model, the others queued in order (a bounded queue); progress, results
+and errors kept for the page to poll, the finished requests within a byte budget (the oldest forgotten first). A
+request that fails records its message; the server goes on. Each model's worker thread owns its sampler."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import secrets
 import sys
 import threading
@@ -15,16 +17,21 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from put.errors import PutError, ServiceError, describe
 from put.inpaint import InpaintSettings, inpaint_tensors
 from put.models.put_model import paste_known
+from put.sampling_engine import Sampler
 from put.serve.catalog import ModelEntry
+from put.serve.limits import ITEM_OVERHEAD, Limits
 from put.serve.store import StoredMask, UnknownId, image_png, mask_png
 
-KEEP_JOBS = 64  # finished requests kept for the page (the oldest forgotten first)
 
+class QueueFull(ServiceError):
+    """Too many requests wait for a model; `retry_after`: seconds until one is likely done."""
 
-class QueueFull(RuntimeError):
-    pass
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -49,6 +56,11 @@ class Job:
         return self.state in ("done", "failed")
 
     @property
+    def nbytes(self) -> int:
+        """What a finished request keeps: its PNGs (the input it shares with the store is counted there)."""
+        return sum(map(len, self.results)) + sum(map(len, self.raw)) + ITEM_OVERHEAD
+
+    @property
     def stem(self) -> str:
         return self.mask.image.stem
 
@@ -63,21 +75,22 @@ class Job:
 
 def describe_error(err: Exception) -> str:
     """The user's error as the CLI prints it; anything else as an internal error (its traceback to the log)."""
-    from put.cli import USER_ERRORS, describe
-
-    if isinstance(err, USER_ERRORS):
+    if isinstance(err, PutError):
         return describe(err)
     traceback.print_exception(err, file=sys.stderr)
     return f"internal error ({type(err).__name__}: {err}); the server keeps running, see its log"
 
 
 class Runner:
-    """One worker thread per model, so each model serves one request at a time, in the order received."""
+    """One worker thread per model, so each model serves one request at a time, in the order received, with the
+    sampler that thread owns; at most `limits.max_queued` requests wait per model; the finished ones are kept
+    within `limits.results_bytes` (the newest always)."""
 
-    def __init__(self, device: str, max_queued: int = 16) -> None:
+    def __init__(self, device: str, limits: Limits = Limits()) -> None:
         self.device = device
-        self.max_queued = max_queued
+        self.max_queued, self.keep_bytes = limits.max_queued, limits.results_bytes
         self._workers: dict[str, ThreadPoolExecutor] = {}
+        self._samplers: dict[str, Sampler] = {}  # model id -> the sampler of its worker thread
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -85,15 +98,28 @@ class Runner:
         with self._lock:
             waiting = sum(1 for job in self._jobs.values() if job.model is model and job.state == "queued")
             if waiting >= self.max_queued:
-                raise QueueFull(f"{model.id}: {waiting} requests are already waiting for this model; try again later")
+                raise QueueFull(f"{model.id}: {waiting} requests are already waiting for this model; try again later",
+                                self._retry_after(model))
             job = Job(secrets.token_hex(8), model, mask, settings)
             self._jobs[job.id] = job
-            finished = [j.id for j in self._jobs.values() if j.finished]
-            for old in finished[:max(0, len(finished) - KEEP_JOBS)]:
-                del self._jobs[old]
             worker = self._workers.setdefault(model.id, ThreadPoolExecutor(1, thread_name_prefix=f"put-{model.id}"))
         worker.submit(self._run, job)
         return job
+
+    def _retry_after(self, model: ModelEntry) -> int:
+        """Seconds until the running request is likely done: the last finished one's time for this model."""
+        took = [j.sample_seconds for j in self._jobs.values() if j.model is model and j.sample_seconds is not None]
+        return max(1, math.ceil(took[-1])) if took else 5
+
+    def _forget_finished(self) -> None:
+        """The oldest finished requests forgotten until those kept fit `keep_bytes`; the newest always stays."""
+        finished = [job for job in self._jobs.values() if job.finished]
+        kept = sum(job.nbytes for job in finished)
+        for job in finished[:-1]:
+            if kept <= self.keep_bytes:
+                break
+            kept -= job.nbytes
+            del self._jobs[job.id]
 
     def job(self, job_id: str) -> Job:
         with self._lock:
@@ -112,10 +138,14 @@ class Runner:
         job.state = "running"
         try:
             model = job.model.load(self.device)
+            sampler = self._samplers.get(job.model.id)
+            if sampler is None or sampler.model is not model:
+                sampler = self._samplers[job.model.id] = Sampler(model)
             job.load_seconds = time.monotonic() - job.started
             image = job.mask.image
             start = time.monotonic()
-            raw = inpaint_tensors(model, image.pixels, job.mask.keep, job.settings, str(image.name), self._progress(job))
+            raw = inpaint_tensors(model, image.pixels, job.mask.keep, job.settings, str(image.name),
+                                  self._progress(job), sampler)
             job.sample_seconds = time.monotonic() - start
             job.raw = [image_png(r) for r in raw]
             job.results = [image_png(r) for r in paste_known(raw, job.mask.keep, image.pixels)]
@@ -123,6 +153,8 @@ class Runner:
         except Exception as err:  # the request fails, the server goes on
             job.error = describe_error(err)
             job.state = "failed"
+        with self._lock:
+            self._forget_finished()
 
     @staticmethod
     def _progress(job: Job):
@@ -144,8 +176,8 @@ def results_zip(jobs: list[Job]) -> bytes:
             for i, (result, raw) in enumerate(zip(job.results, job.raw)):
                 archive.writestr(f"{folder}{job.stem}_{i:03d}.png", result)
                 archive.writestr(f"{folder}raw/{job.stem}_{i:03d}.png", raw)
-            archive.writestr(f"{folder}input.png", image_png(job.mask.image.pixels))
-            archive.writestr(f"{folder}mask.png", mask_png(job.mask.keep))
+            archive.writestr(f"{folder}input.png", image_png(job.mask.image.rgb))
+            archive.writestr(f"{folder}mask.png", mask_png(job.mask.hole))
             archive.writestr(f"{folder}settings.json", json.dumps({
                 "model": job.model.id, "preset": job.model.preset, "variant": job.model.variant,
                 "checkpoint": str(job.model.transformer), "image": job.mask.image.name,

@@ -26,6 +26,7 @@ import pandas as pd
 
 from put.config.evaluation import MetricProtocol
 from put.config.params import Params
+from put.errors import FileMismatchError
 from put.fileio import atomic_write_text, read_csv, read_json
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import MANIFEST, read_manifest
@@ -205,7 +206,7 @@ def read_images(metrics: Path) -> pd.DataFrame:
                                                                                   "mode": str})
     missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
+        raise FileMismatchError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
     return frame
 
 
@@ -219,10 +220,10 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
         info = read_json(metrics_info_file(path), f"the `put evaluate` record written beside {path.name}")
         if not (isinstance(values, dict) and isinstance(info, dict) and isinstance(info.get("unavailable"), dict)
                 and isinstance(info.get("n"), dict)):
-            raise ValueError(f"{path}: not a metrics file of `put evaluate` (or its {metrics_info_file(path).name} "
+            raise FileMismatchError(f"{path}: not a metrics file of `put evaluate` (or its {metrics_info_file(path).name} "
                              "is not) -- re-run the evaluate stage")
         if preset is not None and info.get("preset") != preset:
-            raise ValueError(f"{path}: metrics of the {info.get('preset')!r} preset, expected {preset!r}")
+            raise FileMismatchError(f"{path}: metrics of the {info.get('preset')!r} preset, expected {preset!r}")
         reasons: dict[tuple[str, str], dict[str, str]] = {}
         for key, reason in info["unavailable"].items():
             *cell, metric = key.split("/")

@@ -40,7 +40,7 @@ from put.models.put_model import PUTModel
 from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table, plot_frontier
 from put.report.tables import write_latex
 from put.sampling import SamplingOptions, step_counts
-from put.sampling_engine import inpaint_batch
+from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
 from put.stages.evaluate import Cells, files_fid, pixel_metrics
 from put.tracking.names import metric_names
@@ -118,6 +118,7 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
     size = (model.config.image_size, model.config.image_size)
     mode = "all" if setting.options is None else "iterative"
     passes = []
+    sampler = Sampler(model)  # this setting's engines, reused by its batches
 
     def inpaint(images: torch.Tensor, keep: torch.Tensor, start: int) -> tuple[torch.Tensor, float]:
         seed = derive_seed(config.seed, FAMILY_SEED[setting.family], setting.value, setting.top_k or 0, start)
@@ -125,7 +126,7 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
         began = time.perf_counter()
         with autocast(device):
             results = inpaint_batch(model, images, keep, mode, setting.options or SamplingOptions(), seed,
-                                    composite=composite)
+                                    composite=composite, engine=sampler)
         synchronize(device)
         return results, time.perf_counter() - began
 

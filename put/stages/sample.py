@@ -16,13 +16,14 @@ from tqdm import tqdm
 
 from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
+from put.errors import FileMismatchError, MissingFileError
 from put.fileio import atomic_dir, atomic_write_text, read_csv
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.model_io import load_put_model
 from put.sampling import SamplingOptions
-from put.sampling_engine import inpaint_batch
+from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
 from put.tracking.runs import stage_tracker, tracked
 from put.train.common import autocast
@@ -53,12 +54,12 @@ def read_samples(samples: Path) -> pd.DataFrame:
     """The manifest of a samples folder; an error names a missing manifest or column."""
     path = Path(samples) / SAMPLES_MANIFEST
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
+        raise MissingFileError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
     jobs = read_csv(path, "the samples manifest `put sample` writes", keep_default_na=False,
                     dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
     missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
     if missing:
-        raise ValueError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
+        raise FileMismatchError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
     return jobs
 
 
@@ -103,6 +104,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
           for image, mask in zip(jobs["image"], jobs["mask"])}
 
+    sampler = Sampler(model)  # this stage's engines, reused by its batches
     with atomic_dir(out_dir) as staging, tqdm(total=len(jobs), desc=f"sample {variant}", unit="img") as progress:
         for mode, rows in jobs.groupby("mode", sort=True):
             for start in range(0, len(rows), cfg.batch_size):
@@ -113,7 +115,7 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
                 seed = derive_seed(cfg.seed, MODE_SEED_KEYS[mode], start)
                 with autocast(torch.device(device)):
                     results = inpaint_batch(model, images, keep, "all" if mode == "all" else "iterative", options,
-                                            seed, composite=cfg.composite)
+                                            seed, composite=cfg.composite, engine=sampler)
                 for output, result in zip(batch["output"], results.float().cpu()):
                     write_image(staging / output, result)
                 progress.update(len(batch))

@@ -8,6 +8,7 @@ from put.config.params import Params
 from put.data.demo import build_demo
 from put.data.sources import list_dataset
 from put.data.split import write_split
+from put.errors import InputError
 
 
 def run_split(params: Params, out_dir: Path) -> dict:
@@ -17,7 +18,7 @@ def run_split(params: Params, out_dir: Path) -> dict:
         root = Path(out_dir) / "images"
         build_demo(root, preset.model.image_size, seed=data.seed)
     elif data.root is None:
-        raise ValueError(f"data.root: the {data.dataset} preset needs the folder of its raw images "
+        raise InputError(f"data.root: the {data.dataset} preset needs the folder of its raw images "
                          f"(set overrides.data.root in params.yaml)")
     else:
         root = Path(data.root)

@@ -9,6 +9,7 @@ from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, DataConfig, ModelConf
 from put.config.params import Params
 from put.data.dataset import AugmentedImages, ImageListDataset
 from put.data.prepared import PreparedImages
+from put.errors import InputError
 from put.fileio import file_sha256
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
@@ -73,7 +74,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
                  tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False,
                  prepared: Path | None = None) -> LoopResult:
     if variant not in PVQVAE_VARIANTS:
-        raise ValueError(f"variant {variant!r} has no P-VQVAE of its own "
+        raise InputError(f"variant {variant!r} has no P-VQVAE of its own "
                          f"(it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
                          f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
     preset, config = params.resolved(), params.variant_config(variant)

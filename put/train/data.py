@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from put.errors import InputError
 from put.seeding import derive_seed
 from put.train.launch import slurm_cpus
 
@@ -22,9 +23,9 @@ class StepBatchSampler(Sampler[list[tuple[int, int]]]):
     def __init__(self, num_items: int, global_batch: int, seed: int, start_step: int, total_steps: int,
                  rank: int = 0, world_size: int = 1):
         if num_items < 1:
-            raise ValueError("the training split is empty")
+            raise InputError("the training split is empty")
         if global_batch % world_size:
-            raise ValueError(f"batch_size {global_batch} is not divisible by the {world_size} processes")
+            raise InputError(f"batch_size {global_batch} is not divisible by the {world_size} processes")
         self.num_items, self.global_batch, self.seed = num_items, global_batch, seed
         self.start_step, self.total_steps = start_step, total_steps
         self.local_batch = global_batch // world_size

@@ -38,6 +38,7 @@ from tqdm import tqdm
 from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
 from put.diskspace import DiskFullError, require_space
+from put.errors import PutError
 from put.fileio import atomic_path, recover_leftovers
 from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.seeding import derive_seed
@@ -48,8 +49,8 @@ from put.tracking.runs import NullTracker
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
 
 
-class TrainingDiverged(RuntimeError):
-    pass
+class TrainingDiverged(PutError, RuntimeError):
+    """A non-finite loss: stopped before it reached the weights; the message says what was kept and what to try."""
 
 
 class StaleState(CheckpointError):

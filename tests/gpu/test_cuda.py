@@ -1,7 +1,7 @@
 """CUDA correctness, for anyone with a GPU (`make test-gpu`; skipped without CUDA): both training stages at FFHQ
 size in bf16 on generated data (finite, falling losses), SIGTERM and resume on CUDA against an uninterrupted
-run, fp32 code search and sampler decisions under bf16 autocast, the captured engine against the eager sampler,
-and the demo DAG's stages on CUDA."""
+run, fp32 code search and sampler decisions under bf16 autocast, the captured engine against the eager sampler
+(captures in several threads too), and the demo DAG's stages on CUDA."""
 
 from __future__ import annotations
 
@@ -154,6 +154,46 @@ def test_captured_engine_draws_the_eager_samplers_tokens_on_cuda(ffhq_model, opt
             graph = sample_tokens(ffhq_model, features, known, tokens, options, seed=11, engine="graph")
             again = sample_tokens(ffhq_model, features, known, tokens, options, seed=11, engine="graph")
         assert torch.equal(graph, eager) and torch.equal(again, eager)
+
+
+def test_captures_in_several_threads_while_another_loads_a_model(ffhq_model):
+    """As `put serve` runs: one worker thread per model, each capturing its own sampler's engines while another
+    thread loads a model onto the GPU and runs eager kernels. Thread-local capture, one capture at a time: no
+    capture fails (none falls back to the eager sampler) and each draws the eager sampler's tokens."""
+    import threading
+
+    from put.sampling_engine import Sampler
+
+    options = SamplingOptions(top_k=50, tokens_per_step=4)
+    inputs = [ffhq_inputs(ffhq_model, batch) for batch in (1, 2, 3)]
+    expected = [sample_iterative(ffhq_model, *batch, options, seed=5) for batch in inputs]
+    samplers = [Sampler(ffhq_model, "graph") for _ in inputs]
+    results, errors, stop = [None] * len(inputs), [], threading.Event()
+
+    def worker(i: int) -> None:
+        try:
+            results[i] = samplers[i](*inputs[i], options, seed=5)
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    def busy() -> None:  # a model loaded, kernels launched, memory allocated and freed, until the workers end
+        while not stop.is_set():
+            other = PUTModel(model_config("demo")).to(CUDA)
+            (other.transformer.pos_emb @ other.transformer.pos_emb.transpose(1, 2)).sum().item()
+            del other
+
+    noise = threading.Thread(target=busy)
+    noise.start()
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    stop.set()
+    noise.join()
+    assert not errors and all(s.kind == "graph" and s.fallback is None for s in samplers)
+    for result, exact in zip(results, expected):
+        assert torch.equal(result, exact)
 
 
 def test_compiled_engine_samples_valid_tokens_reproducibly(ffhq_model):

@@ -2,7 +2,7 @@
 # Every GPU measurement this repository reports, in one command from the repository root on a machine with a
 # CUDA device (about 8 minutes on one H100):
 #   sampling: the FFHQ, Places2 and ImageNet transformers at batch 1 and 10, 1 and 20 tokens per step, eager and
-#             the captured engine; compile: FFHQ with a compiled forward; stage_batch: FFHQ at the sample stage's
+#             the captured engine; compile: FFHQ with a compiled forward; stage_batch: each preset at the sample stage's
 #             batch 64 (what the cost table's sampling figure is modelled at);
 #   pvqvae:   P-VQVAE inference at batch 64;
 #   train:    both training stages of the three presets at the per-GPU batch of 1, 2, 4 and 8 GPUs;
@@ -49,7 +49,7 @@ step sampling 240 $PUT bench sampling --device cuda --bf16 --steps 20 --preset f
   --tokens-per-step 1 20 --engine eager graph --out "$BENCH/sampling_cuda_$TAG.json"
 step compile 200 $PUT bench sampling --device cuda --bf16 --steps 20 --preset ffhq --batch 1 10 --engine compile \
   --out "$BENCH/sampling_compile_cuda_$TAG.json"
-step stage_batch 60 $PUT bench sampling --device cuda --bf16 --steps 20 --preset ffhq --batch 64 --engine graph \
+step stage_batch 120 $PUT bench sampling --device cuda --bf16 --steps 20 --preset ffhq places2 imagenet --batch 64 --engine graph \
   --out "$BENCH/sampling_b64_cuda_$TAG.json"
 step pvqvae 60 $PUT bench pvqvae --device cuda --bf16 --preset ffhq --batch 64 --out "$BENCH/pvqvae_cuda_$TAG.json"
 step train 300 $PUT bench train --device cuda --steps 3 --preset ffhq places2 imagenet --gpu-counts 1 2 4 8 \

@@ -76,7 +76,11 @@ async function loadInfo() {
   $("test-row").hidden = !tests.options.length;
   const d = info.defaults;
   $("samples").value = d.samples;
-  $("samples").max = info.limits.max_samples;
+  const limits = info.limits;
+  $("samples").max = limits.max_samples;
+  $("limits").textContent = `Up to ${limits.max_pixels.toLocaleString("en")} pixels and ` +
+    `${limits.max_upload_bytes / 2 ** 20} MiB per image; up to ${limits.max_job_pixels.toLocaleString("en")} ` +
+    "pixels × samples per model and request.";
   $("seed").value = d.seed;
   $("top-k").value = d.top_k;
   $("temperature").value = d.temperature;
