@@ -194,12 +194,24 @@ def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Pop
                        deadline: float) -> tuple[str, str]:
     """Waits until a training matching `pattern` has saved its state, then preempts it for real: an `urgent`
     partition job asking for every CPU of the job's first node makes Slurm requeue the `batch` jobs there
-    (SIGTERM first)."""
+    (SIGTERM first). Returns once the urgent job has run: the preemption is over (Slurm preempts at its next
+    scheduling cycle, after sbatch returned, and every batch job on that node is requeued, not only this one)."""
     variant = wait_for_saved_state(pattern, repo, proc, deadline)
     ((job, node),) = running_jobs(f"rule_{rule}_wildcards_{variant}")
-    subprocess.run(["sbatch", "-p", "urgent", "-w", node, "-c", str(os.cpu_count()), "--mem", "500", "-t", "1",
-                    "--output", "/dev/null", "--wrap", "sleep 1"], check=True, capture_output=True, timeout=30)
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-w", node, "-c", str(os.cpu_count()),
+                             "--mem", "500", "-t", "1", "--output", "/dev/null", "--wrap", "sleep 1"],
+                            check=True, capture_output=True, text=True, timeout=30).stdout.strip().split(";")[0]
+    while job_state(urgent) in ("", "PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
+        assert time.monotonic() < deadline and proc.poll() is None, f"the urgent job {urgent} never ran"
+        time.sleep(0.5)
     return job, variant
+
+
+def job_state(job: str) -> str:
+    """The state of a Slurm job's latest attempt ("" while sacct does not know it yet)."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
+                         timeout=30).stdout.split()
+    return out[-1] if out else ""
 
 
 def worker_of(job: str, node: str) -> int | None:
