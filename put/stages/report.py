@@ -36,7 +36,7 @@ from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
-from put.tracking.runs import stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.tracking.source import git_commit
 from put.versions import versions
 
@@ -167,11 +167,15 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             state = f"{pdf} was left as it was (an earlier run's)" if pdf.exists() else f"{pdf} was not written"
             print(f"pdflatex not found: {tex.name} written but not compiled, and {state}. Install it (Debian: "
                   f"{LATEX_PACKAGES}; `make tex` as root) and re-run this stage.")
-        logged = [path.name for path in [*tables, *figures, tex, staging / "metrics.csv"]] + \
-            [f"{name}.html" for name in stylers]
 
     with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags,
                                labels=params.evaluated_labels())) as tracker:
-        for name in logged:
-            tracker.log_artifact(out_dir / name)
+        log_outputs(tracker, out_dir)
     return out_dir
+
+
+def log_outputs(tracker: NullTracker, out_dir: Path) -> None:
+    """The report's run, from its folder (the stage at its end; `put track` when DVC skipped the stage): every
+    file of it (tables, figures, their HTML, the tidy numbers, report.tex)."""
+    for path in sorted(p for p in Path(out_dir).iterdir() if p.is_file() and not p.name.startswith(".")):
+        tracker.log_artifact(path)
