@@ -36,14 +36,22 @@ def keep_mask_from_array(values: np.ndarray, polarity: str, source: str = "mask"
     return (~white if polarity == "hole-white" else white).astype(np.float32)
 
 
-def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | None = None) -> None:
+WHITE_MEANS = {"hole-white": "the hole", "keep-white": "kept"}  # what white is, in each polarity
+
+
+def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | None = None,
+                       polarity: str | None = None) -> None:
+    """The size and that the mask has both holes and known pixels; a mask of one colour is named with the polarity
+    it was read in, in words both the command line (--mask-polarity) and the page ("white is") use."""
     if size is not None and tuple(keep.shape) != tuple(size):
         raise MaskError(f"{source}: mask is {keep.shape[1]}x{keep.shape[0]} (WxH), expected {size[1]}x{size[0]} "
                         "to match the image")
+    read_as = (f"; white was read as {WHITE_MEANS[polarity]} (polarity {polarity}): is the mask the other way "
+               "round?") if polarity in WHITE_MEANS else ""
     if keep.min() == 1:
-        raise MaskError(f"{source}: mask has no hole (nothing to inpaint); check --mask-polarity")
+        raise MaskError(f"{source}: mask has no hole (nothing to inpaint){read_as}")
     if keep.max() == 0:
-        raise MaskError(f"{source}: mask is all hole (no known pixel); check --mask-polarity")
+        raise MaskError(f"{source}: mask is all hole (no known pixel){read_as}")
 
 
 def _nearest(values: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -75,7 +83,7 @@ def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = Non
 def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple[int, int] | None = None) -> torch.Tensor:
     """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to."""
     keep = keep_mask_from_array(read_mask_values(path), polarity, str(path))
-    validate_keep_mask(keep, str(path), size)
+    validate_keep_mask(keep, str(path), size, polarity)
     return torch.from_numpy(keep).unsqueeze(0)
 
 
