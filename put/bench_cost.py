@@ -73,12 +73,12 @@ def train_row(rows: list[dict], preset: str, stage: str, batch: int, gpus: int) 
 
 
 def sampling_row(rows: list[dict], preset: str, tokens_per_step: int, batch: int, gpus: int,
-                 code: str = "ours") -> dict | None:
-    """A sampler's row (ours, or the authors' loop) at the largest measured batch <= `batch`; of ours, the engine
-    the stage uses before others."""
+                 code: str = "ours", precision: str | None = None) -> dict | None:
+    """A sampler's row (ours, or the authors' loop; of `precision` when given) at the largest measured batch <=
+    `batch`; of ours, the engine the stage uses before others."""
     fits = [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
             and r["tokens_per_step"] == tokens_per_step and r["batch"] <= batch
-            and r["device"].split(":")[0] == _device_type(gpus)]
+            and r["device"].split(":")[0] == _device_type(gpus) and precision in (None, r["precision"])]
     if not fits:
         return None
     largest = max(r["batch"] for r in fits)
@@ -146,13 +146,17 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
 
 def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.ndarray]) -> list[dict]:
     """Top-K sampling of the evaluation set's Table 1 groups (one result per image and group, one token per
-    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, each at
-    its largest measured batch not above the stage's."""
+    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, for each
+    precision measured (the authors' loop runs in fp32; ours in bf16 autocast on GPUs: an fp32 row of ours, where
+    measured, compares at equal precision), each at its largest measured batch not above the stage's."""
     P = load_preset(preset)
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     found = []
-    for code in ("ours", "authors"):
-        row = sampling_row(rows, preset, 1, P.sample.batch_size, gpus, code)
+    measured = [r for r in of_kind(rows, "sampling") if r["preset"] == preset and r["tokens_per_step"] == 1
+                and r["device"].split(":")[0] == _device_type(gpus)]
+    for code, precision in sorted({(r.get("code"), r["precision"]) for r in measured if r.get("code")},
+                                  key=lambda k: (k[0] != "ours", k[1])):
+        row = sampling_row(rows, preset, 1, P.sample.batch_size, gpus, code, precision)
         if row is None:
             continue
         steps = sum(math.ceil(images / row["batch"]) * expected_max(masks[g], row["batch"]) for g in TABLE_GROUPS)

@@ -97,6 +97,12 @@ def masked_input(image: np.ndarray, keep_mask: np.ndarray, color: Sequence[int] 
     return out
 
 
+def pasted_back(result: np.ndarray, image: np.ndarray, keep_mask: np.ndarray) -> np.ndarray:
+    """The result with the known pixels (keep_mask == 1) of `image` pasted back over the decoder's."""
+    keep = np.asarray(keep_mask).reshape(_check_image(image).shape[:2]) > 0
+    return np.where(keep[..., None], image, _check_image(result))
+
+
 def _check_image(image: np.ndarray) -> np.ndarray:
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[-1] != 3:
