@@ -38,7 +38,7 @@ demo: $(STAMP) tex
 
 # `dvc repro` of params.yaml's preset, then `make sync`; the closing lines say where everything is.
 repro:
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 	@$(MAKE) --no-print-directory sync
 	@echo
 	@echo "Done. Tables and figures: reports/demo/ (and reports/demo.pdf when pdflatex exists)."
@@ -49,7 +49,7 @@ repro:
 # `snakemake --report` finds each job's metadata), and MLflow's runs of the stages DVC skipped, logged from their
 # outputs (`put track`). Both take seconds.
 sync:
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --touch --forceall --cores 1 --quiet all
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake all --touch --forceall --cores 1 --quiet progress rules
 	$(BIN)/python -m put track
 
 # MLflow's UI on mlflow.db; it prints the link that opens the variants side by side (`put ui --port N` for another
@@ -108,7 +108,7 @@ vega:
 # learning rates, and every setting an experiment changed (it fits a 200-column terminal).
 EXP_VARIANTS ?= put
 exp: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp show --only-changed --drop '.*' \
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp show --only-changed --drop '.*' \
 	  --keep 'Experiment|Created|State|.*metrics/($(EXP_VARIANTS))\.json:k[0-9]+\.10-60\.(psnr|ssim)$$|^pvqvae_train\.lr_generator$$|^transformer_train\.lr$$'
 
 # After a Snakemake (cluster) run: record its outputs in dvc.lock so `dvc repro` sees them as up to date.

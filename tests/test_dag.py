@@ -453,6 +453,9 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
             page.screenshot(path=str(tmp_path / "mlflow-runs.png"))
             if os.environ.get("PUT_MLFLOW_SCREENSHOT"):
                 shutil.copyfile(tmp_path / "mlflow-runs.png", os.environ["PUT_MLFLOW_SCREENSHOT"])
+            # The Models tab lists each model with its registered version.
+            page.goto(link.replace("/runs?", "/models?").split("&")[0])
+            page.get_by_text("put-demo-put-transformer", exact=True).wait_for(timeout=60_000)
             assert page.blocked == []
 
 

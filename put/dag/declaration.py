@@ -211,7 +211,7 @@ CROSS_ENTROPY = "masked-token cross-entropy (nats per token)"
 PLOTS: tuple[Plot, ...] = (
     Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{paths.TRAIN_CURVE}", "step", "total",
          STEP, "total generator loss (weighted sum, no unit)", over="pvqvae_variants",
-         starts=(("adversarial", "gradient and adversarial terms (perceptual, style) start"),)),
+         starts=(("adversarial", "delayed loss terms start"),)),
     Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)",
          f"{paths.PVQVAE_CURVES}/{paths.EVAL_CURVE}", "step", "psnr_with_reference", STEP,
          "PSNR of the reconstruction (dB)", over="pvqvae_variants"),

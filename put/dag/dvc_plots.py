@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from put.config import PALETTE, VARIANTS
+from put.config import PALETTE, PVQVAE_VARIANTS, VARIANT_COLOURS, VARIANTS
 from put.dag.code_deps import ROOT
 from put.dag.declaration import PLOTS, Plot
 
@@ -41,7 +41,8 @@ def colour_scale(plot: Plot) -> dict[str, Any]:
     """Variants in their colours (the same in the report's figures and on the serve page); other series (the
     frontier's sampling families) in Vega's category10."""
     if plot.series_title == "variant":
-        return {"domain": list(VARIANTS), "range": list(PALETTE)}
+        shown = PVQVAE_VARIANTS if plot.over == "pvqvae_variants" else VARIANTS
+        return {"domain": list(shown), "range": [VARIANT_COLOURS[v] for v in shown] + list(PALETTE[len(VARIANTS):])}
     return {"scheme": "category10"}
 
 
@@ -55,10 +56,10 @@ def start_layers(plot: Plot) -> list[dict[str, Any]]:
                   "groupby": ["series", "rev"]}]
         x = {"field": "start", "type": "quantitative"}
         layers += [{"transform": first, "mark": {"type": "rule", "strokeDash": [6, 4], "strokeWidth": 1.5},
-                    "encoding": {"x": x, "color": {"field": "series", "type": "nominal", "legend": None,
+                    "encoding": {"x": x, "color": {"field": "series", "type": "nominal",
                                                    "scale": colour_scale(plot)}}},
                    {"transform": [*first, {"aggregate": [{"op": "min", "field": "start", "as": "start"}]}],
-                    "mark": {"type": "text", "align": "left", "baseline": "top", "dx": 4, "dy": 4, "fontSize": 10},
+                    "mark": {"type": "text", "align": "right", "baseline": "top", "dx": -4, "dy": 4, "fontSize": 10},
                     "encoding": {"x": x, "y": {"value": 0}, "text": {"value": label}}}]
     return layers
 
