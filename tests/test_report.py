@@ -15,7 +15,7 @@ from PIL import Image
 
 from put.report.cost import cost_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, layout_problems, write_document
-from put.report.plots import masked_input, plot_curves, sample_grid
+from put.report.plots import masked_input, pasted_back, plot_curves, sample_grid
 from put.report.reported import (
     GROUPS,
     LOWER_IS_BETTER,
@@ -350,6 +350,9 @@ def test_sample_grid_and_masked_input(tmp_path):
     keep[8:16, 8:24] = 0
     shown = masked_input(image, keep, color=(255, 0, 255))
     assert (shown[8:16, 8:24] == [255, 0, 255]).all() and np.array_equal(shown[:8], image[:8])
+    decoded = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)  # the raw decode: known pixels redrawn too
+    pasted = pasted_back(decoded, image, keep)
+    assert np.array_equal(pasted[8:16, 8:24], decoded[8:16, 8:24]) and np.array_equal(pasted[:8], image[:8])
     rows = [[shown, image, image, image] for _ in range(2)]
     path = sample_grid(rows, ["masked", "sample 1", "sample 2", "ground truth"], tmp_path / "grid.png",
                        row_titles=["a", "b"])
