@@ -5,7 +5,8 @@ evaluations of samples that come out bit-identical to the committed ones) logs n
 run. After a completed `dvc repro` every stage's outputs are current, so each tracked stage instance without a
 finished run of this DAG configuration and code version gets one, logged from its outputs by the stage's own
 logging code (the `log_outputs` of its command module) and marked put.logged_from = outputs. Instances with their
-run are left alone; so are instances whose outputs are missing (said so).
+run are left alone; so are, said so, instances whose outputs are missing and those DVC finds out of date (`dvc
+status`: their outputs were made by other code or parameters).
 `make demo` and `make sync` run it after `dvc repro`.
 """
 
@@ -24,6 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser)
 
 
+def out_of_date() -> set[str]:
+    """The stages `dvc status` finds changed since dvc.lock (none without DVC or its lock: a Snakemake run)."""
+    if not Path("dvc.lock").is_file():
+        return set()
+    try:
+        from dvc.repo import Repo
+    except ImportError:
+        return set()
+    with Repo(".") as repo:
+        return {name.split(":")[-1] for name in repo.status()}
+
+
 def run(args: argparse.Namespace) -> None:
     from put.commands import COMMANDS
     from put.dag.dvc_yaml import instance_command
@@ -35,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
         print("put track: tracking is off (PUT_TRACKING=0): nothing logged")
         return
     params = load_cli_params(args)
-    logged, missing, present = [], [], 0
+    logged, missing, present, stale = [], [], 0, out_of_date()
     for stage, name in instances(params):
         if not stage.tracked:
             continue
@@ -51,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
         if finished_run(params.preset, variant, tracker_stage, params.dag_id(), stage_params.seed):
             present += 1
             continue
-        if not all(Path(path).exists() for path in output_paths(stage, name, params.preset)):
+        if key in stale or not all(Path(path).exists() for path in output_paths(stage, name, params.preset)):
             missing.append(key)
             continue
         tracker = stage_tracker(params.preset, variant, tracker_stage, params.dag_id(), parse_tags(stage_args.tag),
@@ -62,4 +75,4 @@ def run(args: argparse.Namespace) -> None:
     print(f"MLflow: {present} stage run(s) present; logged from their outputs (the stage did not run): "
           f"{', '.join(logged) or 'none'}")
     if missing:
-        print(f"MLflow: no run and no outputs (run `dvc repro` first): {', '.join(missing)}")
+        print(f"MLflow: no run, and no current outputs to log it from (run `dvc repro` first): {', '.join(missing)}")
