@@ -14,7 +14,7 @@ HELP = "start MLflow's UI on the local runs (mlflow.db) and print the link that 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from put.tracking.runs import UI_HOST, UI_PORT
+    from put.tracking.names import UI_HOST, UI_PORT
 
     add_params_arguments(parser)
     parser.add_argument("--host", default=UI_HOST, help=f"address to listen on (default {UI_HOST}: this machine only)")

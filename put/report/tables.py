@@ -340,8 +340,8 @@ def source_legend(rows: Sequence[dict]) -> dict[str, str]:
 def _source_text(source: str, rows: Sequence[dict]) -> str:
     if source == "this run":
         return "this run's bench stage"
-    elsewhere = next((b["measured_elsewhere"] for b in rows if b.get("source") == source and b.get("measured_elsewhere")),
-                     "")
+    elsewhere = next((b["measured_elsewhere"] for b in rows
+                      if b.get("source") == source and b.get("measured_elsewhere")), "")
     return f"\\texttt{{{latex_escape(f'reports/benchmarks/{source}.json')}}}" + (
         f" ({latex_escape(elsewhere)})" if elsewhere else "")
 
@@ -361,7 +361,8 @@ def speed_table(rows: Sequence[dict]) -> Styler:
                    else f"batch {b['batch']}")
         rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
         table.append((model, dataset, 0, f"{_timed_code(b)} {labels[b.get('source', 'this run')]}", net,
-                      b["device_name"], b["precision"], setting, float(rate), float(b.get("fraction_of_matmul", "nan"))))
+                      b["device_name"], b["precision"], setting, float(rate),
+                      float(b.get("fraction_of_matmul", "nan"))))
     for r in speed_reported().itertuples():
         model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
         table.append((model, r.dataset, 1, "reported by the paper", "the paper's trained model", r.device,

@@ -17,6 +17,8 @@ VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (
 CODE_TAG = "put.code"  # a stage run's code version (put/tracking/source.py): part of the run's identity
 SUPERSEDED = "put.superseded_by"  # on a run whose stage was re-run with other code: the newer run's id
 LOGGED_FROM = "put.logged_from"  # "outputs": the stage did not run; `put track` logged its run from its outputs
+RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
+UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
 
 
 def experiment_name(preset: str) -> str:
@@ -64,9 +66,6 @@ def parent_name(preset: str, dag_id: str, labels: Sequence[str] | None) -> str:
     official = len(labels) - len(variants)
     described = f"{len(variants)} variants" + (f" + {official} official" if official else "")
     return f"{preset} · {described} · {dag_id[:7]}"
-
-
-RUN_NAME = "attributes.`Run Name`"
 
 
 def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:

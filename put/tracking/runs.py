@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from put.tracking.names import (CODE_TAG, LOGGED_FROM, SUPERSEDED, VARIANTS_VIEW, experiment_name, file_digest,
-                                flatten, metric_names, parent_name, runs_link, variants_view)
+from put.tracking.names import (CODE_TAG, LOGGED_FROM, SUPERSEDED, UI_HOST, UI_PORT, VARIANTS_VIEW, experiment_name,
+                                file_digest, flatten, metric_names, parent_name, runs_link, variants_view)
 from put.tracking.source import (code_version, environment_tags, installed_distributions, stage_code,
                                  tracking_enabled, tracking_uri)
 from put.tracking.system import SystemMetrics
@@ -59,14 +59,15 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
-    tags = lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code_version(stage_code(stage.replace("_", "-")))}
+    code = code_version(stage_code(stage.replace("_", "-")))
+    query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
+            "attributes.status = 'FINISHED'"
     with _lock(uri):
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name(experiment_name(preset))
         if experiment is None:
             return None
-        found = client.search_runs([experiment.experiment_id], f"{tag_filter(tags)} and attributes.status = 'FINISHED'",
-                                   max_results=1)
+        found = client.search_runs([experiment.experiment_id], query, max_results=1)
     return found[0].info.run_id if found else None
 
 
@@ -370,9 +371,6 @@ def tracked(tracker: NullTracker):
         tracker.finish("FAILED")
         raise
     tracker.finish("FINISHED")
-
-
-UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
 
 
 def experiment_link(preset: str, server: str | None = None) -> str | None:
