@@ -572,9 +572,12 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     (repo / "mlflow.db").rename(tmp_path / "mlflow-first.db")
     synced = make(repo, "sync", timeout=900)
     assert synced.returncode == 0, synced.stdout[-3000:] + synced.stderr[-3000:]
+    assert "MLflow: 0 stage run(s) present" in synced.stdout
     assert mlflow_run_count(repo) == runs_after_first
     check_mlflow(repo, tmp_path, DVC_STAGES, browser=False)
-    assert "0 stage run(s) present" in make(repo, "sync", timeout=900).stdout  # nothing twice
+    again = make(repo, "sync", timeout=900).stdout  # nothing logged twice
+    assert f"MLflow: {len(DVC_STAGES)} stage run(s) present; logged from their outputs (the stage did not run): none" \
+        in again
 
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "demo results")
