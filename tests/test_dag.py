@@ -26,6 +26,7 @@ from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
+from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
 from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file, path_of,
                        pvqvae_checkpoint, report_dir, samples_dir, split_dir, transformer_checkpoint)
@@ -129,6 +130,10 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
         inputs = {next((d for d in stage["deps"] if i.startswith(d + "/")), i) for i in inputs}
         assert stage["deps"] - {"put/config/presets.yaml"} == inputs, key
         assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
+    params = load_params(repo / "params.yaml")
+    for stage, name in instances(params):  # `put track` parses each stage's command line as DVC runs it
+        command = " ".join(["python -m put", *instance_command(stage, name, "demo", params)])
+        assert command == " ".join(dvc[stage.key(name)]["cmd"].replace("${preset}", "demo").split()), stage.key(name)
 
 
 def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
