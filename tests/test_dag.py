@@ -401,7 +401,7 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
     variants' PSNR and SSIM columns on screen."""
     from mlflow.tracking import MlflowClient
 
-    from put.config import PVQVAE_VARIANTS
+    from put.config import PVQVAE_VARIANTS, VARIANT_COLOURS
     from tests.tools import browser_missing, offline_page, put_ui
 
     with put_ui(repo, tmp_path / "mlflow-ui.log") as (url, link):
@@ -429,6 +429,7 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
             if stage is None:
                 continue
             assert tags["mlflow.source.git.commit"] and tags["put.git.dirty"] == "False", name
+            assert tags.get("mlflow.runColor") == VARIANT_COLOURS.get(tags.get("put.variant")), name  # as everywhere
             from_outputs = tags.get("put.logged_from") == "outputs"
             assert from_outputs == (tags["dvc_stage"] in skipped), (name, tags["dvc_stage"], skipped)
             if stage in ("train_pvqvae", "train_transformer", "sample", "frontier") and not from_outputs:
@@ -458,9 +459,12 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
             page.screenshot(path=str(tmp_path / "mlflow-runs.png"))
             if os.environ.get("PUT_MLFLOW_SCREENSHOT"):
                 shutil.copyfile(tmp_path / "mlflow-runs.png", os.environ["PUT_MLFLOW_SCREENSHOT"])
-            # The Models tab lists each model with its registered version.
+            # The Models tab lists each model with its registered version (a column at the right: scrolled to).
             page.goto(link.replace("/runs?", "/models?").split("&")[0])
-            page.get_by_text("put-demo-put-transformer", exact=True).wait_for(timeout=60_000)
+            registered = page.get_by_text("put-demo-put-transformer", exact=True)
+            registered.wait_for(state="attached", timeout=120_000)
+            registered.scroll_into_view_if_needed()
+            assert registered.is_visible()
             assert page.blocked == []
 
 

@@ -206,6 +206,7 @@ def test_code_version_follows_the_files_and_dirty_ignores_the_pipelines_products
 
 
 def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp_path):
+    from put.config import VARIANT_COLOURS
     from put.config.params import load_params
     from put.stages.evaluate import log_outputs
     from put.tracking.runs import finished_run
@@ -226,6 +227,7 @@ def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp
     run = tracking.get_run(tracker.run_id)
     assert finished_run("demo", "put", "evaluate", dag_id) == tracker.run_id
     assert run.data.tags["put.logged_from"] == "outputs" and "put track" in run.data.tags["mlflow.note.content"]
+    assert run.data.tags["mlflow.runColor"] == VARIANT_COLOURS["put"]  # the variant's colour in the UI
     assert run.data.metrics["k50/10-60/psnr"] == 21.5 and run.data.params["ssim_window"] == "51"
     assert {a.path for a in tracking.list_artifacts(run.info.run_id)} >= {"put.json", "put_images.csv"}
     view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from put.config import VARIANT_COLOURS
 from put.tracking.names import (CODE_TAG, LOGGED_FROM, SUPERSEDED, UI_HOST, UI_PORT, VARIANTS_VIEW, experiment_name,
                                 file_digest, flatten, metric_names, parent_name, runs_link, variants_view)
 from put.tracking.source import (code_version, environment_tags, installed_distributions, stage_code,
@@ -25,6 +26,7 @@ from put.tracking.system import SystemMetrics
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 MODEL_ALIAS = "current"
 MODEL_VERSIONS_TAG = "mlflow.modelVersions"  # a LoggedModel's registered versions, as the UI lists them
+RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
 FROM_OUTPUTS_NOTE = ("Logged by `put track` from this stage's outputs: the stage did not run, because DVC found its "
                      "inputs, code and parameters unchanged since dvc.lock. No system metrics; curves come from the "
                      "files the training wrote.")
@@ -125,6 +127,8 @@ class MlflowTracker(NullTracker):
         environment = environment_tags(" ".join(["put", command] + ([variant] if variant else [])), files)
         distributions = installed_distributions()
         own_tags = {**environment, **(tags or {})}
+        if variant in VARIANT_COLOURS:  # the variant's colour in MLflow's tables and charts, as everywhere
+            own_tags[RUN_COLOUR_TAG] = VARIANT_COLOURS[variant]
         if from_outputs:
             own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
         with self.lock:
