@@ -8,7 +8,8 @@ GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu clean-venv
+.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu \
+	clean-venv tracking-server tracking-server-stop
 
 install: $(STAMP)
 
@@ -85,13 +86,33 @@ test-slow: $(STAMP) tex browser
 # Everything CI runs (.ci/run).
 test-all: test test-slow test-slurm
 
-# The ablation DAG through a live single-node Slurm cluster (root on Debian: installs slurm-wlm, munge,
-# slurmdbd and MariaDB, starts them, runs tests/slurm, stops the daemons by pid whatever the outcome).
+# The ablation DAG through a live two-node Slurm cluster, logging to a tracking server on PostgreSQL (root on
+# Debian: installs slurm-wlm, munge, slurmdbd, MariaDB and postgresql, starts them, runs tests/slurm, stops the
+# daemons, the nodes' namespaces and the tracking server by pid whatever the outcome).
+SLURM_TRACKING_DIR ?= /tmp/put-slurm-tracking
 test-slurm: $(STAMP)
 	tests/slurm/cluster.sh install
+	workflow/tracking_server.sh install
 	tests/slurm/cluster.sh down  # a cluster left over from an interrupted run
-	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 timeout 3600 $(BIN)/python -m pytest -q -m slurm tests/slurm; \
-	  status=$$?; tests/slurm/cluster.sh down; exit $$status
+	PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop
+	rm -rf $(SLURM_TRACKING_DIR) && mkdir -m 755 $(SLURM_TRACKING_DIR)
+	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) timeout 3600 \
+	  $(BIN)/python -m pytest -q -m slurm tests/slurm; \
+	  status=$$?; PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop; \
+	  tests/slurm/cluster.sh down; exit $$status
+
+# An MLflow tracking server on PostgreSQL for cluster runs (workflow/tracking_server.sh; Debian's postgresql is
+# installed when missing, as root): prints the MLFLOW_TRACKING_URI to export. TRACKING_DIR holds the database and
+# the artefacts; TRACKING_HOST is the address it listens on (127.0.0.1: this machine only).
+TRACKING_DIR ?= .mlflow-server
+TRACKING_HOST ?= 127.0.0.1
+tracking-server: $(STAMP)
+	workflow/tracking_server.sh install
+	PUT_TRACKING_DIR=$(TRACKING_DIR) PUT_TRACKING_HOST=$(TRACKING_HOST) MLFLOW=$(CURDIR)/$(BIN)/mlflow \
+	  workflow/tracking_server.sh start
+
+tracking-server-stop:
+	PUT_TRACKING_DIR=$(TRACKING_DIR) workflow/tracking_server.sh stop
 
 # dvc.yaml and the dvc plots templates from the DAG declaration (put/dag/declaration.py); a test fails when
 # a committed file is stale.

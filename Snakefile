@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable without installing
 
-from put.cluster import load_resource_table, load_site, rule_resources, rule_retries
+from put.cluster import check_layouts, load_resource_table, load_site, rule_resources, rule_retries
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
 from put.dag.snakemake import rule_spec, target_files, write_effective_params
@@ -31,6 +31,8 @@ onstart:
     # The file the jobs read their parameters from: written when jobs are about to run, never when the Snakefile
     # is only read (-n, --lint, --report).
     write_effective_params(config, Path(workflow.basedir))
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":  # before the first sbatch: layouts the site holds
+        check_layouts(RESOURCES, SITE, PRESET)
 
 
 rule all:

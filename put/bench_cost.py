@@ -192,9 +192,10 @@ def layouts(rows: list[dict], preset: str, rule: str) -> list[dict]:
 
 def preset_costs(rows: list[dict], resources: dict, preset: str, masks: dict[str, np.ndarray] | None = None) -> dict:
     """Stages, totals and measured training layouts of one preset, at the GPU counts of `resources`."""
-    gpus = {rule: resources[preset][rule]["gpu"] for rule in STAGE_JOBS}
+    nodes = {rule: resources[preset][rule]["nodes"] for rule in STAGE_JOBS}
+    gpus = {rule: nodes[rule] * resources[preset][rule]["gpu"] for rule in STAGE_JOBS}  # of a job, all its nodes
     masks = masks if masks is not None else masked_patches(preset)
-    stages = [train_cost(rows, preset, rule, gpus[rule]) for rule in TRAIN_STAGE]
+    stages = [{**train_cost(rows, preset, rule, gpus[rule]), "nodes": nodes[rule]} for rule in TRAIN_STAGE]
     stages.append(sample_cost(rows, preset, gpus["sample"], masks))
     return {"stages": stages, "totals": [totals(preset, stages)],
             "layouts": [layout for rule in TRAIN_STAGE for layout in layouts(rows, preset, rule)],

@@ -16,15 +16,17 @@ import torch
 from put.checkpoint import CheckpointError
 from put.commands import COMMANDS
 from put.diskspace import DiskFullError, as_disk_full
+from put.errors import PutError
 from put.fileio import check_output, tee_output
 from put.outlock import OutputLock, OutputLocked, sigterm_as_exit
 from put.pretrained import DownloadError
+from put.train.launch import launch, threads_per_process
 
 # Bad input, files or folders that are missing, of the wrong kind or not writable, an output another run holds,
 # a full disk: exit status 2, one line.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, CheckpointError, FileNotFoundError, FileExistsError,
                                             NotADirectoryError, IsADirectoryError, PermissionError, DownloadError,
-                                            OutputLocked, DiskFullError)
+                                            OutputLocked, DiskFullError, PutError)
 
 
 def describe(err: Exception) -> str:
@@ -38,36 +40,6 @@ def outputs_of(args: argparse.Namespace) -> list[Path]:
     """What the command writes: --out, and the options a command names in `other_outputs` (frontier's --samples)."""
     names = ("out", *getattr(args, "other_outputs", ()))
     return [Path(value) for name in names if (value := getattr(args, name, None)) is not None]
-
-
-def threads_per_process(processes: int = 1) -> int | None:
-    """Under Slurm: the job's CPUs shared by its processes, not every core of the node (None elsewhere)."""
-    cpus = os.environ.get("SLURM_CPUS_PER_TASK")
-    if not cpus or "OMP_NUM_THREADS" in os.environ:
-        return None
-    return max(1, int(cpus) // processes)
-
-
-def launch_torchrun(processes: int, argv: list[str]) -> NoReturn:
-    """Replaces this process by `torchrun` running the same command once per GPU on this node. `exec`, so a
-    scheduler's SIGTERM reaches torchrun, which passes it to the workers; they save and exit (see train/loop.py)."""
-    threads = threads_per_process(processes)
-    if threads:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-    command = [sys.executable, "-c", "from put.cli import torchrun; torchrun()", "--standalone", "--nnodes=1",
-               f"--nproc-per-node={processes}", "-m", "put", *argv]
-    print("launching: " + " ".join(command), file=sys.stderr, flush=True)
-    os.execv(command[0], command)
-
-
-def torchrun() -> None:
-    """`torchrun` whose parser matches its own options exactly: by default it takes an abbreviation out of the
-    training command's arguments (our `--log` is ambiguous with its `--log-dir`, ...) and stops."""
-    import torch.distributed.run
-
-    parser = torch.distributed.run.get_args_parser()
-    parser.allow_abbrev = False
-    torch.distributed.run.run(parser.parse_args(sys.argv[1:]))
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -115,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if getattr(args, "out", None) is not None:  # before any work: a bad --out fails now, not hours later
                 check_output(args.out, folder=args.out_folder)
-            if getattr(args, "gpus", 0) > 1 and "WORLD_SIZE" not in os.environ:
+            if getattr(args, "gpus", 0) * getattr(args, "nodes", 1) > 1 and "WORLD_SIZE" not in os.environ:
                 with OutputLock(outputs):  # another run on these outputs stops this one now; rank 0 will hold them
                     pass
-                launch_torchrun(args.gpus, sys.argv[1:] if argv is None else argv)  # does not return
+                launch(args.nodes, max(1, args.gpus), sys.argv[1:] if argv is None else argv)  # does not return
             if threads := threads_per_process():
                 torch.set_num_threads(threads)
             with OutputLock(outputs) if outputs and os.environ.get("RANK", "0") == "0" else nullcontext():

@@ -5,6 +5,7 @@ Outside Slurm the same resources are harmless: the local executor ignores the sl
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from put.config import PRESETS
@@ -14,7 +15,7 @@ from put.yamlfile import YamlFileError, read_yaml_mapping
 RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
 RULES = tuple(stage.name for stage in STAGES if stage.replica_of is None)  # a seed replicate takes its stage's
 RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # they save their state on SIGTERM
-RESOURCE_KEYS = {"gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
+RESOURCE_KEYS = {"nodes": int, "gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
 SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")
 SITE_ENV = "PUT_SLURM_SITE"
 # Slurm sends SIGTERM this long before a long training job's time limit, so that a large checkpoint is
@@ -52,7 +53,7 @@ def load_resource_table(path: Path) -> dict[str, dict[str, dict[str, int]]]:
     unknown = set(data) - {"defaults", "presets"}
     if unknown:
         raise ClusterConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, presets")
-    defaults = _check_resources(data.get("defaults", {}), f"{path}: defaults")
+    defaults = {"nodes": 1, **_check_resources(data.get("defaults", {}), f"{path}: defaults")}
     missing = set(RESOURCE_KEYS) - set(defaults)
     if missing:
         raise ClusterConfigError(f"{path}: defaults lacks {sorted(missing)}")
@@ -91,25 +92,65 @@ def load_site(path: Path | None = None) -> dict[str, str]:
 
 
 def rule_resources(table: dict, site: dict[str, str], preset: str, rule: str) -> dict[str, object]:
-    """The `resources:` of one rule, as the Slurm executor plugin reads them."""
+    """The `resources:` of one rule, as the Slurm executor plugin reads them. `nodes` and `gpus_per_node` are the
+    layout the job's command is given (`--nodes`, `--gpus`: put/train/launch.py). One node: `gpu` (sbatch --gpus,
+    the GPUs of the job). Several: the job's command starts its own job step (`srun`, one torchrun per node), which
+    the plugin's `mpi` resource means (it then runs the command in the batch step, not inside a one-task step),
+    with one task per node and the GPUs per node (--ntasks-per-node=1 --gpus-per-node)."""
     wanted = table[preset][rule]
-    resources: dict[str, object] = {key: wanted[key] for key in ("gpu", "cpus_per_task", "mem_mb", "runtime")}
-    gpu_job = wanted["gpu"] > 0
-    partition = site.get("gpu_partition", site.get("partition")) if gpu_job else site.get("partition")
+    nodes, gpus = wanted["nodes"], wanted["gpu"]
+    resources: dict[str, object] = {key: wanted[key] for key in ("nodes", "cpus_per_task", "mem_mb", "runtime")}
+    resources["gpus_per_node"] = gpus
+    partition = site.get("gpu_partition", site.get("partition")) if gpus else site.get("partition")
     if partition:
         resources["slurm_partition"] = partition
     if "account" in site:
         resources["slurm_account"] = site["account"]
     if "qos" in site:
         resources["qos"] = site["qos"]
-    if gpu_job and "gpu_model" in site:  # only on GPU jobs: the plugin turns it into --gpus=MODEL:N
-        resources["gpu_model"] = site["gpu_model"]
     # A requeued job appends to its log instead of overwriting the first attempt's output.
     extra = ["--open-mode=append"]
+    if nodes == 1:
+        resources["gpu"] = gpus
+        if gpus and "gpu_model" in site:  # only on GPU jobs: the plugin turns it into --gpus=MODEL:N
+            resources["gpu_model"] = site["gpu_model"]
+    else:
+        resources |= {"mpi": "srun", "tasks": nodes}
+        extra.append("--ntasks-per-node=1")
+        if gpus:
+            extra.append(f"--gpus-per-node={site['gpu_model'] + ':' if 'gpu_model' in site else ''}{gpus}")
     if rule in RESUMABLE_RULES and wanted["runtime"] * 60 >= 10 * STOP_WARNING_S:
         extra.append(f"--signal=TERM@{STOP_WARNING_S}")
     resources["slurm_extra"] = " ".join(extra)
     return resources
+
+
+def partition_nodes(partition: str | None) -> int | None:
+    """Nodes of a Slurm partition (None: the default one), from `sinfo`; None when sinfo cannot tell."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P %D"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sizes = {name: int(count) for name, count in (line.split() for line in out.splitlines() if line.strip())}
+    if partition is None:
+        return next((n for name, n in sizes.items() if name.endswith("*")), None)
+    return sizes.get(partition, sizes.get(partition + "*"))
+
+
+def check_layouts(table: dict, site: dict[str, str], preset: str) -> None:
+    """Before any job is submitted: every rule's `nodes` fits its partition (sbatch would refuse the job only when
+    it is due, after hours of the DAG). Partitions sinfo cannot see are left to sbatch."""
+    for rule, wanted in table[preset].items():
+        if wanted["nodes"] == 1:
+            continue
+        partition = rule_resources(table, site, preset, rule).get("slurm_partition")
+        available = partition_nodes(partition)
+        if available is not None and wanted["nodes"] > available:
+            raise ClusterConfigError(
+                f"{RESOURCE_TABLE}: presets.{preset}.{rule}.nodes: {wanted['nodes']}, but partition "
+                f"{partition or '(the default)'} has {available} node(s) (sinfo); lower it or set the site's "
+                "partition (slurm/site.yaml)")
 
 
 def rule_retries(table: dict, preset: str, rule: str) -> int:

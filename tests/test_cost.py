@@ -131,7 +131,7 @@ def test_cost_command_rewrites_the_readme_tables_and_needs_its_markers(tmp_path,
     cost = json.loads((folder / COST_FILE).read_text())
     text = readme.read_text()
     assert "old table" not in text and cost_markdown(cost) in text and text.endswith(f"{README_MARKERS[1]}\nrest\n")
-    assert "| ffhq | UQ-Transformer | 6 x 1 | 48 | 0.3 |" in capsys.readouterr().out
+    assert "| ffhq | UQ-Transformer | 6 x 1 x 1 | 48 | 0.3 |" in capsys.readouterr().out
     readme.write_text("no markers\n")
     assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--readme", str(readme)]) == 2
     assert "no cost-table markers" in capsys.readouterr().err

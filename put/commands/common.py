@@ -103,6 +103,9 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
                         help="discard a saved state (e.g. one made with other settings) and train afresh")
     parser.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--gpus", type=nonnegative_int, default=0,
-                        help="processes on this node, one per GPU: above 1 re-runs this command under torchrun "
-                             "(DDP; gloo on CPU); 0 or 1: one process")
+                        help="processes per node, one per GPU: above 1 re-runs this command under torchrun "
+                             "(DDP; NCCL on GPUs, gloo on CPU); 0 or 1: one process")
+    parser.add_argument("--nodes", type=positive_int, default=1,
+                        help="nodes of the Slurm job this command runs in (its batch step): above 1, one torchrun "
+                             "per node under srun, rendezvous on this node (put/train/launch.py)")
     parser.set_defaults(out_folder=False)

@@ -138,8 +138,8 @@ def rule_spec(stage: Stage, preset: str, params: Params, config: dict[str, Any],
         if option.startswith("--"):
             value = f"{{output.{option_name(option)}}}" if out.declared else in_rule(out.pattern, preset)
             options.append(f"{option} {value.replace('{official}', '{wildcards.official}')}")
-    if stage.training:  # more than one GPU runs the training under torchrun (put/cli.py)
-        options.append("--gpus {resources.gpu}")
+    if stage.training:  # more than one process runs the training under torchrun (put/train/launch.py)
+        options.append("--gpus {resources.gpus_per_node} --nodes {resources.nodes}")
     if stage.tracked:
         instance = f"@{{wildcards.{wildcard(stage)}}}" if wildcard(stage) else ""
         options.append(f"--tag snakemake_rule={stage.name}{instance}")

@@ -30,14 +30,16 @@ def _batch(s: dict) -> str:
 
 
 def _gpus(s: dict) -> str:
-    return f"{s['jobs']} x {s['gpus'] or 'CPU'}"
+    """Jobs x nodes x GPUs per node (the layout of workflow/resources.yaml)."""
+    nodes = s.get("nodes", 1)
+    return f"{s['jobs']} x {nodes} x {s['gpus'] // nodes or 'CPU'}"
 
 
 def cost_frame(cost: dict) -> pd.DataFrame:
     """One row per preset and stage, then the preset's ablation DAG."""
     rows = []
     for s in cost["stages"]:
-        rows.append({"Preset": s["preset"], "Stage": STAGE_NAMES[s["stage"]], "Jobs x GPUs": _gpus(s),
+        rows.append({"Preset": s["preset"], "Stage": STAGE_NAMES[s["stage"]], "Jobs x nodes x GPUs": _gpus(s),
                      "Batch/GPU": _batch(s), "s/step": s.get("seconds_per_step"),
                      "Steps": s.get("steps"), "Peak GiB": s.get("peak_gib"), "Wall h (job)": s.get("wall_hours"),
                      "GPU-h (all jobs)": s["jobs"] * s["device_hours"] if "device_hours" in s else None,
@@ -45,7 +47,8 @@ def cost_frame(cost: dict) -> pd.DataFrame:
     for t in cost["totals"]:
         wall = (f"{_hours(t['wall_hours'])} (every job of a stage at once); "
                 f"{_hours(t['wall_hours_one_job_at_a_time'])} one job at a time") if "missing" not in t else t["missing"]
-        rows.append({"Preset": t["preset"], "Stage": STAGE_NAMES[t["stage"]], "Jobs x GPUs": str(t.get("jobs", NA)),
+        rows.append({"Preset": t["preset"], "Stage": STAGE_NAMES[t["stage"]],
+                     "Jobs x nodes x GPUs": str(t.get("jobs", NA)),
                      "Batch/GPU": "", "s/step": None, "Steps": None, "Peak GiB": None,
                      "Wall h (job)": t.get("wall_hours"), "GPU-h (all jobs)": t.get("device_hours"),
                      "Measured on": wall})
@@ -110,8 +113,9 @@ def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Sty
 
 def cost_table(cost: dict) -> Styler:
     return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.9), (
-        "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x GPUs each, per-GPU "
-        "batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the benchmark process's "
+        "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x nodes x GPUs per "
+        "node, per-GPU batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the "
+        "benchmark process's "
         "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
         "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "

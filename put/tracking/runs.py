@@ -357,10 +357,15 @@ class MlflowTracker(NullTracker):
 
 def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
                   **options: Any) -> NullTracker:
-    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs)."""
+    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs), whose calls are
+    spooled once the server stops answering (put/tracking/spool.py)."""
     if not tracking_enabled():
         return NullTracker()
-    return MlflowTracker(preset, variant, stage, dag_id, tags, **options)
+    from put.tracking.spool import ResilientTracker
+
+    system = options.pop("system_metrics", False)
+    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags, **options}
+    return ResilientTracker(MlflowTracker, init, system)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from put.seeding import derive_seed
+from put.train.launch import slurm_cpus
 
 
 class StepBatchSampler(Sampler[list[tuple[int, int]]]):
@@ -73,8 +74,7 @@ def loader_workers(configured: int | Literal["auto"], processes: int = 1) -> int
     training processes, each keeping one CPU for itself."""
     if configured != "auto":
         return int(configured)
-    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
-    cpus = int(slurm) if slurm else len(os.sched_getaffinity(0))
+    cpus = slurm_cpus() or len(os.sched_getaffinity(0))
     return max(0, cpus // max(1, processes) - 1)
 
 

@@ -1,4 +1,5 @@
-"""Process-group set-up for `torchrun` (DDP, one node, N processes) and the single-process case."""
+"""Process-group set-up for `torchrun` (DDP: N processes on one node, or on each of several nodes, see launch.py)
+and the single-process case."""
 
 from __future__ import annotations
 

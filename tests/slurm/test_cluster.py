@@ -1,16 +1,29 @@
-"""`snakemake --profile slurm ablations` on a live single-node Slurm cluster, which `make test-slurm` brings
-up with tests/slurm/cluster.sh. Every job of the DAG runs as a Slurm job and completes; training jobs that
-are preempted (one single-process, one under torchrun) or hit their time limit resume from their saved
-state; a failing job fails the workflow with a message that leads to the cause; `make record` makes DVC
-see the cluster's outputs as up to date. The tests share one repository copy and run in file order."""
+"""`snakemake --profile slurm ablations` on the live two-node Slurm cluster that `make test-slurm` brings up with
+tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh). One DAG
+run, in which: every transformer trains on 2 nodes x 1 process (gloo); a P-VQVAE and a two-node transformer are
+preempted and resume; one node's training process of another transformer is killed (kill -9), the job fails and
+Snakemake's retry resumes it; the tracking server is restarted while jobs log. Then: every job ran and completed,
+on both nodes where asked; the killed training ends with the weights of one process trained on the same global
+batch; every run, parameter, metric value and model reached the server; the outputs are recorded in DVC, pushed
+to a remote, pulled by a fresh clone and checked out without copies through a shared cache; a failing job and a
+layout the partition cannot hold fail the workflow with a message; a training stopped by its time limit resumes
+attempt after attempt while the tracking server is down for longer than the client's retries, and its records
+are logged afterwards. The tests share one repository copy and run in file order."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +33,12 @@ import yaml
 
 from put.checkpoint import load_checkpoint
 from put.config import PVQVAE_VARIANTS, VARIANTS
+from put.config.params import load_params
 from put.dag.declaration import stage
-from put.paths import metrics_file, pvqvae_checkpoint, transformer_checkpoint
+from put.paths import EVAL_CURVE, TRAIN_CURVE, metrics_file, pvqvae_checkpoint, transformer_checkpoint
+from put.tracking.names import flatten, metric_names
 from put.train.loop import resume_path
-from tests.helpers import working_copy
+from tests.helpers import ROOT, working_copy
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
@@ -35,8 +50,16 @@ EXPECTED_JOBS = {"rule_config", "rule_split", "rule_prepare", "rule_masks",
                  *(f"rule_train_pvqvae_wildcards_{v}" for v in PVQVAE_VARIANTS),
                  *(f"rule_{rule}_wildcards_{v}" for rule in ("train_transformer", "sample", "evaluate")
                    for v in VARIANTS)}
+NODES = ("putnode1", "putnode2")
 # Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+.
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "5")
+# MLflow's client retries during the DAG run (its defaults): 0+4+8+16+32+64+120 s of backoff, longer than a
+# server restart takes on a loaded machine.
+RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2"}
+# During the time-limit run: 0+2+4 s, well below the outage (and below a 1-minute attempt).
+RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+OUTAGE_S = 75
+SPOOL_LINE = re.compile(r"put: MLflow at (\S+) did not answer .*: put track-replay (\S+\.jsonl)")
 
 
 @dataclass
@@ -45,19 +68,26 @@ class SlurmRecord:
     comment: str
     state: str
     exit_code: str
+    nodes: int
+    node_list: str
 
 
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def sacct(since: str) -> list[SlurmRecord]:
-    """Every allocation since `since`, requeued attempts included (--duplicates), oldest first."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "--duplicates", "-S", since,
-                          "-o", "JobIDRaw,Comment,State,ExitCode"],
+def sacct(since: str, steps: bool = False) -> list[SlurmRecord]:
+    """Every allocation since `since` (with `steps`, their job steps too), requeued attempts included
+    (--duplicates), oldest first."""
+    out = subprocess.run(["sacct", *([] if steps else ["-X"]), "-n", "-P", "--duplicates", "-S", since,
+                          "-o", "JobIDRaw,Comment,State,ExitCode,NNodes,NodeList"],
                          check=True, capture_output=True, text=True, timeout=60).stdout
-    return [SlurmRecord(*(f.split()[0] if i == 2 else f for i, f in enumerate(line.split("|"))))
-            for line in out.splitlines() if line.strip()]
+    records = []
+    for line in out.splitlines():
+        if line.strip():
+            job, comment, state, code, nodes, node_list = line.split("|")
+            records.append(SlurmRecord(job, comment, state.split()[0], code, int(nodes), node_list))
+    return records
 
 
 def final_states(records: list[SlurmRecord]) -> dict[str, str]:
@@ -65,9 +95,58 @@ def final_states(records: list[SlurmRecord]) -> dict[str, str]:
     return {r.comment: r.state for r in records if r.comment.startswith("rule_")}
 
 
-def start_snakemake(repo: Path, *args: str, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_SLURM_SITE": str(repo / "site.yaml")}
-    env.pop("PUT_TRACKING", None)  # track to MLflow as users do (sqlite:///mlflow.db in the repository)
+def set_resources(repo: Path, rule: str, **values: int) -> None:
+    """The demo preset's resources of `rule` in the copy's workflow/resources.yaml (what a site edits)."""
+    path = repo / "workflow" / "resources.yaml"
+    table = yaml.safe_load(path.read_text())
+    table["presets"][PRESET][rule] = {**table["presets"][PRESET].get(rule, {}), **values}
+    path.write_text(yaml.safe_dump(table, sort_keys=False))
+
+
+class TrackingServer:
+    """workflow/tracking_server.sh on this host's bridge address (the nodes' only way to it)."""
+
+    def __init__(self, folder: Path):
+        host = subprocess.run([str(ROOT / "tests/slurm/cluster.sh"), "address"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        self.env = {**os.environ, "PUT_TRACKING_DIR": str(folder), "PUT_TRACKING_HOST": host,
+                    "MLFLOW": str(BIN / "mlflow")}
+        self.uri = re.search(r"MLFLOW_TRACKING_URI=(\S+)", self.call("start")).group(1)
+
+    def call(self, command: str) -> str:
+        done = subprocess.run([str(ROOT / "workflow/tracking_server.sh"), command], env=self.env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def restart(self, down_s: float = 0) -> float:
+        """Stops the MLflow server (the database stays), waits `down_s`, starts it; returns the seconds it was down."""
+        began = time.monotonic()
+        self.call("stop-mlflow")
+        time.sleep(down_s)
+        self.call("start-mlflow")
+        return time.monotonic() - began
+
+
+@pytest.fixture(scope="module")
+def tracking():
+    # `make test-slurm` names the folder, to stop the server whatever happens to this process
+    folder = Path(os.environ.get("PUT_SLURM_TRACKING_DIR") or tempfile.mkdtemp(prefix="put-tracking-"))
+    folder.chmod(0o755)  # PostgreSQL runs as the postgres user, which must reach its data folder
+    server = None
+    try:
+        server = TrackingServer(folder)
+        yield server
+    finally:  # the server and the database stopped by pid, whatever the outcome
+        subprocess.run([str(ROOT / "workflow/tracking_server.sh"), "stop"], env={**os.environ,
+                       "PUT_TRACKING_DIR": str(folder)}, timeout=300)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_snakemake(repo: Path, *args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_SLURM_SITE": str(repo / "site.yaml"),
+           **(env or {})}
+    env.pop("PUT_TRACKING", None)  # track to MLflow as users do
     return subprocess.Popen([str(BIN / "snakemake"), "--profile", "slurm", *args, *FAST_POLL], cwd=repo, env=env,
                             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -83,31 +162,70 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float) -> tuple[int, str]
     return code, log.read_text()
 
 
-def run_snakemake(repo: Path, *args: str, timeout: float) -> tuple[int, str]:
+def run_snakemake(repo: Path, *args: str, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
     log = repo / f"snakemake-{time.monotonic_ns()}.out"
-    return finish(start_snakemake(repo, *args, log=log), log, timeout)
+    return finish(start_snakemake(repo, *args, log=log, env=env), log, timeout)
 
 
-def running_job(comment: str) -> str:
-    out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k"], check=True, capture_output=True, text=True,
+def running_jobs(comment: str) -> list[tuple[str, str]]:
+    """(job id, first node) of the running Slurm jobs of a rule instance."""
+    out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%N"], check=True, capture_output=True, text=True,
                          timeout=30).stdout
-    jobs = [line.split("|")[0] for line in out.splitlines() if line.split("|")[1:] == [comment]]
-    assert jobs, f"no running Slurm job for {comment}: {out}"
-    return jobs[0]
+    return [(job, subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
+                                 timeout=30).stdout.split()[0])
+            for job, name, nodes in (line.split("|") for line in out.splitlines()) if name == comment]
 
 
-def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Popen, deadline: float) -> str:
-    """Waits until a training matching `pattern` has saved its state, then preempts it for real: an `urgent`
-    partition job asking for every CPU makes Slurm requeue the running `batch` jobs (SIGTERM first)."""
-    while not (saved := sorted(repo.glob(pattern))):
-        assert proc.poll() is None, "snakemake ended before any training wrote its state"
+def wait_for_saved_state(pattern: str, repo: Path, proc: subprocess.Popen, deadline: float,
+                         exclude: tuple[str, ...] = ()) -> str:
+    """The variant of the first training matching `pattern` that has saved its state and still runs."""
+    while True:
+        assert proc.poll() is None, "snakemake ended before a training wrote its state"
         assert time.monotonic() < deadline, f"no {pattern} appeared"
-        time.sleep(0.5)
-    variant = saved[0].parent.name
-    job = running_job(f"rule_{rule}_wildcards_{variant}")
-    subprocess.run(["sbatch", "-p", "urgent", "-c", str(os.cpu_count()), "--mem", "500", "-t", "1",
+        for saved in sorted(repo.glob(pattern)):
+            variant = saved.parent.name
+            rule = "train_pvqvae" if "pvqvae" in saved.name else "train_transformer"
+            if variant not in exclude and running_jobs(f"rule_{rule}_wildcards_{variant}"):
+                return variant
+        time.sleep(0.2)
+
+
+def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Popen,
+                       deadline: float) -> tuple[str, str]:
+    """Waits until a training matching `pattern` has saved its state, then preempts it for real: an `urgent`
+    partition job asking for every CPU of the job's first node makes Slurm requeue the `batch` jobs there
+    (SIGTERM first)."""
+    variant = wait_for_saved_state(pattern, repo, proc, deadline)
+    ((job, node),) = running_jobs(f"rule_{rule}_wildcards_{variant}")
+    subprocess.run(["sbatch", "-p", "urgent", "-w", node, "-c", str(os.cpu_count()), "--mem", "500", "-t", "1",
                     "--output", "/dev/null", "--wrap", "sleep 1"], check=True, capture_output=True, timeout=30)
-    return job
+    return job, variant
+
+
+def worker_of(job: str, node: str) -> int | None:
+    """The pid of job `job`'s training process (a torchrun worker, RANK set) on `node`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            env = dict(item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item)
+        except (OSError, ValueError):
+            continue
+        if env.get("SLURM_JOB_ID") == job and env.get("SLURMD_NODENAME") == node and "RANK" in env \
+                and "LOCAL_RANK" in env:
+            return int(proc.name)
+    return None
+
+
+def kill_a_node_once_saved(pattern: str, repo: Path, proc: subprocess.Popen, deadline: float,
+                           exclude: tuple[str, ...]) -> tuple[str, str]:
+    """kill -9 of the training process on the second node of a two-node transformer job that saved its state."""
+    while True:
+        variant = wait_for_saved_state(pattern, repo, proc, deadline, exclude)
+        for job, _ in running_jobs(f"rule_train_transformer_wildcards_{variant}"):
+            pid = worker_of(job, NODES[1])
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                return job, variant
+        time.sleep(0.2)  # its workers are still starting (a requeued job resuming): look again
 
 
 def slurm_logs(repo: Path, rule: str, variant: str) -> dict[str, str]:
@@ -117,53 +235,215 @@ def slurm_logs(repo: Path, rule: str, variant: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(tmp_path_factory):
+def cluster_run(tmp_path_factory, tracking):
     repo = working_copy(tmp_path_factory.mktemp("slurm") / "repo")
     (repo / "site.yaml").write_text("account: put\npartition: batch\n")
+    set_resources(repo, "train_transformer", nodes=2, gpu=1)  # every transformer: 2 nodes x 1 process
     since = now()
     log = repo / "ablations.out"
-    # Transformers on 2 (stand-in) GPUs: run under torchrun, one process per GPU. --forceall: the clone holds the
-    # committed demo products (metrics, curves), which Snakemake would take as done although no checkpoint exists.
-    proc = start_snakemake(repo, "ablations", "--forceall", "--set-resources", "train_transformer:gpu=2", log=log)
+    began = time.monotonic()
+    # --forceall: the clone holds the committed demo products (metrics, curves), which Snakemake would take as
+    # done although no checkpoint exists.
+    proc = start_snakemake(repo, "ablations", "--forceall", log=log,
+                           env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_ACROSS_A_RESTART})
     deadline = time.monotonic() + 40 * 60
+    events = {}
     try:
-        preempted = {
-            "train_pvqvae": preempt_once_saved(str(resume_path(pvqvae_checkpoint(PRESET, "*"))), "train_pvqvae",
-                                               repo, proc, deadline),
-            "train_transformer": preempt_once_saved(str(resume_path(transformer_checkpoint(PRESET, "*"))),
-                                                    "train_transformer", repo, proc, deadline)}
+        events["preempted"] = {"train_pvqvae": preempt_once_saved(str(resume_path(pvqvae_checkpoint(PRESET, "*"))),
+                                                                  "train_pvqvae", repo, proc, deadline)}
+        busy = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%k"], capture_output=True, text=True).stdout.split()
+        events["restart"] = {"down_s": tracking.restart(), "jobs_running": busy}
+        transformers = str(resume_path(transformer_checkpoint(PRESET, "*")))
+        events["preempted"]["train_transformer"] = preempt_once_saved(transformers, "train_transformer", repo, proc,
+                                                                      deadline)
+        events["killed"] = kill_a_node_once_saved(transformers, repo, proc, deadline,
+                                                  exclude=(events["preempted"]["train_transformer"][1],))
     finally:
         code, output = finish(proc, log, max(60.0, deadline - time.monotonic()))
     assert code == 0, output[-6000:]
-    return {"repo": repo, "since": since, "output": output, "preempted": preempted}
+    return {"repo": repo, "since": since, "output": output, "seconds": time.monotonic() - began, **events}
 
 
-def test_every_job_of_the_dag_ran_as_a_slurm_job_and_completed(cluster_run):
+def stage_runs(uri: str, repo: Path) -> dict:
+    """Run name -> run, of every stage run of the configuration the repository's last Snakemake run used."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
+    dag_id = params_of(repo).dag_id()
+    runs = [r for r in client.search_runs([experiment], max_results=5000)
+            if r.data.tags.get("put.level") == "stage" and r.data.tags.get("put.dag_id") == dag_id]
+    named = {r.info.run_name: r for r in runs}
+    assert len(named) == len(runs), sorted(r.info.run_name for r in runs)  # no run logged twice
+    return named
+
+
+TIMING = ("data_wait", "seconds")  # wall-clock values: a resumed attempt logs its own
+
+
+def logged_curves(client, run, curves: Path) -> int:
+    """Every value of the training's curves (train.csv, eval.csv) is in the run's metric history; returns their
+    count."""
+    count = 0
+    for name, prefix in ((TRAIN_CURVE, "train/"), (EVAL_CURVE, "eval/")):
+        rows = list(csv.DictReader((curves / name).open()))
+        for column in rows[0].keys() - {"step"}:
+            written = {(int(r["step"]), float(r[column])) for r in rows if r[column] != ""}
+            history = {(m.step, m.value) for m in client.get_metric_history(run.info.run_id, prefix + column)}
+            if any(t in column for t in TIMING):
+                assert {s for s, _ in written} <= {s for s, _ in history}, (run.info.run_name, column)
+            else:
+                assert written <= history, (run.info.run_name, column, sorted(written - history)[:5])
+            count += len(written)
+    return count
+
+
+def check_tracking(uri: str, repo: Path, names: list[str]) -> dict[str, int]:
+    """The runs `names` ("stage variant") are in MLflow, finished, with every parameter the stage logs, every
+    value of its curves or metrics file, and its model; returns the counts checked."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = stage_runs(uri, repo)
+    assert set(names) <= set(runs), sorted(set(names) - set(runs))
+    params = params_of(repo)
+    preset = params.resolved()
+    experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
+    models = client.search_logged_models([experiment], max_results=1000)
+    counts = {"runs": 0, "params": 0, "metric values": 0, "models": 0}
+    for name in names:
+        run = runs[name]
+        stage_name, variant = name.split()
+        assert run.info.status == "FINISHED", (name, run.info.status)
+        counts["runs"] += 1
+        if stage_name.startswith("train_"):
+            kind = stage_name.removeprefix("train_")
+            config = params.variant_config(variant)
+            expected = flatten({"model": config.model_dump(), "train": getattr(preset, f"{kind}_train").model_dump()})
+            curves = pvqvae_checkpoint(PRESET, variant) if kind == "pvqvae" else transformer_checkpoint(PRESET,
+                                                                                                          variant)
+            counts["metric values"] += logged_curves(client, run, repo / curves.parent / f"{kind}_curves")
+            own = [m for m in models if m.source_run_id == run.info.run_id]
+            assert len(own) == 1 and str(own[0].status).endswith("READY"), (name, own)
+            counts["models"] += 1
+        elif stage_name == "evaluate":
+            expected = flatten(preset.evaluate.model_dump())
+            values = metric_names(json.loads((repo / metrics_file(PRESET, variant)).read_text()))
+            assert all(math.isclose(run.data.metrics[k], v) for k, v in values.items() if math.isfinite(v)), name
+            counts["metric values"] += len(values)
+        else:
+            expected = flatten(getattr(preset, stage_name).model_dump())
+        assert {k: str(v)[:6000] for k, v in expected.items()}.items() <= run.data.params.items(), name
+        counts["params"] += len(expected)
+    return counts
+
+
+def test_every_job_of_the_dag_ran_as_a_slurm_job_and_completed(cluster_run, tracking):
     states = final_states(sacct(cluster_run["since"]))
     assert set(states) == EXPECTED_JOBS
     assert {c: s for c, s in states.items() if s != "COMPLETED"} == {}
     # MLflow runs carry the Slurm job ids of the jobs that made them.
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{cluster_run['repo'] / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name(f"put-{PRESET}").experiment_id], max_results=1000)
-    tagged = {run.data.tags["put.slurm_job_id"] for run in runs if "put.slurm_job_id" in run.data.tags}
+    runs = stage_runs(tracking.uri, cluster_run["repo"])
+    tagged = {run.data.tags["put.slurm_job_id"] for run in runs.values() if "put.slurm_job_id" in run.data.tags}
     assert tagged and tagged <= {r.job_id for r in sacct(cluster_run["since"])}
+    print(f"\nablation DAG on the cluster: {cluster_run['seconds']:.0f} s")
+
+
+def test_the_transformers_trained_on_two_nodes(cluster_run):
+    """sacct: each transformer job (and its srun step of one torchrun per node) on both nodes; the launch line."""
+    records = sacct(cluster_run["since"], steps=True)
+    jobs = {r.job_id for r in records if r.comment.startswith("rule_train_transformer") and r.state == "COMPLETED"}
+    assert len(jobs) == len(VARIANTS)
+    for job in jobs:
+        allocation = next(r for r in records if r.job_id == job)
+        steps = [r for r in records if r.job_id == f"{job}.0"]
+        assert (allocation.nodes, allocation.node_list) == (2, "putnode[1-2]"), allocation
+        assert steps and steps[-1].nodes == 2 and steps[-1].node_list == "putnode[1-2]", steps
+    for variant in VARIANTS:
+        for log in slurm_logs(cluster_run["repo"], "train_transformer", variant).values():
+            assert re.search(r"launching: srun --nodes=2 .* --nnodes=2 --nproc-per-node=1 .*--rdzv-backend=c10d "
+                             r"--rdzv-endpoint=putnode1:\d+", log), log[:3000]
+    # one node's jobs: the P-VQVAEs, on one node each
+    assert all(r.nodes == 1 for r in records if r.comment.startswith("rule_train_pvqvae"))
 
 
 @pytest.mark.parametrize("rule", ["train_pvqvae", "train_transformer"])
 def test_a_preempted_training_is_requeued_and_resumes(cluster_run, rule):
-    job = cluster_run["preempted"][rule]
+    job, variant = cluster_run["preempted"][rule]
     attempts = [r.state for r in sacct(cluster_run["since"]) if r.job_id == job]
     assert len(attempts) >= 2 and attempts[-1] == "COMPLETED", attempts  # requeued, then finished
     assert attempts[0] in ("PREEMPTED", "REQUEUED"), attempts
-    log = next(text for logs in [slurm_logs(cluster_run["repo"], rule, v) for v in VARIANTS]
-               for job_id, text in logs.items() if job_id == job)
+    log = slurm_logs(cluster_run["repo"], rule, variant)[job]
     assert re.search(r"stopped by signal at step \d+", log), log[-3000:]
     step = int(re.search(r"resuming from \S+ at step (\d+)", log).group(1))
     assert step > 0
-    if rule == "train_transformer":
-        assert "torchrun() --standalone --nnodes=1 --nproc-per-node=2" in log  # put.cli.torchrun
+
+
+def local_reference(repo: Path, log: str, out: Path) -> Path:
+    """The job's training command (from its launch line) run here as one process: the same global batch and
+    data order, no tracking."""
+    argv = log.split("launching: ", 1)[1].splitlines()[0].split(" -m put ", 1)[1].split()
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--out", "--curves", "--log", "--tag", "--gpus", "--nodes"):
+            skip = True
+        else:
+            kept.append(arg)
+    done = subprocess.run([sys.executable, "-m", "put", *kept, "--out", str(out)], cwd=repo, capture_output=True,
+                          text=True, timeout=1200, env={**os.environ, "PUT_TRACKING": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
+                                                                                               tmp_path):
+    """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
+    saved step, and its final weights equal (to float tolerance) those of one process trained on the same global
+    batch in the same order: two nodes x one process train the same model as one process."""
+    job, variant = cluster_run["killed"]
+    repo = cluster_run["repo"]
+    attempts = [r for r in sacct(cluster_run["since"]) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
+    killed = [r.state for r in attempts if r.job_id == job]
+    assert killed[-1] == "FAILED", killed
+    retries = [r for r in attempts if int(r.job_id) > int(job)]
+    assert retries and retries[-1].state == "COMPLETED", attempts
+    logs = slurm_logs(repo, "train_transformer", variant)
+    step = int(re.search(r"resuming from \S+ at step (\d+)", logs[retries[-1].job_id]).group(1))
+    assert step > 0
+    final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
+    assert final.training["step"] == params_of(repo).resolved().transformer_train.iterations
+    reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
+    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
+    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
+    a, b = final.model, reference.model
+    assert a.keys() == b.keys()
+    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
+    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
+          f"{relative:.2e}, largest {largest:.2e}")
+    assert relative < 1e-3
+
+
+def params_of(repo: Path):
+    return load_params(repo / ".snakemake" / "put" / "params.yaml")
+
+
+def dag_run_names() -> list[str]:
+    return ([f"train_pvqvae {v}" for v in PVQVAE_VARIANTS]
+            + [f"{s} {v}" for s in ("train_transformer", "sample", "evaluate") for v in VARIANTS])
+
+
+def test_the_tracking_server_received_every_run_parameter_metric_value_and_model(cluster_run, tracking):
+    """The jobs logged concurrently through the server on PostgreSQL, which was restarted while they ran: nothing
+    is missing."""
+    restart = cluster_run["restart"]
+    assert any(job.startswith("rule_") for job in restart["jobs_running"]), restart  # jobs were logging
+    counts = check_tracking(tracking.uri, cluster_run["repo"], dag_run_names())
+    assert counts["runs"] == len(dag_run_names()) and counts["models"] == len(PVQVAE_VARIANTS) + len(VARIANTS)
+    print(f"\ntracking server restarted mid-run (down {restart['down_s']:.1f} s, {len(restart['jobs_running'])} "
+          f"jobs running); checked: {counts}")
 
 
 def dir_file_count(path: Path) -> int:
@@ -192,8 +472,18 @@ def dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "dvc"), *args], cwd=repo, capture_output=True, text=True, timeout=600)
 
 
+def use_shared_cache(repo: Path, cache: Path) -> None:
+    """A clone's DVC cache in the cluster's shared folder, files linked into the workspace, not copied
+    (README: Sharing results)."""
+    for args in (("cache", "dir", "--local", str(cache)), ("config", "--local", "cache.shared", "group"),
+                 ("config", "--local", "cache.type", "reflink,hardlink,symlink")):
+        done = dvc(repo, *args)
+        assert done.returncode == 0, done.stderr
+
+
 def test_make_record_lets_dvc_see_the_cluster_outputs_as_up_to_date(cluster_run):
     repo = cluster_run["repo"]
+    use_shared_cache(repo, repo.parent / "shared-cache")  # what `make record` moves the outputs into
     before = json.loads(dvc(repo, "status", "--json").stdout or "{}")
     assert any(name.startswith("train_") for name in before)  # the cluster run is not in dvc.lock yet
     recorded = subprocess.run(["make", "record", f"VENV={BIN.parent}"], cwd=repo, capture_output=True,
@@ -209,15 +499,102 @@ def test_make_record_lets_dvc_see_the_cluster_outputs_as_up_to_date(cluster_run)
     assert code == 0 and "Nothing to be done" in output, output[-3000:]
 
 
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=put-test", "-c", "user.email=put-test@localhost", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """An SSH server on 127.0.0.1 (a free port) that knows one key, which this fixture creates: the storage of an
+    SSH remote. Stopped by its pid."""
+    folder = tmp_path_factory.mktemp("sshd")
+    for name in ("host", "user", "wrong"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+    shutil.copy(folder / "user.pub", folder / "authorized_keys")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (folder / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\n"
+        f"AuthorizedKeysFile {folder}/authorized_keys\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp internal-sftp\n")
+    Path("/run/sshd").mkdir(exist_ok=True)  # its privilege separation folder
+    subprocess.run(["/usr/sbin/sshd", "-f", str(folder / "sshd_config"), "-E", str(folder / "sshd.log")], check=True,
+                   timeout=30)
+    try:
+        yield {"url": f"ssh://root@127.0.0.1:{port}{folder / 'remote'}", "key": folder / "user",
+               "wrong": folder / "wrong"}
+    finally:
+        pid = int((folder / "sshd.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+
+
+def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_through_the_shared_cache(
+        cluster_run, sshd, tmp_path):
+    """An SSH remote (a key the test made), a fresh clone's pull, a second clone on the shared cache; a remote
+    that refuses the key fails in one line naming the host."""
+    repo = cluster_run["repo"]
+    assert dvc(repo, "remote", "add", "-d", "cluster", sshd["url"]).returncode == 0
+    assert dvc(repo, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["wrong"])).returncode == 0
+    began = time.monotonic()
+    refused = dvc(repo, "push", *ABLATION_STAGES)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("ERROR")]
+    assert refused.returncode != 0 and len(errors) == 1 and "Permission denied" in errors[0] \
+        and "127.0.0.1" in errors[0], refused.stderr
+    assert time.monotonic() - began < 120
+    assert dvc(repo, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["key"])).returncode == 0
+    began = time.monotonic()
+    pushed = dvc(repo, "push", *ABLATION_STAGES)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    push_s = time.monotonic() - began
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the cluster run")
+
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(repo), str(fresh))
+    assert dvc(fresh, "remote", "modify", "--local", "cluster", "keyfile", str(sshd["key"])).returncode == 0
+    began = time.monotonic()
+    pulled = dvc(fresh, "pull", *ABLATION_STAGES)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    pull_s = time.monotonic() - began
+    status = dvc(fresh, "status", *ABLATION_STAGES)
+    assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
+    dry = dvc(fresh, "repro", "--dry", *ABLATION_STAGES)
+    assert dry.returncode == 0 and "Running stage" not in dry.stdout, dry.stdout
+    metrics = [json.loads(dvc(where, "metrics", "show", "--json").stdout) for where in (repo, fresh)]
+    assert metrics[0] == metrics[1] and metrics[0]
+
+    # A second clone on the same file system, on the shared cache: its prepared images are the cache's files.
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(repo), str(second))
+    use_shared_cache(second, repo.parent / "shared-cache")
+    checked = dvc(second, "checkout", "prepare")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    prepared = [p for p in (second / "data" / PRESET / "prepared").rglob("*") if p.is_file()]
+    cached = {p.stat().st_ino for p in (repo.parent / "shared-cache").rglob("*") if p.is_file()}
+    assert prepared and all(p.stat().st_ino in cached and p.stat().st_nlink >= 2 for p in prepared)
+    size = sum(p.stat().st_size for p in prepared)
+    print(f"\ndvc push over SSH {push_s:.1f} s, pull into a fresh clone {pull_s:.1f} s; second clone: {len(prepared)} "
+          f"prepared files ({size / 2**20:.1f} MiB) linked from the shared cache, 0 bytes copied")
+
+
 def set_override(repo: Path, section: str, values: dict) -> None:
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["overrides"][section] = values
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+def checkpoint_times(repo: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")}
+
+
 def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     repo, since = cluster_run["repo"], now()
-    checkpoints = {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")}
+    checkpoints = checkpoint_times(repo)
     set_override(repo, "evaluate", {"ssim_window": 99})  # larger than the images: the evaluation fails
     try:
         code, output = run_snakemake(repo, str(metrics_file(PRESET, "put")), timeout=15 * 60)
@@ -228,21 +605,75 @@ def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     log = Path(re.search(r"(\S+\.log) \(check log file", output).group(1))  # the Slurm log, after the rule's
     assert "put evaluate: error:" in log.read_text() and "ssim" in log.read_text().lower()
     assert final_states(sacct(since)) == {"rule_evaluate_wildcards_put": "FAILED"}  # nothing else ran
-    assert {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")} == checkpoints
+    assert checkpoint_times(repo) == checkpoints
 
 
-def test_a_training_stopped_by_its_time_limit_resumes_on_retry(cluster_run):
-    """A 1-minute limit on a longer training: Slurm's SIGTERM at the limit saves the state, the job ends
-    as TIMEOUT, Snakemake's retry resumes it, until the training is complete."""
-    repo, since, iterations = cluster_run["repo"], now(), 700
+def test_a_layout_the_partition_cannot_hold_fails_before_any_job(cluster_run):
+    repo, since = cluster_run["repo"], now()
+    checkpoints = checkpoint_times(repo)
+    table = (repo / "workflow" / "resources.yaml").read_text()
+    set_resources(repo, "train_pvqvae", nodes=3)
+    began = time.monotonic()
+    try:
+        code, output = run_snakemake(repo, str(pvqvae_checkpoint(PRESET, "conv")), "--forcerun", "train_pvqvae",
+                                     timeout=300)
+    finally:
+        (repo / "workflow" / "resources.yaml").write_text(table)
+    assert code != 0
+    assert ("workflow/resources.yaml: presets.demo.train_pvqvae.nodes: 3, but partition batch has 2 node(s)"
+            in output), output[-3000:]
+    assert time.monotonic() - began < 300 and sacct(since) == [] and checkpoint_times(repo) == checkpoints
+
+
+def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
+    """(step it resumed from, step it stopped at, None if it finished) of each attempt, in job order (Snakemake's
+    retry is a new job with a log of its own)."""
+    found = []
+    for _, text in sorted(logs.items(), key=lambda item: int(item[0])):
+        started = re.search(r"resuming from \S+ at step (\d+)", text)
+        stopped = re.search(r"stopped by signal at step (\d+)", text)
+        found.append((int(started.group(1)) if started else 0, int(stopped.group(1)) if stopped else None))
+    return found
+
+
+def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_through_a_tracking_outage(
+        cluster_run, tracking):
+    """1-minute attempts of a training sized from the cluster's measured rate to need several: Slurm's SIGTERM at
+    the limit saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt starts
+    from the step the previous one saved and gets further, however slow the machine (10 retries). Meanwhile the
+    tracking server is down for longer than the client's retries: the attempts go on, say which run they could
+    not log, and `put track-replay` logs it afterwards."""
+    repo, since = cluster_run["repo"], now()
+    seconds = float((repo / "logs" / PRESET / "benchmarks" / "train_pvqvae" / "conv.tsv").read_text()
+                    .splitlines()[1].split("\t")[0])
+    rate = params_of(repo).resolved().pvqvae_train.iterations / seconds  # steps per second of a whole job
+    iterations = max(300, int(rate * 150))  # about 2.5 one-minute attempts of work
     set_override(repo, "pvqvae_train", {"iterations": iterations})
+    set_resources(repo, "train_pvqvae", runtime=1, retries=10)
     target = pvqvae_checkpoint(PRESET, "conv")
-    code, output = run_snakemake(repo, str(target), "--set-resources", "train_pvqvae:runtime=1", timeout=15 * 60)
+    outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
+    outage.start()  # from now on OUTAGE_S s without a server: far longer than the client's retries
+    code, output = run_snakemake(repo, str(target), timeout=25 * 60,
+                                 env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_SHORTER_THAN_THE_OUTAGE})
+    outage.join()
     assert code == 0, output[-4000:]
     states = [r.state for r in sacct(since) if r.comment == "rule_train_pvqvae_wildcards_conv"]
     assert "TIMEOUT" in states and states[-1] == "COMPLETED", states
-    logs = "\n".join(slurm_logs(repo, "train_pvqvae", "conv").values())
-    assert re.search(r"stopped by signal at step \d+", logs)  # SIGTERM at the limit, before the SIGKILL
-    assert re.search(r"resuming from \S+ at step [1-9]", logs)
+    logs = slurm_logs(repo, "train_pvqvae", "conv")
+    attempts = attempts_of({job: text for job, text in logs.items() if int(job) >= int(sacct(since)[0].job_id)})
+    assert len(attempts) >= 2 and attempts[-1][1] is None, attempts
+    for (start, stop), (next_start, _) in zip(attempts, attempts[1:]):
+        assert stop is not None and stop > start and next_start == stop, attempts  # resumed where it saved
     assert load_checkpoint(repo / target, kind="pvqvae").training["step"] == iterations
     assert not resume_path(repo / target).exists()
+
+    # The outage: attempts that could not log say so in one line each; their records are logged afterwards.
+    spooled = [SPOOL_LINE.search(text) for text in logs.values() for text in text.splitlines()]
+    spools = sorted({Path(m.group(2)) for m in spooled if m})
+    assert spools and all(m.group(1) == tracking.uri for m in spooled if m), "the outage hit no attempt"
+    replayed = subprocess.run([str(BIN / "put"), "track-replay", *map(str, spools)], cwd=repo, capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": tracking.uri})
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    counts = check_tracking(tracking.uri, repo, ["train_pvqvae conv"])
+    print(f"\ntime limit: {iterations} steps at {rate:.2f} steps/s, attempts {attempts} ({states}); "
+          f"{len(spools)} spooled attempt(s) replayed; checked: {counts}")

@@ -1,0 +1,183 @@
+"""Tracking that outlives a tracking server's outage. A stage's tracker calls MLflow as usual; MLflow's client
+retries a server that does not answer (MLFLOW_HTTP_REQUEST_MAX_RETRIES, default 7, with a backoff of
+MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR x 2^n s, default 2: about 4 minutes; MLFLOW_HTTP_REQUEST_TIMEOUT, default
+120 s, per request), so a restart within that window loses nothing. When the retries run out, this call and every
+later one of the run are written to a spool file instead (no more waiting on the server), the stage finishes its
+work, and its end says in one line which run was not logged and how to log it: `put track-replay FILE` (which
+replays the calls into the same run, found again by its tags, once the server is back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from put.tracking.runs import NullTracker
+
+SPOOL_ENV = "PUT_MLFLOW_SPOOL"
+SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
+LAST_STATUS = "put.last_status"  # a run's status as its latest attempt left it
+
+
+def unreachable(err: BaseException) -> bool:
+    """A tracking server that did not answer (after MLflow's retries): a connection error, a time-out, or 5xx
+    answers until the retries ran out. MLflow wraps these in an MlflowException raised while handling them."""
+    import requests
+
+    return any(isinstance(e, (requests.RequestException, ConnectionError))
+               for e in (err, err.__cause__, err.__context__) if e is not None)
+
+
+def outage(err: BaseException) -> str:
+    """The cause in a few words: "Connection refused", "timed out", "too many 503 error responses"."""
+    import re
+
+    text = str(err)
+    found = (re.search(r"\[Errno -?\d+\] ([^'\")]+)", text) or re.search(r"(too many \d+ error responses)", text)
+             or re.search(r"(timed? ?out)", text, re.IGNORECASE))
+    return found.group(1).strip() if found else text.splitlines()[0][:150]
+
+
+def _encode(value: Any, folder: Path, stem: str) -> Any:
+    """JSON for a call's argument: paths as absolute paths, arrays (images) as .npy files beside the spool."""
+    if isinstance(value, Path):
+        return {"__path__": str(value.resolve())}
+    if isinstance(value, np.ndarray):
+        name = f"{stem}-{time.monotonic_ns()}.npy"
+        np.save(folder / name, value)
+        return {"__npy__": name}
+    if isinstance(value, dict):
+        return {str(k): _encode(v, folder, stem) for k, v in value.items()}
+    if isinstance(value, tuple):  # logged as text: (0.0, 0.5) must stay a tuple
+        return {"__tuple__": [_encode(v, folder, stem) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, folder, stem) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any, folder: Path) -> Any:
+    if isinstance(value, dict):
+        if "__path__" in value:
+            return Path(value["__path__"])
+        if "__npy__" in value:
+            return np.load(folder / value["__npy__"])
+        if "__tuple__" in value:
+            return tuple(_decode(v, folder) for v in value["__tuple__"])
+        return {k: _decode(v, folder) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, folder) for v in value]
+    return value
+
+
+class ResilientTracker:
+    """Forwards every call to the tracker `make` builds, or spools it once the server did not answer. `init`: the
+    tracker's arguments (JSON), recorded so that a replay builds the same run."""
+
+    def __init__(self, make: Callable[..., NullTracker], init: dict[str, Any], system_metrics: bool = False):
+        self.init, self.lock = init, threading.Lock()
+        self.inner: NullTracker | None = None
+        self.spool: Path | None = None
+        self.system = None
+        try:
+            self.inner = make(**init)
+        except Exception as err:
+            if not unreachable(err):
+                raise
+            self._start_spool(err)
+        if system_metrics:  # through this tracker, so that its figures are spooled too
+            from put.tracking.system import SystemMetrics
+
+            self.system = SystemMetrics(self.log_metrics)
+            self.system.start()
+
+    def _start_spool(self, err: BaseException) -> None:
+        with self.lock:
+            if self.spool is not None:
+                return
+            from put.tracking.source import tracking_uri
+
+            folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+            folder.mkdir(parents=True, exist_ok=True)
+            name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
+            self.spool = folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+            self.reason = outage(err)
+            self.inner = None
+            with open(self.spool, "w") as f:
+                f.write(json.dumps({"init": self.init, "uri": tracking_uri(), "reason": self.reason}) + "\n")
+
+    def _write(self, method: str, args: tuple, kwargs: dict) -> None:
+        stem = self.spool.stem
+        record = {"call": method, "time_ms": int(time.time() * 1000),
+                  "args": _encode(list(args), self.spool.parent, stem),
+                  "kwargs": _encode(kwargs, self.spool.parent, stem)}
+        with self.lock, open(self.spool, "a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self.inner
+        if inner is not None:
+            try:
+                return getattr(inner, method)(*args, **kwargs)
+            except Exception as err:
+                if not unreachable(err):
+                    raise
+                self._start_spool(err)
+        self._write(method, args, kwargs)
+        return None
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Every tracking call (log_metrics, log_model, ...: whatever the tracker offers) goes through `_call`."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+
+    @property
+    def run_name(self) -> str:
+        return " ".join(str(self.init[k]) for k in ("stage", "variant") if self.init.get(k))
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if self.system is not None:
+            self.system.finish()
+        self._call("finish", status)
+        inner = self.inner
+        if inner is not None and hasattr(inner, "client"):  # what a later replay must not overwrite
+            try:
+                inner.client.set_tag(inner.run_id, LAST_STATUS, status)
+            except Exception as err:
+                if not unreachable(err):
+                    raise
+        if self.spool is not None:
+            from put.tracking.source import tracking_uri
+
+            print(f"put: MLflow at {tracking_uri()} did not answer ({self.reason}); run '{self.run_name}' of "
+                  f"put-{self.init['preset']} is not logged in full: its records are in {self.spool}; log them "
+                  f"once the server is back: put track-replay {self.spool}", file=sys.stderr, flush=True)
+
+
+def replay(spool: Path, make: Callable[..., NullTracker]) -> int:
+    """Builds the spooled run's tracker (the same run, found by its tags) and replays its calls; returns how many.
+    A spooled end (an attempt stopped by its time limit, say) does not overwrite the end of a later attempt that
+    reached the server."""
+    lines = Path(spool).read_text().splitlines()
+    header = json.loads(lines[0])
+    tracker = make(**header["init"])
+    client, run_id = getattr(tracker, "client", None), getattr(tracker, "run_id", None)
+    later = client.get_run(run_id) if client is not None else None  # its end, before this replay ends it again
+    calls = [json.loads(line) for line in lines[1:] if line.strip()]
+    for record in calls:
+        args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
+        if record["call"] == "finish" and later is not None and (later.info.end_time or 0) > record["time_ms"] \
+                and LAST_STATUS in later.data.tags:
+            args = [later.data.tags[LAST_STATUS]]
+        getattr(tracker, record["call"])(*args, **kwargs)
+    return len(calls)
