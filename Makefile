@@ -8,8 +8,8 @@ GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install lock tex browser demo test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu clean-venv \
-	tracking-server tracking-server-stop
+.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu \
+	clean-venv tracking-server tracking-server-stop
 
 install: $(STAMP)
 
@@ -33,13 +33,30 @@ lock:
 	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
 	  --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
-# The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores).
+# The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores), then `make sync`.
 demo: $(STAMP) tex
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	@$(MAKE) --no-print-directory repro
+
+# `dvc repro` of params.yaml's preset, then `make sync`; the closing lines say where everything is.
+repro:
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+	@$(MAKE) --no-print-directory sync
 	@echo
 	@echo "Done. Tables and figures: reports/demo/ (and reports/demo.pdf when pdflatex exists)."
 	@echo "Metrics: results/demo/metrics/*.json (dvc metrics show)   Curves: dvc plots show   Checkpoints: runs/demo/"
-	@echo "Compare runs: $(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
+	@$(BIN)/python -m put ui --link
+
+# After `dvc repro`: Snakemake's record of every job (so that `snakemake -n` has nothing to do and
+# `snakemake --report` finds each job's metadata), and MLflow's runs of the stages DVC skipped, logged from their
+# outputs (`put track`). Both take seconds.
+sync:
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake all --touch --forceall --cores 1 --quiet progress rules
+	$(BIN)/python -m put track
+
+# MLflow's UI on mlflow.db; it prints the link that opens the variants side by side (`put ui --port N` for another
+# port).
+mlflow: $(STAMP)
+	$(BIN)/python -m put ui
 
 # pdflatex for the report test: Debian's TeX Live, installed when missing and apt-get is usable (root, as in CI).
 tex:
@@ -112,7 +129,7 @@ vega:
 # learning rates, and every setting an experiment changed (it fits a 200-column terminal).
 EXP_VARIANTS ?= put
 exp: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp show --only-changed --drop '.*' \
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp show --only-changed --drop '.*' \
 	  --keep 'Experiment|Created|State|.*metrics/($(EXP_VARIANTS))\.json:k[0-9]+\.10-60\.(psnr|ssim)$$|^pvqvae_train\.lr_generator$$|^transformer_train\.lr$$'
 
 # After a Snakemake (cluster) run: record its outputs in dvc.lock so `dvc repro` sees them as up to date.

@@ -72,10 +72,13 @@ def train_row(rows: list[dict], preset: str, stage: str, batch: int, gpus: int) 
                        and r["batch"] == batch and r["device"].split(":")[0] == _device_type(gpus)])
 
 
-def sampling_rows(rows: list[dict], preset: str, tokens_per_step: int, gpus: int, code: str = "ours") -> list[dict]:
-    """A sampler's rows (ours, or the authors' loop) for a preset on the stage's kind of device, any batch."""
+def sampling_rows(rows: list[dict], preset: str, tokens_per_step: int, gpus: int, code: str = "ours",
+                  precision: str | None = None) -> list[dict]:
+    """A sampler's rows (ours, or the authors' loop; of `precision` when given) for a preset on the stage's kind of
+    device, any batch."""
     return [r for r in of_kind(rows, "sampling") if r.get("code") == code and r["preset"] == preset
-            and r["tokens_per_step"] == tokens_per_step and r["device"].split(":")[0] == _device_type(gpus)]
+            and r["tokens_per_step"] == tokens_per_step and r["device"].split(":")[0] == _device_type(gpus)
+            and precision in (None, r["precision"])]
 
 
 def at_batch(rows: list[dict], batch: int, gpus: int) -> dict | None:
@@ -148,13 +151,17 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
 
 def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.ndarray]) -> list[dict]:
     """Top-K sampling of the evaluation set's Table 1 groups (one result per image and group, one token per
-    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, each at
-    its largest measured batch not above the stage's."""
+    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, for each
+    precision measured (the authors' loop runs in fp32; ours in bf16 autocast on GPUs: an fp32 row of ours, where
+    measured, compares at equal precision), each at its largest measured batch not above the stage's."""
     P = load_preset(preset)
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     found = []
-    for code in ("ours", "authors"):
-        fits = [r for r in sampling_rows(rows, preset, 1, gpus, code) if r["batch"] <= P.sample.batch_size]
+    measured = [r for r in of_kind(rows, "sampling") if r["preset"] == preset and r["tokens_per_step"] == 1
+                and r["device"].split(":")[0] == _device_type(gpus)]
+    for code, precision in sorted({(r.get("code"), r["precision"]) for r in measured if r.get("code")},
+                                  key=lambda k: (k[0] != "ours", k[1])):
+        fits = [r for r in sampling_rows(rows, preset, 1, gpus, code, precision) if r["batch"] <= P.sample.batch_size]
         if not fits:
             continue
         row = at_batch(fits, max(r["batch"] for r in fits), gpus)

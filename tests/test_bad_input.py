@@ -240,8 +240,11 @@ def test_sample_fails_on_a_broken_mask_without_touching_its_output(tiny_checkpoi
     out = tmp_path / "samples"
     sample_variant(params, "put", transformer, eval_masks, out, "cpu")
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    # Fewer diversity samples than the report's four columns: the grid shows those there are.
+    # Fewer diversity samples than the report's three: the grid shows those there are, each raw and pasted back.
     rows, titles = grid_rows(out, eval_masks)
+    assert titles == ["masked input", "sample 1: raw", "1: pasted back", "sample 2: raw", "2: pasted back",
+                      "ground truth"] and len(rows[0]) == 6
+    rows, titles = grid_rows(out, eval_masks, composited=True)
     assert titles == ["masked input", "sample 1", "sample 2", "ground truth"] and len(rows[0]) == 4
 
     broken = sorted((eval_masks / "40-60").glob("*.png"))[-1]

@@ -26,10 +26,12 @@ from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
+from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
 from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file, path_of,
                        pvqvae_checkpoint, report_dir, samples_dir, split_dir, transformer_checkpoint)
 from put.report.products import caption
+from put.tracking.names import VARIANTS_VIEW, runs_link
 from tests.helpers import ROOT, is_product, product_roots, working_copy
 
 BIN = Path(sys.executable).parent
@@ -128,6 +130,10 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
         inputs = {next((d for d in stage["deps"] if i.startswith(d + "/")), i) for i in inputs}
         assert stage["deps"] - {"put/config/presets.yaml"} == inputs, key
         assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
+    params = load_params(repo / "params.yaml")
+    for stage, name in instances(params):  # `put track` parses each stage's command line as DVC runs it
+        command = " ".join(["python -m put", *instance_command(stage, name, "demo", params)])
+        assert command == " ".join(dvc[stage.key(name)]["cmd"].replace("${preset}", "demo").split()), stage.key(name)
 
 
 def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
@@ -383,18 +389,22 @@ def flat_numbers(data, prefix: str = "") -> dict[str, float]:
 # MLflow's run names of one DAG run's stages: `<stage> <variant>`, the report's `report`; the frontier measures put.
 TRACKED = {f"{stage.name} {name or 'put'}" if stage.name != "report" else "report"
            for stage, name in instances() if stage.tracked}
+DVC_STAGES = {stage.key(name) for stage, name in instances() if stage.tracked}  # their tags dvc_stage
 
 
-def check_mlflow(repo: Path, tmp_path: Path) -> None:
-    """The demo's runs through `mlflow server` (a client, then the UI in Chromium): the experiment marked as model
-    training, named runs, a registered LoggedModel with metrics per trained model, system metrics, datasets."""
+def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = True) -> None:
+    """The demo's runs through `put ui` (what `make mlflow` runs; a client, then the UI in Chromium): the experiment
+    marked as model training; a named run per tracked stage instance, those of the stages DVC `skipped` logged from
+    their outputs and marked so, the others not; a registered LoggedModel with metrics per trained model, listed
+    with its registered version; system metrics of the stages that ran; datasets; dirty only where code or params
+    differ from the commit (none here). In Chromium, the link `put ui` prints opens the evaluation runs with the
+    variants' PSNR and SSIM columns on screen."""
     from mlflow.tracking import MlflowClient
 
-    from put.config import PVQVAE_VARIANTS
-    from put.tracking.names import VARIANTS_VIEW
-    from tests.tools import browser_missing, mlflow_server, offline_page
+    from put.config import PVQVAE_VARIANTS, VARIANT_COLOURS
+    from tests.tools import browser_missing, offline_page, put_ui
 
-    with mlflow_server(f"sqlite:///{repo / 'mlflow.db'}", tmp_path / "mlflow-server.log") as url:
+    with put_ui(repo, tmp_path / "mlflow-ui.log") as (url, link):
         client = MlflowClient(url)
         experiment = client.get_experiment_by_name("put-demo")
         assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -411,23 +421,35 @@ def check_mlflow(repo: Path, tmp_path: Path) -> None:
                 assert {"k50/10-60/psnr", "k50/10-60/ssim"} <= linked, model.name
             name = f"put-demo-{model.tags['put.variant']}-{model.tags['put.kind']}"
             assert client.get_model_version_by_alias(name, "current").source == f"models:/{model.model_id}"
+            assert name in model.tags["mlflow.modelVersions"]  # the Models tab's "Registered models" column
         for name, run in runs.items():
             run = client.get_run(run.info.run_id)
-            stage = run.data.tags.get("put.stage")
-            assert run.data.tags.get("mlflow.source.git.commit") or stage is None, name
-            if stage in ("train_pvqvae", "train_transformer", "sample", "frontier"):
+            tags, stage = run.data.tags, run.data.tags.get("put.stage")
+            assert run.info.status == "FINISHED", name
+            if stage is None:
+                continue
+            assert tags["mlflow.source.git.commit"] and tags["put.git.dirty"] == "False", name
+            assert tags.get("mlflow.runColor") == VARIANT_COLOURS.get(tags.get("put.variant")), name  # as everywhere
+            from_outputs = tags.get("put.logged_from") == "outputs"
+            assert from_outputs == (tags["dvc_stage"] in skipped), (name, tags["dvc_stage"], skipped)
+            if stage in ("train_pvqvae", "train_transformer", "sample", "frontier") and not from_outputs:
                 assert any(k.startswith("system/cpu_utilization") for k in run.data.metrics), name
+            if stage == "evaluate":
+                assert {"k50/10-60/psnr", "k50/10-60/ssim", "all/20-40/psnr"} <= set(run.data.metrics), name
             datasets = {d.dataset.name for d in run.inputs.dataset_inputs}
             splits, masks = {"demo train split", "demo test split"}, {"demo test masks"}
             expected = {"train_pvqvae": splits, "train_transformer": splits, "sample": masks, "evaluate": masks,
                         "frontier": masks}.get(stage)
             assert expected is None or datasets == expected, (name, datasets)
+        assert f"mlflow.sharedViewState.{VARIANTS_VIEW}" in experiment.tags
+        assert link == runs_link(url, experiment.experiment_id) and "workflowType=machine_learning" in link
+        if not browser:
+            return
         if reason := browser_missing():
             warnings.warn(f"the MLflow UI was not opened: {reason}")
             return
-        with offline_page() as page:  # the README's two clicks: Model training, Views -> the saved view
-            page.goto(f"{url}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
-                      f"&viewStateShareKey={VARIANTS_VIEW}")
+        with offline_page() as page:  # exactly the link the user is given
+            page.goto(link)
             for variant in VARIANTS:
                 page.get_by_text(f"evaluate {variant}", exact=True).wait_for(timeout=60_000)
             for metric in ("k50/10-60/psnr", "k50/10-60/ssim"):  # columns of the table, on screen
@@ -435,6 +457,14 @@ def check_mlflow(repo: Path, tmp_path: Path) -> None:
                 header.first.wait_for(timeout=10_000)
                 assert header.first.is_visible() and header.first.bounding_box()["x"] < 1600, metric
             page.screenshot(path=str(tmp_path / "mlflow-runs.png"))
+            if os.environ.get("PUT_MLFLOW_SCREENSHOT"):
+                shutil.copyfile(tmp_path / "mlflow-runs.png", os.environ["PUT_MLFLOW_SCREENSHOT"])
+            # The Models tab lists each model with its registered version (a column at the right: scrolled to).
+            page.goto(link.replace("/runs?", "/models?").split("&")[0])
+            registered = page.get_by_text("put-demo-put-transformer", exact=True)
+            registered.wait_for(state="attached", timeout=120_000)
+            registered.scroll_into_view_if_needed()
+            assert registered.is_visible()
             assert page.blocked == []
 
 
@@ -461,21 +491,34 @@ def check_plots_offline(repo: Path, out: Path) -> None:
         assert page.blocked == [] and errors == []
 
 
+def make(repo: Path, target: str, timeout: int = 1500) -> subprocess.CompletedProcess:
+    """`make TARGET` in `repo` with this environment (VENV: the tests' own, so nothing is installed)."""
+    env = {k: v for k, v in ENV.items() if k != "MLFLOW_TRACKING_URI"} | {"PUT_TRACKING": "1"}
+    return subprocess.run(["make", "--no-print-directory", target, f"VENV={BIN.parent}"], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_dvc_repro_of_the_demo_preset(tmp_path):
-    """Full DAG on 2 CPU cores within 15 minutes; DVC's metrics, plots and experiment tools see the results and
-    the resolved parameters; a second repro runs nothing; one variant's parameter re-runs that variant only; a
-    failing stage keeps earlier outputs and runs, and the rerun continues."""
+    """What `make demo` does in a fresh clone (the DAG through DVC, with nothing forced, then Snakemake's record and
+    MLflow's runs of the stages DVC skipped) within 15 minutes on 2 CPU cores: MLflow holds every stage's run and
+    the saved view, opened in Chromium by the link printed; Snakemake has nothing to do and its report no missing
+    metadata; DVC's metrics, plots and experiment tools see the results and the resolved parameters; a second
+    repro runs nothing; one variant's parameter re-runs that variant only; a failing stage keeps earlier outputs and
+    runs, and the rerun continues."""
     repo = working_copy(tmp_path / "repo")
+    git(repo, "add", "-A")  # the code under test as a commit, as in a fresh clone: no run is dirty
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the code under test")
 
     start = time.monotonic()
-    # --force: with the committed dvc.lock current, DVC would rightly skip the stages whose inputs come out
-    # bit-identical (the evaluations of the deterministic CPU samples); this test wants every stage to run.
-    first = dvc(repo, "repro", "--force")
+    first = make(repo, "repro")  # `make demo` less the installation
     elapsed = time.monotonic() - start
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert elapsed <= 15 * 60, f"dvc repro of the demo took {elapsed:.0f} s"
+    skipped = set(re.findall(r"Stage '([^']+)' didn't change, skipping", first.stdout))
+    print(f"make repro (make demo less the install): {elapsed:.0f} s; DVC skipped: {sorted(skipped)}")
+    assert first.stdout.strip().splitlines()[-1].startswith("MLflow, the variants side by side: `make mlflow`")
     for variant in VARIANTS:
         assert (repo / metrics_file("demo", variant)).is_file()
     for name in ("table1.tex", "table3.tex", "speed.tex", "frontier.tex", "frontier.png", "metrics.csv",
@@ -494,6 +537,7 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
                     assert f"{cell['ssim']:.3f}" in table3
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
+        assert "runs off the page" not in first.stdout + first.stderr  # put/report/document.py layout_problems
     # The prepare stage wrote every split image once, and the trainings read them and logged their wait for data.
     manifest = json.loads((repo / path_of(PREPARED_DIR, "demo") / "manifest.json").read_text())
     for split in ("train", "test"):
@@ -504,7 +548,7 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     runs_after_first = mlflow_run_count(repo)
     assert runs_after_first == 1 + len(TRACKED)  # a parent per DAG run, a child per tracked stage instance
     seconds = time.monotonic()
-    check_mlflow(repo, tmp_path)
+    check_mlflow(repo, tmp_path, skipped)
     ux_seconds = time.monotonic() - seconds
 
     # DVC's own tools see the measured numbers, the curves and the resolved parameters.
@@ -515,9 +559,10 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     seconds = time.monotonic()
     check_plots_offline(repo, tmp_path / "plots")
 
-    # Snakemake's HTML report of the same tables and figures (this checkout ran under DVC: Snakemake is told
-    # first that the outputs are up to date).
-    assert snakemake(repo, "--touch", "--forceall", "--cores", "1").returncode == 0
+    # Snakemake agrees (`make demo` recorded every job for it): nothing to do, and its HTML report of the same
+    # tables and figures finds every job's metadata.
+    plan = snakemake(repo, "-n", "--cores", "1")
+    assert plan.returncode == 0 and "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout[-2000:]
     html = snakemake(repo, "--report", str(tmp_path / "report.html"))
     assert html.returncode == 0, html.stdout[-2000:] + html.stderr[-2000:]
     assert "Missing metadata" not in html.stdout + html.stderr
@@ -531,6 +576,17 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     second = dvc(repo, "repro")
     assert second.returncode == 0 and "didn't change, skipping" in second.stdout
     assert "Running stage" not in second.stdout
+
+    # MLflow lost (a new machine, a deleted mlflow.db): `make sync` logs every stage's run from its outputs.
+    (repo / "mlflow.db").rename(tmp_path / "mlflow-first.db")
+    synced = make(repo, "sync", timeout=900)
+    assert synced.returncode == 0, synced.stdout[-3000:] + synced.stderr[-3000:]
+    assert "MLflow: 0 stage run(s) present" in synced.stdout
+    assert mlflow_run_count(repo) == runs_after_first
+    check_mlflow(repo, tmp_path, DVC_STAGES, browser=False)
+    again = make(repo, "sync", timeout=900).stdout  # nothing logged twice
+    assert f"MLflow: {len(DVC_STAGES)} stage run(s) present; logged from their outputs (the stage did not run): none" \
+        in again
 
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "demo results")

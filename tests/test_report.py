@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from put.report.cost import cost_table, layouts_table, table_topk_table
-from put.report.document import LatexError, compile_pdf, write_document
-from put.report.plots import masked_input, plot_curves, sample_grid
+from put.report.document import LatexError, compile_pdf, layout_problems, write_document
+from put.report.plots import masked_input, pasted_back, plot_curves, sample_grid
 from put.report.reported import (
     GROUPS,
     LOWER_IS_BETTER,
@@ -74,7 +74,7 @@ def synthetic_curves(lpips_unavailable: bool = True, fid_unavailable: bool = Fal
 
 def body_rows(latex: str) -> list[tuple[str, list[str]]]:
     """(metric label, cells of the data columns) for each data row of a table; rule lines skipped."""
-    body = latex.split(r"\midrule", 1)[1].split(r"\bottomrule")[0]
+    body = latex.split(r"\endlastfoot", 1)[1]  # a longtable: caption and header come first (twice)
     rows, metric = [], ""
     for line in body.splitlines():
         line = line.strip()
@@ -206,7 +206,7 @@ def test_one_footnote_per_reason_and_only_measured_rows_bold():
     metrics = synthetic_metrics(fid_unavailable=True)
     metrics.loc[metrics["variant"] == "tok", "fid_unavailable"] = "FID needs at least 2 PNG images per side"
     latex = render_latex(table3(metrics[metrics["variant"] != "one"], "ffhq"))
-    caption = latex.split(r"\caption{", 1)[1].split("}\n", 1)[0]
+    caption = latex.split(r"\caption{", 1)[1].split("\n", 1)[0]  # the caption's line
     assert caption.count("$^{a}$") == caption.count("$^{b}$") == caption.count("$^{c}$") == 1
     assert "not evaluated" in caption and "at least 2 PNG" in caption and "Inception weights" in caption
     fid = [cells for metric, cells in body_rows(latex) if metric.startswith("FID")]
@@ -263,9 +263,10 @@ def test_speed_table_sets_like_beside_like():
             bench_result("ffhq", "pvqvae", images_per_second=2.5), bench_result("demo", "pvqvae")]
     latex = render_latex(speed_table(rows))
     for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "0.570", "99.500", r"x86\_64", r"25.0\%",
-                 "30 layers x 512, 256 px", "35 layers x 1024", "not a paper model, not comparable", "random weights",
-                 "ours, eager; this run", r"ours, graph; sampling\_cuda\_h100", "authors' released loop",
-                 "NVIDIA H100 80GB HBM3, bf16-autocast", "901.000", "62.300", "batch 10, 1/step"):
+                 "30 x 512, 256 px", "35 x 1024", "not a paper model", "random weights",
+                 "ours, eager [a]", "ours, graph [b]", "authors' loop [c]", "NVIDIA H100 80GB HBM3 & bf16-autocast",
+                 "901.000", "62.300", "batch 10, 1/step", "[a] this run's bench stage",
+                 r"[b] \texttt{reports/benchmarks/sampling\_cuda\_h100.json}"):
         assert text in latex, text
     body = latex.split(r"\endlastfoot")[1]  # a longtable: caption and header come first (twice)
     lines = [line for line in body.splitlines() if line.endswith(r"\\")]
@@ -274,7 +275,7 @@ def test_speed_table_sets_like_beside_like():
     assert datasets == ["FFHQ"] * 4 + ["Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
                         "demo preset"]
     assert "0.570" in lines[0] and "37.138" in lines[3] and "397.000" in lines[8]
-    assert "paper size" in lines[0] and "reported by the paper" in lines[3]
+    assert "30 x 512, 256 px" in lines[0] and "reported by the paper" in lines[3]
     assert r"\textbf" not in latex
 
 
@@ -349,6 +350,9 @@ def test_sample_grid_and_masked_input(tmp_path):
     keep[8:16, 8:24] = 0
     shown = masked_input(image, keep, color=(255, 0, 255))
     assert (shown[8:16, 8:24] == [255, 0, 255]).all() and np.array_equal(shown[:8], image[:8])
+    decoded = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)  # the raw decode: known pixels redrawn too
+    pasted = pasted_back(decoded, image, keep)
+    assert np.array_equal(pasted[8:16, 8:24], decoded[8:16, 8:24]) and np.array_equal(pasted[:8], image[:8])
     rows = [[shown, image, image, image] for _ in range(2)]
     path = sample_grid(rows, ["masked", "sample 1", "sample 2", "ground truth"], tmp_path / "grid.png",
                        row_titles=["a", "b"])
@@ -370,24 +374,31 @@ COMMITTED_COST = json.loads((Path(__file__).resolve().parents[1] / "reports" / "
 
 
 @needs_pdflatex
-def test_document_compiles(tmp_path):
+def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
+    """The report as the demo makes it (every table, with the committed benchmark rows and cost figures, Table 1
+    with released weights, Table 3 with daggers, seeds, a sample grid of raw and pasted-back samples), compiled: no
+    table taller than a page or wider than the text, no cell word wider than its column (pdflatex's log)."""
+    from put.report.benchmarks import read_benchmark_rows
     from put.report.replicates import seed_summary, seeds_table
     from put.versions import versions
 
     metrics = synthetic_metrics(fid_unavailable=True)
     for metric in ("psnr", "ssim", "mae"):  # intervals, printed in small type
         metrics[f"{metric}_lo"], metrics[f"{metric}_hi"] = metrics[metric] * 0.97, metrics[metric] * 1.02
+    official = metrics[metrics.variant == "put"].assign(variant="official_ffhq_release")
     replicated = pd.concat([metrics.assign(seed=s, psnr=metrics["psnr"] + s / 10) for s in (0, 1, 2)])
-    differences = pd.DataFrame([{"variant": "conv", "mode": "k50", "group": "20-40", "metric": "psnr",
-                                 "excludes_zero": True}])
+    differences = pd.DataFrame([{"variant": v, "mode": "k50", "group": g, "metric": m, "excludes_zero": True}
+                                for v in VARIANTS[1:] for g in ("20-40", "10-60") for m in ("psnr", "ssim", "mae")])
+    committed = read_benchmark_rows(Path(__file__).resolve().parents[1] / "reports" / "benchmarks")
+    speed = [bench_result("ffhq"), bench_result("demo"), bench_result("demo", "pvqvae"),
+             *(r for r in committed if r["benchmark"] in ("sampling", "pvqvae"))]
     out = tmp_path / "reports"
-    cmd, commit = "python -m put report --preset demo", "deadbeef"
-    tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",
-                          cmd, commit),
+    cmd, commit = "python -m put report --preset demo --metrics-dir results/demo/metrics --out reports/demo", "deadbee"
+    tables = [write_latex(table1(pd.concat([metrics, official]), "demo", context=True), out / "tables" / "table1.tex",
+                          None, "tab:t1", cmd, commit),
               write_latex(table3(metrics, "demo", differences), out / "tables" / "table3.tex", None, "tab:t3", cmd,
                           commit),
-              write_latex(speed_table([bench_result("ffhq"), bench_result("demo", "pvqvae")]),
-                          out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
+              write_latex(speed_table(speed), out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
               write_latex(seeds_table(seed_summary(replicated), "demo"), out / "tables" / "seeds.tex", None,
                           "tab:seeds", cmd, commit),
               write_latex(cost_table(COMMITTED_COST), out / "tables" / "cost.tex", None, "tab:cost", cmd, commit),
@@ -395,8 +406,11 @@ def test_document_compiles(tmp_path):
                           commit),
               write_latex(table_topk_table(COMMITTED_COST), out / "tables" / "sampling.tex", None, "tab:s", cmd,
                           commit)]
+    image = np.full((64, 64, 3), 128, np.uint8)
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
-               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
+               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png"),
+               sample_grid([[image] * 8] * 4, ["masked input", *(f"sample {i}: raw" for i in range(6)), "truth"],
+                           out / "figures" / "samples.png")]
     tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
                          notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches "
                                 r"them."], software=versions())
@@ -408,10 +422,25 @@ def test_document_compiles(tmp_path):
     pdf = compile_pdf(tex)
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF") and len(data) > 10_000
+    assert layout_problems(tex.with_suffix(".log").read_text(errors="replace")) == []
     # pdftotext is not available: the numbers are checked in the table files the document includes.
     included = "".join((out / re.sub(r"\\input\{(.*)\}", r"\1", line)).read_text()
                        for line in text.splitlines() if line.startswith(r"\input"))
     assert "12.784" in included and "62.949" in included
+
+
+@needs_pdflatex
+def test_a_table_that_runs_off_the_page_is_found(tmp_path):
+    tall = tmp_path / "tall.tex"  # a float of 90 rows: taller than a page
+    tall.write_text("\\begin{table}\\centering\\begin{tabular}{l}\n" + "row \\\\\n" * 90 + "\\end{tabular}\\end{table}\n")
+    wide = tmp_path / "wide.tex"  # a column wider than the text
+    wide.write_text("\\begin{tabular}{p{25cm}}x\\end{tabular}\n")
+    tex = write_document(tmp_path, [tall, wide], [], "overflowing", "cmd", "c0ffee")
+    compile_pdf(tex, timeout=60)
+    problems = layout_problems(tex.with_suffix(".log").read_text(errors="replace"))
+    assert len(problems) == 2 and problems[0].startswith("tall.tex: Float too large for page by")
+    assert problems[1].startswith("wide.tex: Overfull \\hbox") and "pt too wide" in problems[1]
+    assert layout_problems("Overfull \\hbox (0.5pt too wide) in paragraph at lines 1--1") == []  # within tolerance
 
 
 @needs_pdflatex

@@ -27,7 +27,7 @@ import pytest
 import torch
 from PIL import Image
 
-from put.config import apply_variant
+from put.config import VARIANT_COLOURS, apply_variant
 from tests.conftest import TINY
 from tests.test_bad_input import BOMB_MESSAGE, bomb_png
 
@@ -72,6 +72,7 @@ def workdir(tmp_path_factory) -> Path:
     gt.mkdir(parents=True)
     Image.fromarray(photo(32, 32)).save(gt / "test_0000.png")
     Image.fromarray(photo(96, 92)).save(root / "photo.png")
+    Image.fromarray(np.zeros((92, 96), np.uint8)).save(root / "all_kept.png")
     (root / "notes.txt").write_text("not an image\n")
     return root
 
@@ -152,6 +153,7 @@ def test_every_variant_is_listed_with_its_preset_and_a_broken_one_with_why(serve
     assert models["tiny/official_release"]["official"] and not models["tiny/put"]["official"]
     assert models["tiny/official_release"]["label"] == "put · preset tiny · released weights (tiny/official_release)"
     assert not models["tiny/put"]["problem"]
+    assert models["tiny/put"]["colour"] == VARIANT_COLOURS["put"] != models["tiny/no_ref"]["colour"]  # as in the report
     assert models["tiny/broken"]["problem"].startswith("runs/tiny/broken/transformer.pt: holds data a weights-only")
     assert info["test_images"] == {"tiny": ["test_0000.png"]}
 
@@ -175,6 +177,9 @@ def test_uploads_go_through_the_cli_readers_and_limits(server, workdir):
     assert status == 400 and "mask is 40x32 (WxH), expected 40x40" in body["detail"]
     status, body = upload(f"{server}/api/masks?image={image['id']}&polarity=hole-white", png(hole // 2), "m.png")
     assert status == 400 and "not binary" in body["detail"]
+    status, body = upload(f"{server}/api/masks?image={image['id']}&polarity=keep-white", png(hole * 0 + 255), "m.png")
+    assert status == 400 and body["detail"].endswith("mask has no hole (nothing to inpaint); white was read as kept "
+                                                     "(polarity keep-white): is the mask the other way round?")
     status, mask = upload(f"{server}/api/masks?image={image['id']}&polarity=keep-white", png(255 - hole), "m.png")
     assert status == 200  # keep-white: the same hole
     assert np.array_equal(decoded(request(f"{server}/api/masks/{mask['id']}")[1])[..., 0], hole)
@@ -219,6 +224,9 @@ def test_the_page_names_models_and_test_images_by_id_only(server):
     status, body = post_json(f"{server}/api/jobs", {"mask": "x", "models": ["tiny/put"], "samples": 0, "path": "/"})
     assert status == 422 and "samples: Input should be greater than or equal to 1" in body["detail"]
     assert "path: Extra inputs are not permitted" in body["detail"]
+    status, body = request(f"{server}/api/jobs", b'{"mask": "x", models}', {"Content-Type": "application/json"})
+    assert status == 422 and json.loads(body)["detail"] == ("the request body is not valid JSON (Expecting property "
+                                                            "name enclosed in double quotes, at character 14)")
     status, _ = request(f"{server}/api/info", headers={"Host": "elsewhere.example"})
     assert status == 400  # bound to 127.0.0.1: another host name is refused
 
@@ -399,6 +407,13 @@ def check_results(server: str, job: dict, original: np.ndarray) -> list[np.ndarr
     return results
 
 
+def test_page_opens_with_a_placeholder_and_put_chosen(page, workdir):
+    """Before an image is loaded: the line saying what to do, no empty image box; the full model preselected."""
+    assert page.is_visible("#placeholder") and page.is_hidden("#stage") and page.is_hidden("#base")
+    assert page.input_value("#model") == "tiny/put"
+    page.screenshot(path=str(workdir / "serve-start.png"))
+
+
 def test_page_inpaints_a_brushed_hole_with_n_results(page, server, workdir):
     assert "Up to 10,000 pixels and 1 MiB per image; up to 40,000 pixels × samples" in page.inner_text("#limits")
     load_and_brush(page, workdir)
@@ -427,14 +442,27 @@ def test_page_compares_variants_side_by_side(page, server, workdir):
     load_and_brush(page, workdir)
     page.fill("#samples", str(N))
     page.fill("#seed", "7")
-    for variant in VARIANTS:
-        page.check(f".compare-model[value='tiny/{variant}']")
-    jobs = run_and_wait(page, server, "#compare", panels=2)
-    assert sorted(job["model"]["id"] for job in jobs) == sorted(f"tiny/{v}" for v in VARIANTS)
+    compared = [*(f"tiny/{variant}" for variant in VARIANTS), "tiny/official_release"]
+    for model in compared:
+        page.check(f".compare-model[value='{model}']")
+    jobs = run_and_wait(page, server, "#compare", panels=len(compared))
+    assert sorted(job["model"]["id"] for job in jobs) == sorted(compared)
     assert len({job["mask"] for job in jobs}) == 1 and {job["seed"] for job in jobs} == {7}  # same hole and seed
     original = np.asarray(Image.open(workdir / "photo.png").convert("RGB"))
     for job in jobs:
         check_results(server, job, original)
+    # One grid: a row per model, the i-th results of every row in one column, the rows one under the other.
+    boxes = page.eval_on_selector_all("#results .run:first-child .job", """jobs => jobs.map(job =>
+        [job.querySelector('.job-head'), ...job.querySelectorAll('figure')].map(cell => {
+            const box = cell.getBoundingClientRect(); return [box.left, box.top]; }))""")
+    assert all(len(row) == N + 1 for row in boxes)
+    for column in range(N + 1):
+        assert len({round(row[column][0]) for row in boxes}) == 1, column
+    tops = [row[1][1] for row in boxes]
+    assert tops == sorted(tops) and len(set(tops)) == len(tops)
+    colours = page.eval_on_selector_all("#results .run:first-child .job .job-head",
+                                        "heads => heads.map(h => getComputedStyle(h).borderLeftColor)")
+    assert len(set(colours[:2])) == 2  # put and no_ref in their colours
     shot = workdir / "serve.png"
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("PUT_SERVE_SCREENSHOT"):
@@ -450,6 +478,9 @@ def test_page_shows_a_bad_upload_and_the_next_request_still_works(page, server, 
     page.click("#run")  # no hole: said on the page, nothing sent
     page.wait_for_function("document.getElementById('error').textContent.includes('draw a hole')")
     page.click("#undo")  # the stroke is back
+    page.set_input_files("#mask-file", str(workdir / "all_kept.png"))  # white read as the hole: no hole at all
+    page.wait_for_function("document.getElementById('error').textContent.includes('no hole')")
+    assert "white was read as the hole" in page.inner_text("#error") and "--" not in page.inner_text("#error")
     page.select_option("#model", "tiny/no_ref")
     page.fill("#samples", str(N))
     (job,) = run_and_wait(page, server, "#run", panels=1)

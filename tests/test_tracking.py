@@ -128,6 +128,8 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     assert files == {"MLmodel", "transformer.pt"}
     version = tracking.get_model_version_by_alias("put-demo-conv-transformer", "current")
     assert version.source == f"models:/{model_id}"
+    # what the Models tab lists under "Registered models"
+    assert json.loads(model.tags["mlflow.modelVersions"]) == [{"name": "put-demo-conv-transformer", "version": "1"}]
     assert {f.path for f in tracking.list_logged_model_artifacts(referenced)} == {"MLmodel"}
 
     by_name = {r.info.run_name: r for r in runs(tracking)}
@@ -153,3 +155,84 @@ def test_seed_replicates_have_their_own_runs_grouped_by_configuration_with_versi
     tags = children[0].data.tags
     assert tags["put.version.python"].count(".") == 2 and tags["put.version.torch"].startswith("2.")
     assert "requirements.lock" in tags["put.version.environment"]
+
+
+def test_a_code_change_gets_a_new_run_linked_to_the_earlier_one_and_no_change_reuses_it(tracking, monkeypatch):
+    from put.tracking import runs as runs_module
+    from put.tracking.source import code_version, stage_code
+
+    def evaluate() -> str:
+        tracker = MlflowTracker("demo", "put", "evaluate", "dag0006aaaaa")
+        tracker.log_metrics({"k50/10-60/psnr": 20.0}, 0)
+        tracker.finish()
+        return tracker.run_id
+
+    first = evaluate()
+    assert evaluate() == first  # the same code: the same run
+    assert tracking.get_run(first).data.tags["put.code"] == code_version(stage_code("evaluate"))
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
+    second = evaluate()
+    assert second != first and evaluate() == second
+    old, new = tracking.get_run(first).data.tags, tracking.get_run(second).data.tags
+    assert new["put.code"] == "0123456789ab" and new["put.previous_run"] == first
+    assert new["put.previous_code"] == old["put.code"] and old["put.superseded_by"] == second
+    for run_id in (first, second):  # each run its own environment file
+        assert [a.path for a in tracking.list_artifacts(run_id)] == ["environment.txt"]
+    assert [r.info.run_id for r in runs(tracking) if r.data.tags["put.level"] == "stage"
+            and "put.superseded_by" not in r.data.tags] == [second]
+
+
+def test_code_version_follows_the_files_and_dirty_ignores_the_pipelines_products(tmp_path, monkeypatch):
+    from put.tracking import source
+
+    monkeypatch.setattr(source, "CODE_ROOT", tmp_path)
+    for name, text in (("put/stage.py", "x = 1\n"), ("params.yaml", "preset: demo\n"), ("results/m.json", "{}\n")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    version = source.code_version(["put/stage.py"])
+    assert len(version) == 12 and source.code_version(["put/stage.py"]) == version
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c"], cwd=tmp_path,
+                   check=True)
+    (tmp_path / "results/m.json").write_text('{"psnr": 20}\n')  # a product the stage rewrote
+    (tmp_path / "put/new_helper.py").write_text("")  # not the stage's code
+    assert not source.git_dirty(["put/stage.py", "params.yaml"])
+    (tmp_path / "params.yaml").write_text("preset: ffhq\n")
+    assert source.git_dirty(["put/stage.py", "params.yaml"])
+    (tmp_path / "params.yaml").write_text("preset: demo\n")
+    (tmp_path / "put/stage.py").write_text("x = 2\n")
+    assert source.git_dirty(["put/stage.py", "params.yaml"]) and source.code_version(["put/stage.py"]) != version
+
+
+def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp_path):
+    from put.config import VARIANT_COLOURS
+    from put.config.params import load_params
+    from put.stages.evaluate import log_outputs
+    from put.tracking.runs import finished_run
+
+    params = load_params(None, preset="demo")
+    masks, out = tmp_path / "masks", tmp_path / "metrics" / "put.json"
+    masks.mkdir()
+    (masks / "manifest.csv").write_text("image,mask,group\na.png,m.png,10-60\n")
+    out.parent.mkdir()
+    out.write_text(json.dumps({"k50": {"10-60": {"psnr": 21.5, "ssim": 0.7}}, "bins": {"10-20": {"psnr": 25.0}}}))
+    for name in ("put_info.json", "put_bins.csv", "put_images.csv"):
+        (out.parent / name).write_text("{}\n" if name.endswith("json") else "a\n1\n")
+    dag_id = params.dag_id()
+    assert finished_run("demo", "put", "evaluate", dag_id) is None
+    with tracked(MlflowTracker("demo", "put", "evaluate", dag_id, {"dvc_stage": "evaluate@put"},
+                               from_outputs=True)) as tracker:
+        log_outputs(tracker, params, masks, out)
+    run = tracking.get_run(tracker.run_id)
+    assert finished_run("demo", "put", "evaluate", dag_id) == tracker.run_id
+    assert run.data.tags["put.logged_from"] == "outputs" and "put track" in run.data.tags["mlflow.note.content"]
+    assert run.data.tags["mlflow.runColor"] == VARIANT_COLOURS["put"]  # the variant's colour in the UI
+    assert run.data.metrics["k50/10-60/psnr"] == 21.5 and run.data.params["ssim_window"] == "51"
+    assert {a.path for a in tracking.list_artifacts(run.info.run_id)} >= {"put.json", "put_images.csv"}
+    view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
+    assert view["name"].startswith("Variants side by side")
+    # The stage runs after all (dvc repro --force): the same run, no longer marked.
+    again = MlflowTracker("demo", "put", "evaluate", dag_id)
+    again.finish()
+    assert again.run_id == tracker.run_id and "put.logged_from" not in tracking.get_run(again.run_id).data.tags

@@ -62,15 +62,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(backend: str, log: Path, timeout: float = 180) -> Iterator[str]:
-    """`mlflow server` on 127.0.0.1 at a free port, one worker; yields its URL; stopped by its process id."""
-    port = free_port()
-    mlflow = Path(sys.executable).parent / "mlflow"
+def _serving(command: list[str], url: str, log: Path, cwd: Path | None = None, timeout: float = 180,
+             env: dict[str, str] | None = None) -> Iterator[None]:
+    """Runs `command` (a server that answers `url`/health) until the block ends; stopped by its process group."""
     with open(log, "w") as out:
-        server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", backend, "--host", "127.0.0.1",
-                                   "--port", str(port), "--workers", "1"], stdout=out, stderr=subprocess.STDOUT,
+        server = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)  # its own process group: its workers stop with it
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -81,12 +78,37 @@ def mlflow_server(backend: str, log: Path, timeout: float = 180) -> Iterator[str
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server did not start: {log.read_text()[-2000:]}")
+                raise RuntimeError(f"{command[0]} did not start: {log.read_text()[-2000:]}")
             time.sleep(1)
-        yield url
+        yield
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def mlflow_server(backend: str, log: Path, timeout: float = 180) -> Iterator[str]:
+    """`mlflow server` on 127.0.0.1 at a free port, one worker; yields its URL."""
+    port = free_port()
+    mlflow = Path(sys.executable).parent / "mlflow"
+    url = f"http://127.0.0.1:{port}"
+    with _serving([str(mlflow), "server", "--backend-store-uri", backend, "--host", "127.0.0.1", "--port", str(port),
+                   "--workers", "1"], url, log, timeout=timeout):
+        yield url
+
+
+@contextlib.contextmanager
+def put_ui(repo: Path, log: Path, timeout: float = 180) -> Iterator[tuple[str, str]]:
+    """`put ui` (what `make mlflow` runs) in `repo` at a free loopback port; yields the server's URL and the link
+    the command printed for the user to open."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the repository's mlflow.db
+    with _serving([sys.executable, "-m", "put", "ui", "--port", str(port)], url, log, cwd=repo, timeout=timeout,
+                  env=env):
+        printed = [line for line in log.read_text().splitlines() if line.startswith("open http")]
+        assert printed, log.read_text()[-2000:]
+        yield url, printed[0].split(maxsplit=1)[1]

@@ -27,3 +27,10 @@ def run(args: argparse.Namespace) -> None:
                           parse_tags(args.tag))
     cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
     print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins)")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.evaluate import log_outputs
+
+    log_outputs(tracker, params, Path(args.masks), Path(args.out))

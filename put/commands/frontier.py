@@ -34,3 +34,10 @@ def run(args: argparse.Namespace) -> None:
               f"{row.forward_passes:7.1f} forwards/image {1000 * row.seconds_per_image:9.2f} ms/image  "
               f"PSNR {row.psnr:.3f}  SSIM {row.ssim:.4f}  MAE {row.mae:.4f}")
     print(f"frontier of {args.variant}: {args.out}")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.frontier import log_outputs
+
+    log_outputs(tracker, params, Path(args.masks), Path(args.out))

@@ -36,3 +36,10 @@ def run(args: argparse.Namespace) -> None:
                      Path(args.out), parse_tags(args.tag), optional_path(args.frontier),
                      resolved_params=optional_path(args.resolved_params), measured=optional_path(args.measured))
     print(f"report written to {out}")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.report import log_outputs
+
+    log_outputs(tracker, Path(args.out))

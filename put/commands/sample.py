@@ -30,3 +30,10 @@ def run(args: argparse.Namespace) -> None:
     manifest = run_sample(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks),
                           Path(args.out), args.device, parse_tags(args.tag), pvqvae=optional_path(args.pvqvae))
     print(f"samples of {args.variant}: {manifest}")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.sample import log_outputs
+
+    log_outputs(tracker, params, Path(args.masks), Path(args.out))

@@ -22,3 +22,10 @@ def run(args: argparse.Namespace) -> None:
                           parse_tags(args.tag), curves=optional_path(args.curves), restart=args.restart,
                           prepared=optional_path(args.prepared))
     print(f"P-VQVAE ({args.variant}) at {result.out}, {result.step} iterations")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.train import log_outputs
+
+    log_outputs(tracker, params, args.variant, "pvqvae", Path(args.split), Path(args.out), Path(args.curves))

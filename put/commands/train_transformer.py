@@ -24,3 +24,11 @@ def run(args: argparse.Namespace) -> None:
                                restart=args.restart,
                                prepared=optional_path(args.prepared))
     print(f"UQ-Transformer ({args.variant}) at {result.out}, {result.step} iterations")
+
+
+def log_outputs(tracker, params, args: argparse.Namespace) -> None:
+    """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
+    from put.stages.train import log_outputs
+
+    log_outputs(tracker, params, args.variant, "transformer", Path(args.split), Path(args.out), Path(args.curves),
+                Path(args.pvqvae))

@@ -1,8 +1,10 @@
 """Configuration: model sizes and ablation switches, training settings, presets (each defined once)."""
 
 from put.config.model import (
+                              PALETTE,
                               PVQVAE_OF_VARIANT,
                               PVQVAE_VARIANTS,
+                              VARIANT_COLOURS,
                               VARIANTS,
                               LossConfig,
                               ModelConfig,
@@ -16,7 +18,7 @@ from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_co
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig
 
 __all__ = [
-    "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANTS", "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
-    "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
+    "PALETTE", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANT_COLOURS", "VARIANTS", "LossConfig", "ModelConfig",
+    "PVQVAEConfig", "StrictModel", "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
     "model_config", "preset", "PVQVAETrainConfig", "TrainConfig", "TransformerTrainConfig",
 ]

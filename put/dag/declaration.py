@@ -172,7 +172,7 @@ STAGES: tuple[Stage, ...] = (
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=("official", "seeds"), tracked=True, report=True),
+          params=("official", "seeds", "sample.composite"), tracked=True, report=True),
 )
 
 
@@ -194,6 +194,9 @@ class Plot:
     series: str | None = None  # a Vega expression naming a row's series; None: the variant of its file
     series_title: str = "variant"
     log_x: bool = False
+    # (column, label): a dashed rule at the first x where the column has a value, labelled: where a loss term that
+    # is off at first starts (the step in a curve there is the new term, not a divergence)
+    starts: tuple[tuple[str, str], ...] = ()
 
     def files(self) -> list[str]:
         if self.over == "none":
@@ -207,7 +210,8 @@ HOLE_RATIO = "hole ratio (fraction of the image masked; bin centre)"
 CROSS_ENTROPY = "masked-token cross-entropy (nats per token)"
 PLOTS: tuple[Plot, ...] = (
     Plot("pvqvae_loss", "P-VQVAE training loss", f"{paths.PVQVAE_CURVES}/{paths.TRAIN_CURVE}", "step", "total",
-         STEP, "total generator loss (weighted sum, no unit)", over="pvqvae_variants"),
+         STEP, "total generator loss (weighted sum, no unit)", over="pvqvae_variants",
+         starts=(("adversarial", "delayed loss terms start"),)),
     Plot("pvqvae_psnr", "P-VQVAE held-out PSNR with reference pixels (dB)",
          f"{paths.PVQVAE_CURVES}/{paths.EVAL_CURVE}", "step", "psnr_with_reference", STEP,
          "PSNR of the reconstruction (dB)", over="pvqvae_variants"),

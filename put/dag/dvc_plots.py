@@ -2,11 +2,11 @@
 beside dvc.yaml, checked current by a test) and the page they are shown in.
 
 DVC's own templates colour by revision and tell a revision's files apart only by dash, label axes with raw
-column names and start them at 0. Ours: one colour per series (the variant, or the sampling family on the
-frontier), the revision as the dash, axis titles from the declaration, scales fitted to the data (a log scale
-for forward passes). The page (`.dvc/plots_page.html`, `plots.html_template` in .dvc/config) carries Vega,
-Vega-Lite and vega-embed inline (vendored by `make vega`, workflow/vendor_vega.py), so it renders offline,
-e.g. on a cluster's login node."""
+column names and start them at 0. Ours: one colour per series (the variant, in the colour it has everywhere, or
+the sampling family on the frontier), the revision as the dash, axis titles from the declaration, scales fitted to
+the data (a log scale for forward passes), and a labelled rule where a loss term that is off at first starts. The
+page (`.dvc/plots_page.html`, `plots.html_template` in .dvc/config) carries Vega, Vega-Lite and vega-embed inline
+(vendored by `make vega`, workflow/vendor_vega.py), so it renders offline, e.g. on a cluster's login node."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from put.config import PALETTE, PVQVAE_VARIANTS, VARIANT_COLOURS, VARIANTS
 from put.dag.code_deps import ROOT
 from put.dag.declaration import PLOTS, Plot
 
@@ -36,6 +37,33 @@ def series_expression(plot: Plot) -> str:
     return f"replace(datum.filename, regexp('^(?:.*/)?([^/]+){re.escape(tail)}$'), '$1')"
 
 
+def colour_scale(plot: Plot) -> dict[str, Any]:
+    """Variants in their colours (the same in the report's figures and on the serve page); other series (the
+    frontier's sampling families) in Vega's category10."""
+    if plot.series_title == "variant":
+        shown = PVQVAE_VARIANTS if plot.over == "pvqvae_variants" else VARIANTS
+        return {"domain": list(shown), "range": [VARIANT_COLOURS[v] for v in shown] + list(PALETTE[len(VARIANTS):])}
+    return {"scheme": "category10"}
+
+
+def start_layers(plot: Plot) -> list[dict[str, Any]]:
+    """Per `Plot.starts`: a dashed rule, in the series' colour, at the first x where the column has a value, and its
+    label."""
+    layers = []
+    for column, label in plot.starts:
+        first = [{"filter": f"datum['{column}'] != null && datum['{column}'] !== ''"},
+                 {"aggregate": [{"op": "min", "field": ANCHOR.format("X"), "as": "start"}],
+                  "groupby": ["series", "rev"]}]
+        x = {"field": "start", "type": "quantitative"}
+        layers += [{"transform": first, "mark": {"type": "rule", "strokeDash": [6, 4], "strokeWidth": 1.5},
+                    "encoding": {"x": x, "color": {"field": "series", "type": "nominal",
+                                                   "scale": colour_scale(plot)}}},
+                   {"transform": [*first, {"aggregate": [{"op": "min", "field": "start", "as": "start"}]}],
+                    "mark": {"type": "text", "align": "right", "baseline": "top", "dx": -4, "dy": 4, "fontSize": 10},
+                    "encoding": {"x": x, "y": {"value": 0}, "text": {"value": label}}}]
+    return layers
+
+
 def template(plot: Plot) -> dict[str, Any]:
     x_scale: dict[str, Any] = {"type": "log"} if plot.log_x else {"zero": False}
     mark: dict[str, Any] = {"type": plot.mark, "tooltip": {"content": "data"}}
@@ -43,23 +71,25 @@ def template(plot: Plot) -> dict[str, Any]:
         mark["point"] = True
     else:
         mark.update(filled=True, size=60)
-    return {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": ANCHOR.format("DATA")},
-        "title": ANCHOR.format("TITLE"),
-        "width": 420, "height": 280,
-        "transform": [{"calculate": series_expression(plot), "as": "series"}],
+    curves = {
         "mark": mark,
         "encoding": {
             "x": {"field": ANCHOR.format("X"), "type": "quantitative", "title": ANCHOR.format("X_LABEL"),
                   "scale": x_scale},
             "y": {"field": ANCHOR.format("Y"), "type": "quantitative", "title": ANCHOR.format("Y_LABEL"),
                   "scale": {"zero": False}},
-            "color": {"field": "series", "type": "nominal", "title": plot.series_title,
-                      "scale": {"scheme": "category10"}},
+            "color": {"field": "series", "type": "nominal", "title": plot.series_title, "scale": colour_scale(plot)},
             # the revision (workspace, a commit, an experiment): a line's dash, a point's shape
             "strokeDash" if plot.mark == "line" else "shape": {"field": "rev", "type": "nominal", "title": "revision"},
         },
+    }
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": ANCHOR.format("DATA")},
+        "title": ANCHOR.format("TITLE"),
+        "width": 420, "height": 280,
+        "transform": [{"calculate": series_expression(plot), "as": "series"}],
+        **({"layer": [curves, *start_layers(plot)]} if plot.starts else curves),
     }
 
 

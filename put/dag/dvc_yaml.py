@@ -8,13 +8,15 @@ keeps today's stage names and outputs.)"""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
-from put.config.params import OFFICIAL_PREFIX
+from put.config.params import OFFICIAL_PREFIX, Params
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
 from put.dag.dvc_plots import template_name
@@ -63,6 +65,23 @@ def command(stage: Stage) -> str:
         instance = f"@{INSTANCE[stage.fan_out]}" if stage.fan_out in INSTANCE else ""
         parts.append(f"--tag dvc_stage={stage.name}{instance}")
     return " ".join(parts)
+
+
+def instance_command(stage: Stage, name: str | None, preset: str, params: Params) -> list[str]:
+    """The command line DVC runs for one instance of `stage` (`name`: its variant, official entry or seed), after
+    `python -m put`: the stage's `cmd` with DVC's variables filled in."""
+    official = params.official.get(name) if stage.fan_out == "official" else None
+
+    def value(match: re.Match) -> str:
+        variable = match.group(1)
+        if variable == "preset":
+            return preset
+        if variable in ("key", "item"):
+            return str(name)
+        field = variable.removeprefix("item.")
+        return PVQVAE_OF_VARIANT[name] if field == "pvqvae" else str(getattr(official, field))
+
+    return shlex.split(re.sub(r"\$\{([^}]+)\}", value, command(stage)))[3:]
 
 
 def stage_entry(stage: Stage) -> dict[str, Any]:

@@ -42,13 +42,21 @@ def size_mismatch(source: str, found: tuple[int, int], expected: tuple[int, int]
     return f"{source}: mask is {found[1]}x{found[0]} (WxH), expected {expected[1]}x{expected[0]} to match the image"
 
 
-def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | None = None) -> None:
+WHITE_MEANS = {"hole-white": "the hole", "keep-white": "kept"}  # what white is, in each polarity
+
+
+def validate_keep_mask(keep: np.ndarray, source: str, size: tuple[int, int] | None = None,
+                       polarity: str | None = None) -> None:
+    """The size and that the mask has both holes and known pixels; a mask of one colour is named with the polarity
+    it was read in, in words both the command line (--mask-polarity) and the page ("white is") use."""
     if size is not None and tuple(keep.shape) != tuple(size):
         raise MaskError(size_mismatch(source, keep.shape, size))
+    read_as = (f"; white was read as {WHITE_MEANS[polarity]} (polarity {polarity}): is the mask the other way "
+               "round?") if polarity in WHITE_MEANS else ""
     if keep.min() == 1:
-        raise MaskError(f"{source}: mask has no hole (nothing to inpaint); check --mask-polarity")
+        raise MaskError(f"{source}: mask has no hole (nothing to inpaint){read_as}")
     if keep.max() == 0:
-        raise MaskError(f"{source}: mask is all hole (no known pixel); check --mask-polarity")
+        raise MaskError(f"{source}: mask is all hole (no known pixel){read_as}")
 
 
 def _nearest(values: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -85,7 +93,7 @@ def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple
     """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to (a mask of more pixels is
     refused from its header, before decoding)."""
     keep = keep_mask_from_array(read_mask_values(path, expected=size), polarity, str(path))
-    validate_keep_mask(keep, str(path), size)
+    validate_keep_mask(keep, str(path), size, polarity)
     return torch.from_numpy(keep).unsqueeze(0)
 
 

@@ -66,8 +66,11 @@ def layouts_frame(cost: dict) -> pd.DataFrame:
 
 
 def table_topk_frame(cost: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"Preset": t["preset"], "Code": "ours, " + t["engine"] if t["code"] == "ours" else
-                          "authors' released loop", "Images x groups": f"{t['images']} x 3", "Batch": t["batch"],
+    """A row per code and precision: the precision is on the row, so a bf16 row of ours is never read as
+    comparable with the authors' fp32 loop."""
+    return pd.DataFrame([{"Preset": t["preset"], "Code": ("ours, " + t["engine"] if t["code"] == "ours" else
+                          "authors' released loop") + f", {t['precision']}", "Images x groups": f"{t['images']} x 3",
+                          "Batch": t["batch"],
                           "Steps": t["steps"], "s/step": t["seconds_per_step"], "Wall h": t["hours"],
                           "Measured on": _measured_on(t)} for t in cost.get("table_topk", [])])
 
@@ -98,7 +101,8 @@ def cost_markdown(cost: dict) -> str:
         text += "\n\nMeasured GPU layouts of the training stages (one job):\n\n" + table(layouts_frame(cost))
     if cost.get("table_topk"):
         text += ("\n\nTop-K sampling of the evaluation set's three Table 1 groups, per variant, one device (ours and "
-                 "the authors' released loop, each at its largest measured batch up to the sample stage's):\n\n"
+                 "the authors' released loop in each precision measured, each at its largest measured batch up to the "
+                 "sample stage's; compare rows of one precision):\n\n"
                  + table(table_topk_frame(cost)))
     return text + "\n"
 
@@ -109,9 +113,10 @@ def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Sty
 
 
 def cost_table(cost: dict) -> Styler:
-    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.3, 1.0, 1.3, 0.9, 1.0, 1.1, 4.2), (
+    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.9), (
         "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x nodes x GPUs per "
-        "node, per-GPU batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the benchmark process's "
+        "node, per-GPU batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the "
+        "benchmark process's "
         "peak resident size), wall time of one job, "
         "GPU-hours of all its jobs; CPU-hours for CPU jobs) and for the ablation DAG (4 P-VQVAEs, 6 transformers, "
         "6 samplings of the evaluation set). Computed by put cost from the benchmark rows named; training "
@@ -121,14 +126,15 @@ def cost_table(cost: dict) -> Styler:
 
 
 def table_topk_table(cost: dict) -> Styler:
-    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.0, 5.2), (
+    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.2, 5.0), (
         "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
-        "on one device: our sampler and the authors' released loop, each at its largest measured batch up to the "
-        "sample stage's, as many steps per batch as its most masked image needs (generated masks)."))
+        "on one device: our sampler and the authors' released loop in each precision measured (compare rows of one "
+        "precision), each at its largest measured batch up to the sample stage's, as many steps per batch as its "
+        "most masked image needs (generated masks)."))
 
 
 def layouts_table(cost: dict) -> Styler:
-    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.3, 1.1, 1.1, 1.1, 1.1, 5.2), (
+    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.6, 1.1, 1.1, 1.1, 1.1, 4.9), (
         "Every measured GPU layout of a training stage (one job): what the GPU counts of workflow/resources.yaml "
         "were chosen from. A layout of N GPUs is timed as one GPU at the per-GPU batch (the preset's batch / N)."))
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from put.config import VARIANTS
+from put.config import PALETTE, VARIANT_COLOURS, VARIANTS
 from put.fileio import atomic_path
 from put.masks.bins import FINE_BINS
 
@@ -29,6 +29,13 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: float = 100) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
     return path
+
+
+def series_colours(names: Sequence[str]) -> dict[str, str]:
+    """Each variant in its colour (the same in dvc plots and on the serve page); other series (official weights)
+    in the palette's colours after the variants'."""
+    others = iter(PALETTE[len(VARIANTS):] * len(names))
+    return {name: VARIANT_COLOURS.get(name) or next(others) for name in names}
 
 
 def measurable(curves: pd.DataFrame, metric: str) -> bool:
@@ -55,6 +62,7 @@ def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.Pat
     x = np.array([100 * sum(FINE_BINS[b]) / 2 for b in bins])
     variants = [v for v in VARIANTS if v in set(curves["variant"])]
     variants += sorted(set(curves["variant"]) - set(variants))  # unknown names still drawn, last
+    colours = series_colours(variants)
     fig = Figure(figsize=(4.2 * len(metrics), 3.6), layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics):
@@ -63,7 +71,7 @@ def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.Pat
             values = rows[metric].astype(float)
             if not values.notna().any():
                 continue
-            line, = ax.plot(x, values.to_numpy(), marker="o", label=variant)
+            line, = ax.plot(x, values.to_numpy(), marker="o", label=variant, color=colours[variant])
             if {f"{metric}_lo", f"{metric}_hi"} <= set(rows.columns):
                 ax.fill_between(x, rows[f"{metric}_lo"].astype(float).to_numpy(),
                                 rows[f"{metric}_hi"].astype(float).to_numpy(), color=line.get_color(), alpha=0.15,
@@ -87,6 +95,12 @@ def masked_input(image: np.ndarray, keep_mask: np.ndarray, color: Sequence[int] 
     out = image.copy()
     out[keep == 0] = np.asarray(color, dtype=np.uint8)
     return out
+
+
+def pasted_back(result: np.ndarray, image: np.ndarray, keep_mask: np.ndarray) -> np.ndarray:
+    """The result with the known pixels (keep_mask == 1) of `image` pasted back over the decoder's."""
+    keep = np.asarray(keep_mask).reshape(_check_image(image).shape[:2]) > 0
+    return np.where(keep[..., None], image, _check_image(result))
 
 
 def _check_image(image: np.ndarray) -> np.ndarray:

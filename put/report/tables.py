@@ -193,8 +193,10 @@ def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.
     shown = cell_text(frame, decimals, marks, halves, best, flags).droplevel(["metric_key", "measured"])
     styler = shown.style
     styler.hide(axis="index", names=True)
-    styler.set_table_styles([{"selector": "small", "props": ":;"},  # 48 rows fit a page
-                             {"selector": "column_format", "props": f":{'l' * 3}{'r' * shown.shape[1]};"}],
+    # The row labels wrap (a released-weights entry's name is long); the table breaks across pages (render_latex).
+    label = r">{\raggedright\arraybackslash}p{4.2cm}"
+    styler.set_table_styles([{"selector": "small", "props": ":;"},
+                             {"selector": "column_format", "props": f":ll{label}{'r' * shown.shape[1]};"}],
                             overwrite=False)
     styler.unavailable_notes = notes
     return styler.set_caption(f"{caption} {notes}".strip())
@@ -306,34 +308,51 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
 
 
 TRANSFORMER = "UQ-Transformer (tokens/s)"
+NETWORK = "Network (layers x width, image size)"
 PVQVAE = "P-VQVAE (images/s)"
 
 
 def _timed_network(b: dict) -> tuple[str, str]:
-    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size; any other preset's
-    model (the demo's) is named as what it is, so no one reads it as a paper row."""
+    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size (its dataset says so); any
+    other preset's model (the demo's) is named as what it is, so no one reads it as a paper row."""
     size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
-        f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
+        f"{b['n_layer']} x {b['n_embd']}, {b['image_size']} px"
     dataset = PRESET_DATASET.get(b["preset"])
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, f"paper size, {size}"
-    return f"{b['preset']} preset", f"{size}; not a paper model, not comparable"
+        return dataset, size
+    return f"{b['preset']} preset", f"{size}; not a paper model"
 
 
 def _timed_code(b: dict) -> str:
-    """Whose code, which engine, and where the figure comes from (this run, or a committed file)."""
-    who = "authors' released loop" if b.get("code") == "authors" else \
-        f"ours, {b['engine']}" if b.get("engine") else "ours"
-    return f"{who}; {b.get('source', 'this run')}"
+    """Whose code and which engine."""
+    return "authors' loop" if b.get("code") == "authors" else f"ours, {b['engine']}" if b.get("engine") else "ours"
+
+
+def source_legend(rows: Sequence[dict]) -> dict[str, str]:
+    """Each measured row's source (this run's bench stage, or a committed file) -> its short label [a], [b], ... in
+    the order they first appear; the caption's legend says what each is."""
+    sources = dict.fromkeys(b.get("source", "this run") for b in rows)
+    return {source: f"[{chr(ord('a') + i)}]" for i, source in enumerate(sources)}
+
+
+def _source_text(source: str, rows: Sequence[dict]) -> str:
+    if source == "this run":
+        return "this run's bench stage"
+    elsewhere = next((b["measured_elsewhere"] for b in rows
+                      if b.get("source") == source and b.get("measured_elsewhere")), "")
+    return f"\\texttt{{{latex_escape(f'reports/benchmarks/{source}.json')}}}" + (
+        f" ({latex_escape(elsewhere)})" if elsewhere else "")
 
 
 def speed_table(rows: Sequence[dict]) -> Styler:
     """Measured throughput (sampling and P-VQVAE benchmark rows: ours by engine, the authors' released loop)
-    beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, precision,
-    code and source (this run, or the committed file under reports/benchmarks/); a smaller preset's network
+    beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, its precision (a
+    column of its own: bf16 and fp32 rows side by side are labelled so), its code and, as a short label explained in
+    the caption, its source (this run, or the committed file under reports/benchmarks/); a smaller preset's network
     (the demo's) gets its own rows, last. Nothing is bolded: devices differ, so no column has a best."""
+    labels = source_legend(rows)
     table = []
     for b in rows:
         model = TRANSFORMER if b["benchmark"] == "sampling" else PVQVAE
@@ -341,14 +360,15 @@ def speed_table(rows: Sequence[dict]) -> Styler:
         setting = (f"batch {b['batch']}, {b['tokens_per_step']}/step" if model == TRANSFORMER
                    else f"batch {b['batch']}")
         rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
-        table.append((model, dataset, 0, _timed_code(b), net, f"{b['device_name']}, {b['precision']}", setting,
-                      float(rate), float(b.get("fraction_of_matmul", "nan"))))
+        table.append((model, dataset, 0, f"{_timed_code(b)} {labels[b.get('source', 'this run')]}", net,
+                      b["device_name"], b["precision"], setting, float(rate),
+                      float(b.get("fraction_of_matmul", "nan"))))
     for r in speed_reported().itertuples():
         model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
         table.append((model, r.dataset, 1, "reported by the paper", "the paper's trained model", r.device,
-                      "not stated", float(r.value), float("nan")))
-    frame = pd.DataFrame(table, columns=["Model", "Dataset", "reported", "Code; source", "Network", "Device",
-                                         "Setting", "Throughput", "Matmul use"])
+                      "not stated", "not stated", float(r.value), float("nan")))
+    frame = pd.DataFrame(table, columns=["Model", "Dataset", "reported", "Code [source]", NETWORK, "Device",
+                                         "Precision", "Setting", "Throughput", "Matmul use"])
     # Like beside like: per model, the paper's datasets in its order (measured, then reported), others last.
     order = {name: i for i, name in enumerate((TRANSFORMER, PVQVAE, *DATASETS, "all"))}
     frame = frame.sort_values(["Model", "Dataset", "reported"], kind="stable",
@@ -359,17 +379,18 @@ def speed_table(rows: Sequence[dict]) -> Styler:
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
     # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    long_table(styler, (1.4, 1.2, 2.8, 2.2, 2.9, 1.6), numeric=2)
+    long_table(styler, (1.7, 1.3, 1.9, 2.3, 2.2, 1.7, 1.5), numeric=2)
+    legend = "; ".join(f"{label} {_source_text(source, rows)}" for source, label in labels.items())
     return styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
         "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
-        "with random weights (the speed does not depend on the weights) on the device named, by the code named "
-        "(setting: batch and tokens per forward): "
-        "ours (eager: the eager sampler; graph: the sampling engine's whole step replayed as one CUDA graph; "
-        "compile: the same with a compiled forward) or the authors' released sampling loop; source: this run's "
-        "bench stage, or a committed file of reports/benchmarks/ (a file measured elsewhere says by whom). Matmul "
-        "use: achieved FLOP rate of one sampling step or P-VQVAE pass over this device's dense matmul rate (bf16 "
-        "on GPUs, fp32 on CPUs) measured right after it.")
+        "(a smaller preset's, the demo's, is named as such) with random weights (the speed does not depend on the "
+        "weights) on the device named, in the precision named (compare rows of one precision), by the code named "
+        "(setting: batch and tokens per forward): ours (eager: the eager sampler; graph: the sampling engine's "
+        "whole step replayed as one CUDA graph; compile: the same with a compiled forward) or the authors' released "
+        "sampling loop (fp32, as released). Matmul use: achieved FLOP rate of one sampling step or P-VQVAE pass "
+        "over this device's dense matmul rate (bf16 on GPUs, fp32 on CPUs) measured right after it. "
+        f"Sources: {legend}.")
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -386,7 +407,7 @@ _CLINE_ROW = re.compile(r"^(\\cline\{\d+-\d+\}\s*)+$")
 
 def _booktabs_rules(latex: str) -> str:
     r"""Styler marks block borders with \cline, whose spacing clashes with booktabs: a border of the outer
-    level becomes \midrule, an inner one \cmidrule, and the border before \bottomrule is dropped."""
+    level becomes \midrule, an inner one \cmidrule, and the border after the last row is dropped."""
     lines = latex.splitlines()
     out: list[str] = []
     for i, line in enumerate(lines):
@@ -394,30 +415,43 @@ def _booktabs_rules(latex: str) -> str:
             out.append(line)
             continue
         spans = re.findall(r"\\cline\{(\d+)-(\d+)\}", line)
-        if i + 1 < len(lines) and lines[i + 1].strip() == r"\bottomrule":
+        if i + 1 < len(lines) and lines[i + 1].strip() in (r"\bottomrule", r"\end{longtable}"):
             continue
         first, last = min(spans, key=lambda s: int(s[0]))
         out.append(r"\midrule" if first == "1" else rf"\cmidrule(l){{{first}-{last}}}")
     return "\n".join(out) + "\n"
 
 
+SIZES = ("small", "footnotesize", "scriptsize")  # type sizes a builder may choose (a table style's selector)
+_CONTINUED = re.compile(r"^\\caption\[\]\{.*\} \\\\$", re.M)
+
+
 def render_latex(styler: Styler, caption: str | None = None, label: str | None = None) -> str:
-    """The table environment (booktabs, no multirow: repeated labels are left blank instead). A styler marked
-    `long_table` (see `long_table`) becomes a longtable, which breaks across pages."""
+    """A longtable (booktabs, no multirow: repeated labels are left blank instead): every table breaks across
+    pages, so none runs into the page's footer however many rows it has; the caption is repeated as "continued"
+    on later pages. The type size (and \\tabcolsep) a builder set as table styles apply around it (\\small by
+    default; a `long_table`'s: footnotesize, 3pt)."""
+    styles = list(styler.table_styles or [])
+    setup = "".join(f"\\{s['selector']}" + "".join(str(v) for _, v in s["props"])
+                    for s in styles if s["selector"] in (*SIZES, "setlength"))
     if getattr(styler, "long_table", False):
-        return "\\begingroup\\footnotesize\\setlength{\\tabcolsep}{3pt}\n" + _booktabs_rules(styler.to_latex(
-            environment="longtable", hrules=True, multirow_align="naive", multicol_align="c",
-            clines="skip-last;data", caption=caption if caption is not None else styler.caption, label=label)) + \
-            "\\endgroup\n"
-    return _booktabs_rules(styler.to_latex(
-        environment="table", position="htbp", position_float="centering", hrules=True,
-        multirow_align="naive", multicol_align="c", clines="skip-last;data",
-        caption=caption if caption is not None else styler.caption, label=label))
+        setup = "\\footnotesize\\setlength{\\tabcolsep}{3pt}"
+    elif not any(s["selector"] in SIZES for s in styles):
+        setup = "\\small" + setup
+    styler.table_styles = [s for s in styles if s["selector"] not in (*SIZES, "setlength")]
+    try:
+        latex = styler.to_latex(environment="longtable", hrules=True, multirow_align="naive", multicol_align="c",
+                                clines="skip-last;data", caption=caption if caption is not None else styler.caption,
+                                label=label)
+    finally:
+        styler.table_styles = styles
+    latex = _CONTINUED.sub(lambda _: "\\caption[]{(continued)} \\\\", _booktabs_rules(latex))
+    return f"\\begingroup{setup}\n{latex}\\endgroup\n"
 
 
 def long_table(styler: Styler, widths: Sequence[float], numeric: int = 0) -> Styler:
-    """Mark a table of many rows to break across pages (longtable, small type), with ragged-right wrapping
-    columns of these widths (cm) and `numeric` right-aligned columns after them."""
+    """Mark a table of long texts: small type (footnotesize, 3pt between columns), ragged-right wrapping columns of
+    these widths (cm) and `numeric` right-aligned columns after them."""
     styler.set_table_styles([{"selector": "column_format", "props": ":" + "".join(
         rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths) + "r" * numeric + ";"}], overwrite=False)
     styler.long_table = True

@@ -60,7 +60,14 @@ class TestImageRequest(BaseModel):
 
 
 def validation_message(err: RequestValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(part) for part in e['loc'][1:]) or 'request'}: {e['msg']}" for e in err.errors())
+    """One line naming each bad field; a body that is not JSON at all is said so, with where it breaks."""
+    def one(e: dict) -> str:
+        if e["type"] == "json_invalid":  # loc: ("body", the character where decoding failed)
+            return (f"the request body is not valid JSON ({e.get('ctx', {}).get('error', 'unreadable')}, at "
+                    f"character {e['loc'][-1]})")
+        return f"{'.'.join(str(part) for part in e['loc'][1:]) or 'request'}: {e['msg']}"
+
+    return "; ".join(one(e) for e in err.errors())
 
 
 def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner, host: str = "127.0.0.1",

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from put.checkpoint import FORMAT, CheckpointError, load_torch_file
+from put.config import VARIANT_COLOURS
 from put.config.params import OFFICIAL_PREFIX
 from put.errors import MissingFileError
 from put.models.put_model import PUTModel
@@ -41,7 +42,7 @@ class ModelEntry:
 
     def describe(self) -> dict:
         return {"id": self.id, "label": self.label, "preset": self.preset, "variant": self.variant,
-                "official": self.official, "problem": self.problem}
+                "colour": VARIANT_COLOURS.get(self.variant), "official": self.official, "problem": self.problem}
 
     def load(self, device: str) -> PUTModel:
         """The model, loaded once (the checkpoint and its P-VQVAE verified as `put inpaint` does)."""

@@ -37,7 +37,7 @@ from put.metrics.fid import fid, fid_with_interval
 from put.metrics.image import metrics_table
 from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.stages.sample import TABLE_MODES, read_samples
-from put.tracking.runs import stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 
 PIXEL_METRICS = ("psnr", "ssim", "mae")
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
@@ -118,13 +118,19 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
                  tags: dict[str, str] | None = None) -> dict:
     with tracked(stage_tracker(params.preset, variant, "evaluate", params.dag_id(), tags,
                                labels=params.evaluated_labels(), seed=params.seed)) as tracker:
-        tracker.log_params(params.resolved().evaluate.model_dump())
         metrics = evaluate_variant(params, variant, samples, masks, out)
-        # metric names <mode>/<group>/<metric>, e.g. k50/10-60/psnr; the frozen masks' manifest as its dataset
-        tracker.log_evaluation(metrics, Path(masks) / MANIFEST)
-        for path in (out, metrics_info_file(out), metrics_bins_file(out), metrics_images_file(out)):
-            tracker.log_artifact(Path(path))
+        log_outputs(tracker, params, Path(masks), Path(out))
         return metrics
+
+
+def log_outputs(tracker: NullTracker, params: Params, masks: Path, out: Path) -> None:
+    """The evaluation's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
+    parameters, the metrics named <mode>/<group>/<metric> (k50/10-60/psnr) on the frozen masks' manifest as
+    dataset, and the four files."""
+    tracker.log_params(params.resolved().evaluate.model_dump())
+    tracker.log_evaluation(read_json(out, "the metrics file `put evaluate` writes"), masks / MANIFEST)
+    for path in (out, metrics_info_file(out), metrics_bins_file(out), metrics_images_file(out)):
+        tracker.log_artifact(Path(path))
 
 
 def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, out: Path) -> dict:

@@ -29,7 +29,7 @@ from put.bench import device_name, synchronize
 from put.config.evaluation import FrontierConfig, MetricProtocol
 from put.config.params import Params
 from put.data.images import read_image, write_image
-from put.fileio import atomic_write_text
+from put.fileio import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
@@ -44,7 +44,7 @@ from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
 from put.stages.evaluate import Cells, files_fid, pixel_metrics
 from put.tracking.names import metric_names
-from put.tracking.runs import stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.tracking.source import git_commit
 from put.train.common import autocast
 
@@ -192,9 +192,6 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
     command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put frontier"
     with tracked(stage_tracker(params.preset, variant, "frontier", params.dag_id(), tags,
                                labels=params.evaluated_labels(), system_metrics=True)) as tracker:
-        tracker.log_params(params.resolved().frontier.model_dump())
-        tracker.log_dataset(Path(masks) / MANIFEST, f"{params.preset} test masks", "evaluation")
-        tracker.use_model("transformer")
         started = time.perf_counter()
         frame, cells = measure_frontier(params, variant, checkpoint, masks, samples_dir, device, pvqvae)
         atomic_write_text(out_dir / CSV_FILE, frame.to_csv(index=False))
@@ -202,8 +199,18 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
                     git_commit() or "unknown")
         plot_frontier(frame, out_dir / FRONTIER_FIGURE)
         atomic_write_text(out_dir / METRICS_FILE, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")
-        tracker.log_metrics(metric_names(cells.values), step=0)  # <setting>/<group>/<metric>
         tracker.log_metrics({"stage/wall_seconds": time.perf_counter() - started}, step=0)
-        for name in (METRICS_FILE, CSV_FILE, FRONTIER_TABLE, FRONTIER_FIGURE):
-            tracker.log_artifact(out_dir / name)
+        log_outputs(tracker, params, Path(masks), out_dir)
         return frame
+
+
+def log_outputs(tracker: NullTracker, params: Params, masks: Path, out_dir: Path) -> None:
+    """The frontier's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
+    parameters, the frozen masks' manifest as dataset, the transformer it read, the metrics named
+    <setting>/<group>/<metric>, and its files."""
+    tracker.log_params(params.resolved().frontier.model_dump())
+    tracker.log_dataset(masks / MANIFEST, f"{params.preset} test masks", "evaluation")
+    tracker.use_model("transformer")
+    tracker.log_metrics(metric_names(read_json(out_dir / METRICS_FILE, "the frontier's metrics")), step=0)
+    for name in (METRICS_FILE, CSV_FILE, FRONTIER_TABLE, FRONTIER_FIGURE):
+        tracker.log_artifact(out_dir / name)

@@ -31,20 +31,22 @@ from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.differences import paired_differences
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
 from put.report.html import write_html
-from put.report.plots import CURVE_METRICS, masked_input, measurable, plot_curves, sample_grid
+from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
-from put.tracking.runs import stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.tracking.source import git_commit
 from put.versions import versions
 
 
-def grid_rows(samples: Path, masks: Path, images: int = 4,
-              columns: int = 4) -> tuple[list[list[np.ndarray]], list[str]]:
+def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 3,
+              composited: bool = False) -> tuple[list[list[np.ndarray]], list[str]]:
     """Masked input, `columns` top-K samples (fewer if fewer were drawn) and the ground truth for a few images
-    of the 40-50% bin."""
+    of the 40-50% bin. Samples of the raw decoder (`composited` False: the evaluation's input, whose known region
+    is the decoder's too) are each shown beside the same with the known pixels pasted back (what `put inpaint`
+    returns)."""
     jobs = read_samples(samples)
     diversity = jobs[(jobs["mode"] == "diversity") & (jobs["group"] == "40-50")]
     chosen = list(diversity.groupby("image", sort=True))[:images]
@@ -55,8 +57,22 @@ def grid_rows(samples: Path, masks: Path, images: int = 4,
         gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
         keep = read_mask(masks / mask)[0].numpy()
         outs = [read_rgb(samples / o) for o in rows_of_image["output"].head(columns)]
+        if not composited:
+            outs = [image for out in outs for image in (out, pasted_back(out, gt, keep))]
         rows.append([masked_input(gt, keep), *outs, gt])
-    return rows, ["masked input", *[f"sample {i + 1}" for i in range(columns)], "ground truth"]
+    titles = [f"sample {i + 1}" for i in range(columns)]
+    if not composited:
+        titles = [title for i in range(columns) for title in (f"sample {i + 1}: raw", f"{i + 1}: pasted back")]
+    return rows, ["masked input", *titles, "ground truth"]
+
+
+def grid_caption(composited: bool) -> str:
+    if composited:
+        return "PUT: masked inputs (40--50\\% holes), samples (known pixels pasted back), ground truth."
+    return ("PUT: masked inputs (40--50\\% holes); each sample as the decoder outputs it (raw: what the metrics are "
+            "computed on, as in the paper's evaluation; the decoder redraws the known region too, so it differs "
+            "from the input there) and beside it with the known pixels pasted back (what \\texttt{put inpaint} "
+            "returns); ground truth.")
 
 
 def read_speed_rows(benchmarks: Path | None, measured: Path | None) -> list[dict]:
@@ -117,7 +133,8 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     differences = paired_differences(images, PIXEL_METRICS, protocol.bootstrap())
     replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
-    rows, titles = grid_rows(Path(samples), Path(masks))
+    composited = params.resolved().sample.composite
+    rows, titles = grid_rows(Path(samples), Path(masks), composited=composited)
 
     pdf = path_of(REPORT_PDF, preset)
     with atomic_dir(out_dir) as staging:
@@ -150,8 +167,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
             figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
         if rows:
-            figures[sample_grid(rows, titles, staging / "samples_put.png")] = ("PUT: masked inputs (40--50\\% holes), "
-                                                                                "samples, ground truth.")
+            figures[sample_grid(rows, titles, staging / "samples_put.png")] = grid_caption(composited)
         if resolved_params is not None:
             shutil.copyfile(resolved_params, staging / "resolved_params.yaml")
         tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit, notes,
@@ -167,11 +183,15 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             state = f"{pdf} was left as it was (an earlier run's)" if pdf.exists() else f"{pdf} was not written"
             print(f"pdflatex not found: {tex.name} written but not compiled, and {state}. Install it (Debian: "
                   f"{LATEX_PACKAGES}; `make tex` as root) and re-run this stage.")
-        logged = [path.name for path in [*tables, *figures, tex, staging / "metrics.csv"]] + \
-            [f"{name}.html" for name in stylers]
 
     with tracked(stage_tracker(preset, None, "report", params.dag_id(), tags,
                                labels=params.evaluated_labels())) as tracker:
-        for name in logged:
-            tracker.log_artifact(out_dir / name)
+        log_outputs(tracker, out_dir)
     return out_dir
+
+
+def log_outputs(tracker: NullTracker, out_dir: Path) -> None:
+    """The report's run, from its folder (the stage at its end; `put track` when DVC skipped the stage): every
+    file of it (tables, figures, their HTML, the tidy numbers, report.tex)."""
+    for path in sorted(p for p in Path(out_dir).iterdir() if p.is_file() and not p.name.startswith(".")):
+        tracker.log_artifact(path)

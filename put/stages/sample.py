@@ -25,7 +25,7 @@ from put.model_io import load_put_model
 from put.sampling import SamplingOptions
 from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
-from put.tracking.runs import stage_tracker, tracked
+from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.train.common import autocast
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
@@ -81,12 +81,18 @@ def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out
                device: str | None = None, tags: dict[str, str] | None = None, pvqvae: Path | None = None) -> Path:
     with tracked(stage_tracker(params.preset, variant, "sample", params.dag_id(), tags,
                                labels=params.evaluated_labels(), system_metrics=True, seed=params.seed)) as tracker:
-        tracker.log_params(params.resolved().sample.model_dump())
-        tracker.log_dataset(Path(masks) / MANIFEST, f"{params.preset} test masks", "evaluation")
-        tracker.use_model("transformer")
         manifest = sample_variant(params, variant, transformer, masks, out_dir, device, pvqvae)
-        tracker.log_image(preview(read_samples(out_dir), Path(masks), Path(out_dir)), "preview_40-60.png")
+        log_outputs(tracker, params, Path(masks), Path(out_dir))
         return manifest
+
+
+def log_outputs(tracker: NullTracker, params: Params, masks: Path, out_dir: Path) -> None:
+    """The sampling's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
+    parameters, the frozen masks' manifest as dataset, the transformer it read, a preview of the results."""
+    tracker.log_params(params.resolved().sample.model_dump())
+    tracker.log_dataset(masks / MANIFEST, f"{params.preset} test masks", "evaluation")
+    tracker.use_model("transformer")
+    tracker.log_image(preview(read_samples(out_dir), masks, out_dir), "preview_40-60.png")
 
 
 def sample_variant(params: Params, variant: str, transformer: Path, masks: Path, out_dir: Path,

@@ -10,10 +10,11 @@ from put.config.params import Params
 from put.data.dataset import AugmentedImages, ImageListDataset
 from put.data.prepared import PreparedImages
 from put.errors import InputError
-from put.fileio import file_sha256
+from put.fileio import file_sha256, read_csv
 from put.masks.io import MaskFolder
 from put.masks.training import TrainingMasks
 from put.model_io import check_variant
+from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.loop import LoopResult, discard_resume_state, run_training
@@ -41,10 +42,44 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
         return NullTracker()
     tracker = stage_tracker(params.preset, variant, stage, params.dag_id(), tags,
                             labels=params.evaluated_labels(), system_metrics=True, seed=params.seed)
+    log_start(tracker, params, stage_params, split_dir)
+    return tracker
+
+
+def log_start(tracker: NullTracker, params: Params, stage_params: dict, split_dir: Path) -> None:
     tracker.log_params(stage_params)
     for part, context in (("train", "training"), ("test", "validation")):
         tracker.log_dataset(Path(split_dir) / f"{part}.csv", f"{params.preset} {part} split", context)
-    return tracker
+
+
+def pvqvae_params(config: ModelConfig, preset: Preset) -> dict:
+    return {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()}
+
+
+def transformer_params(config: ModelConfig, preset: Preset, pvqvae_sha256: str) -> dict:
+    return {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
+            "pvqvae_sha256": pvqvae_sha256}
+
+
+def log_outputs(tracker: NullTracker, params: Params, variant: str, kind: str, split_dir: Path, out: Path,
+                curves: Path, pvqvae: Path | None = None) -> None:
+    """A training's run from its files, for a training DVC skipped (`put track`; a training that runs logs as it
+    goes): its parameters and datasets, the curves (train.csv as train/<loss>, eval.csv as eval/<metric>, at their
+    steps) and the checkpoint as its model, with the last step's values."""
+    preset, config = params.resolved(), params.variant_config(variant)
+    stage_params = pvqvae_params(config, preset) if kind == "pvqvae" else \
+        transformer_params(config, preset, file_sha256(pvqvae))
+    log_start(tracker, params, stage_params, split_dir)
+    final, last = {}, 0
+    for name, prefix in ((TRAIN_CURVE, "train"), (EVAL_CURVE, "eval")):
+        rows = read_csv(Path(curves) / name, f"the training curves `put train-{kind}` writes").to_dict("records")
+        for row in rows:  # empty cells (a loss term not yet started) are NaN, which log_metrics leaves out
+            step = int(row.pop("step"))
+            values = {f"{prefix}/{key}": float(value) for key, value in row.items()}
+            tracker.log_metrics(values, step)
+            last = max(last, step)
+        final |= values if rows else {}
+    tracker.log_model(Path(out), kind, final, stage_params, last)
 
 
 def training_identity(preset: Preset, config: ModelConfig, train: dict, split_dir: Path, **extra: str) -> dict:
@@ -84,7 +119,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
         labels = {"preset": params.preset, "variant": variant, "stage": "pvqvae"}
         task = PVQVAETask(config, preset.pvqvae_train, train_images, test_images,
                           training_masks(preset, config, "pvqvae"), dist, labels)
-        stage_params = {"model": config.model_dump(), "train": preset.pvqvae_train.model_dump()}
+        stage_params = pvqvae_params(config, preset)
         with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags, stage_params, split_dir)) as t:
             identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
             result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels, identity=identity,
@@ -107,8 +142,7 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
         labels = {"preset": params.preset, "variant": variant, "stage": "transformer"}
         task = TransformerTask(config, preset.transformer_train, Path(pvqvae), Path(out), train_images, test_images,
                                training_masks(preset, config, "transformer"), dist, labels)
-        stage_params = {"model": config.model_dump(), "train": preset.transformer_train.model_dump(),
-                        "pvqvae_sha256": task.pvqvae_sha256}
+        stage_params = transformer_params(config, preset, task.pvqvae_sha256)
         with tracked(main_tracker(params, variant, "train_transformer", dist.is_main, tags, stage_params,
                                   split_dir)) as t:
             identity = training_identity(preset, config, preset.transformer_train.model_dump(mode="json"), split_dir,

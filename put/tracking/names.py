@@ -1,5 +1,6 @@
-"""Names in MLflow: flattened parameters, metric names that end with what they measure, the parent run's name,
-checkpoint digests and the saved runs-table view of the variants."""
+"""Names in MLflow: the experiment, the tags that identify and link a stage's runs, flattened parameters, metric
+names that end with what they measure, the parent run's name, checkpoint digests, the saved runs-table view of
+the variants and the link that opens it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,22 @@ from pathlib import Path
 from typing import Any
 
 VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (README: Comparing runs in MLflow)
+CODE_TAG = "put.code"  # a stage run's code version (put/tracking/source.py): part of the run's identity
+SUPERSEDED = "put.superseded_by"  # on a run whose stage was re-run with other code: the newer run's id
+LOGGED_FROM = "put.logged_from"  # "outputs": the stage did not run; `put track` logged its run from its outputs
+RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
+UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
+
+
+def experiment_name(preset: str) -> str:
+    return f"put-{preset}"
+
+
+def runs_link(server: str, experiment_id: str) -> str:
+    """The page a user is sent to: the experiment's training runs (MLflow's model-training view, not its GenAI
+    overview) in the saved view of the variants side by side."""
+    return (f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+            f"&viewStateShareKey={VARIANTS_VIEW}")
 
 
 def flatten(data: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
@@ -55,10 +72,12 @@ def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
     """The value of MLflow's saved-view experiment tag (`mlflow.sharedViewState.<id>`, what the runs page's
     "Views -> Save as new view" writes): the evaluation runs with their PSNR and SSIM columns, best first."""
     columns = [f"metrics.`{key}`" for key in metric_keys]
-    state = {"searchFilter": "tags.`put.stage` = 'evaluate'", "orderByKey": f"metrics.`{sort_key}`",
+    widths = {column: 150 for column in columns} | {RUN_NAME: 230}  # the run names whole (`evaluate no_ref`)
+    state = {"searchFilter": f"tags.`put.stage` = 'evaluate' and tags.`{SUPERSEDED}` IS NULL",
+             "orderByKey": f"metrics.`{sort_key}`",
              "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
              "modelVersionFilter": "All Runs", "selectedColumns": ["attributes.`Models`", *columns],
-             "columnOrder": ["attributes.`Run Name`", *columns], "columnWidths": {column: 150 for column in columns},
+             "columnOrder": [RUN_NAME, *columns], "columnWidths": widths,
              "runsHiddenMode": "SHOW_ALL",
              "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False,
              "useGroupedValuesInCharts": True, "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},

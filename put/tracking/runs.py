@@ -4,6 +4,7 @@ parameters, metrics, artefacts, dataset inputs and models (see the package's doc
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import tempfile
@@ -15,12 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from put.tracking.names import VARIANTS_VIEW, file_digest, flatten, metric_names, parent_name, variants_view
-from put.tracking.source import environment_tags, installed_distributions, tracking_enabled, tracking_uri
+from put.config import VARIANT_COLOURS
+from put.tracking.names import (CODE_TAG, LOGGED_FROM, SUPERSEDED, UI_HOST, UI_PORT, VARIANTS_VIEW, experiment_name,
+                                file_digest, flatten, metric_names, parent_name, runs_link, variants_view)
+from put.tracking.source import (code_version, environment_tags, installed_distributions, stage_code,
+                                 tracking_enabled, tracking_uri)
 from put.tracking.system import SystemMetrics
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 MODEL_ALIAS = "current"
+MODEL_VERSIONS_TAG = "mlflow.modelVersions"  # a LoggedModel's registered versions, as the UI lists them
+RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
+FROM_OUTPUTS_NOTE = ("Logged by `put track` from this stage's outputs: the stage did not run, because DVC found its "
+                     "inputs, code and parameters unchanged since dvc.lock. No system metrics; curves come from the "
+                     "files the training wrote.")
 
 
 def _lock(uri: str):
@@ -31,6 +40,37 @@ def _lock(uri: str):
         db.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(db) + ".lock", timeout=600)
     return contextlib.nullcontext()
+
+
+def lineage_tags(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> dict[str, str]:
+    """What a stage instance's runs share whatever code they ran: its DAG configuration, stage, variant and seed
+    replicate (the run of one code version adds put.code)."""
+    tags = {"put.dag_id": dag_id, "put.preset": preset, "put.level": "stage", "put.stage": stage}
+    if variant:
+        tags |= {"put.variant": variant, "put.seed": str(seed), "put.replicates": f"{dag_id}/{variant}"}
+    return tags
+
+
+def tag_filter(tags: dict[str, str]) -> str:
+    return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+
+
+def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> str | None:
+    """The id of this stage instance's finished run at the current code version, or None (`put track` logs the
+    runs that are missing)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri()
+    code = code_version(stage_code(stage.replace("_", "-")))
+    query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
+            "attributes.status = 'FINISHED'"
+    with _lock(uri):
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name(experiment_name(preset))
+        if experiment is None:
+            return None
+        found = client.search_runs([experiment.experiment_id], query, max_results=1)
+    return found[0].info.run_id if found else None
 
 
 class NullTracker:
@@ -66,11 +106,13 @@ class NullTracker:
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
-                 system_metrics: bool = False, seed: int = 0):
+                 system_metrics: bool = False, seed: int = 0, from_outputs: bool = False):
         """variant None: a stage that spans every variant (the report). `labels`: every evaluated label of the
         DAG (names the parent run); `system_metrics`: sample CPU/GPU use while the stage runs. A seed replicate
         (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
-        of its variant by the tag put.replicates (the configuration: DAG and variant)."""
+        of its variant by the tag put.replicates (the configuration: DAG and variant). `from_outputs`: the stage
+        did not run (DVC found it up to date) and its run is logged from its outputs (`put track`), tagged
+        put.logged_from = outputs; a stage that runs clears that mark."""
         from mlflow.entities import RunTag
         from mlflow.tracking import MlflowClient
 
@@ -78,32 +120,40 @@ class MlflowTracker(NullTracker):
         self.uri = tracking_uri()
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
-        command = " ".join(["put", stage.replace("_", "-")] + ([variant] if variant else []))
-        environment, distributions = environment_tags(command), installed_distributions()  # outside the lock
+        command = stage.replace("_", "-")
+        files = stage_code(command)
+        self.code = code_version(files)
+        # outside the lock: git and the installed distributions take a while
+        environment = environment_tags(" ".join(["put", command] + ([variant] if variant else [])), files)
+        distributions = installed_distributions()
+        own_tags = {**environment, **(tags or {})}
+        if variant in VARIANT_COLOURS:  # the variant's colour in MLflow's tables and charts, as everywhere
+            own_tags[RUN_COLOUR_TAG] = VARIANT_COLOURS[variant]
+        if from_outputs:
+            own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
         with self.lock:
             self.client = MlflowClient(self.uri)
-            self.experiment = self._experiment(f"put-{preset}")
-            identity = {"put.dag_id": dag_id, "put.preset": preset}
-            self.parent = self._run({**identity, "put.level": "dag"}, parent_name(preset, dag_id, labels), None)
+            self.experiment = self._experiment(experiment_name(preset))
+            self.parent = self._run({"put.dag_id": dag_id, "put.preset": preset, "put.level": "dag"},
+                                    parent_name(preset, dag_id, labels), None)
             if labels is not None:
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
-            own = {**identity, "put.level": "stage", "put.stage": stage}
-            name = stage
-            if variant:
-                own |= {"put.variant": variant, "put.seed": str(seed), "put.replicates": f"{dag_id}/{variant}"}
-                name = f"{stage} {variant}" + (f" seed {seed}" if seed else "")
-            self.run_id = self._run(own, name, self.parent)
-            self.client.log_batch(self.run_id, tags=[RunTag(key, value)
-                                                     for key, value in {**environment, **(tags or {})}.items()])
+            name = f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
+            self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed), name)
+            run = self.client.get_run(self.run_id)
+            self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in own_tags.items()])
+            if not from_outputs and LOGGED_FROM in run.data.tags:  # the stage ran after all: its own run now
+                self.client.delete_tag(self.run_id, LOGGED_FROM)
+                self.client.delete_tag(self.run_id, "mlflow.note.content")
             if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:  # its first stage's source
                 for key in (k for k in environment if k.startswith("mlflow.source.")):
                     self.client.set_tag(self.parent, key, f"put DAG ({preset})" if key.endswith(".name")
                                         else environment[key])
-            for run in (self.run_id, self.parent):
-                self.client.update_run(run, status="RUNNING")
+            for run_id in (self.run_id, self.parent):
+                self.client.update_run(run_id, status="RUNNING")
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
                 self.client.log_text(self.run_id, distributions, "environment.txt")
-        self.system = SystemMetrics(self) if system_metrics else None
+        self.system = SystemMetrics(self.log_metrics) if system_metrics and not from_outputs else None
         if self.system:
             self.system.start()
 
@@ -119,8 +169,7 @@ class MlflowTracker(NullTracker):
         return found.experiment_id
 
     def _search(self, tags: dict[str, str]) -> list:
-        query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
-        return sorted(self.client.search_runs([self.experiment], query, max_results=100),
+        return sorted(self.client.search_runs([self.experiment], tag_filter(tags), max_results=100),
                       key=lambda r: (r.info.start_time, r.info.run_id))
 
     def _run(self, tags: dict[str, str], name: str, parent: str | None) -> str:
@@ -134,6 +183,25 @@ class MlflowTracker(NullTracker):
         elif found[0].info.run_name != name:  # e.g. the parent, once the variant set is known
             self.client.set_tag(found[0].info.run_id, "mlflow.runName", name)
         return found[0].info.run_id
+
+    def _stage_run(self, lineage: dict[str, str], name: str) -> str:
+        """The run of this stage instance at this code version (tag put.code): found again, or created. One run
+        never holds two code versions: after a code change the stage gets a new run, linked to the one it follows
+        (put.previous_run, put.previous_code), which is marked put.superseded_by (and drops out of the saved
+        view)."""
+        own = {**lineage, CODE_TAG: self.code}
+        if self._search(own):
+            return self._run(own, name, self.parent)
+        earlier = [r for r in self._search(lineage) if r.data.tags.get(CODE_TAG) != self.code]
+        run_id = self._run(own, name, self.parent)
+        if earlier:
+            previous = earlier[-1]
+            self.client.set_tag(run_id, "put.previous_run", previous.info.run_id)
+            self.client.set_tag(run_id, "put.previous_code", previous.data.tags.get(CODE_TAG, "unknown"))
+            for run in earlier:
+                if SUPERSEDED not in run.data.tags:
+                    self.client.set_tag(run.info.run_id, SUPERSEDED, run_id)
+        return run_id
 
     def log_params(self, params: dict[str, Any]) -> None:
         """Stage parameters (nested keys joined by dots); ones already logged (a re-run) are left alone."""
@@ -245,6 +313,11 @@ class MlflowTracker(NullTracker):
         version = self.client.create_model_version(name, source=f"models:/{model_id}", run_id=self.run_id,
                                                    model_id=model_id, tags={"put.dag_id": self.dag_id})
         self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
+        # The Models tab's "Registered models" column reads this tag (mlflow.register_model sets it; the client
+        # call above does not).
+        listed = json.loads(self.client.get_logged_model(model_id).tags.get(MODEL_VERSIONS_TAG, "[]"))
+        listed.append({"name": name, "version": str(version.version)})
+        self.client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps(listed)})
 
     def use_model(self, kind: str) -> None:
         """This run reads the variant's `kind` model of the same DAG configuration: logged as its model input,
@@ -284,8 +357,8 @@ class MlflowTracker(NullTracker):
 
 def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
                   **options: Any) -> NullTracker:
-    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed), whose calls are spooled once
-    the server stops answering (put/tracking/spool.py)."""
+    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs), whose calls are
+    spooled once the server stops answering (put/tracking/spool.py)."""
     if not tracking_enabled():
         return NullTracker()
     from put.tracking.spool import ResilientTracker
@@ -307,3 +380,19 @@ def tracked(tracker: NullTracker):
         tracker.finish("FAILED")
         raise
     tracker.finish("FINISHED")
+
+
+def experiment_link(preset: str, server: str | None = None) -> str | None:
+    """The link that opens the preset's training runs in the saved view of the variants (names.runs_link) on
+    `server`: by default the tracking server when MLFLOW_TRACKING_URI names one, else where `put ui` serves the
+    local store. None while the experiment does not exist."""
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri()
+    with _lock(uri):
+        experiment = MlflowClient(uri).get_experiment_by_name(experiment_name(preset))
+    if experiment is None:
+        return None
+    if server is None:
+        server = uri if uri.startswith(("http://", "https://")) else f"http://{UI_HOST}:{UI_PORT}"
+    return runs_link(server, experiment.experiment_id)

@@ -1,12 +1,15 @@
-"""Where a run comes from: the tracking store, the git checkout whose code runs, the host, the Slurm job and
-the software (tags), and every installed distribution (the run's environment.txt)."""
+"""Where a run comes from: the tracking store, the code a stage runs (its version: a hash of its source files),
+the git checkout, the host, the Slurm job and the software (tags), and every installed distribution (the run's
+environment.txt)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -21,7 +24,8 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
 
 
-CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose code runs (an editable install)
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose code runs (an editable install)
+PARAMS_FILE = "params.yaml"  # the knobs, beside the code (a stage run's parameters come from it)
 
 
 def _git(*args: str) -> str | None:
@@ -36,9 +40,32 @@ def git_commit() -> str | None:
     return _git("rev-parse", "HEAD")
 
 
-def environment_tags(command: str) -> dict[str, str]:
+def stage_code(command: str) -> tuple[str, ...]:
+    """The source files `put <command>` runs (repository-relative): its import closure, found as the DAG finds a
+    stage's code dependencies (put/dag/code_deps.py), so a run's code version and DVC's re-runs agree."""
+    from put.dag.code_deps import command_sources
+
+    return command_sources(command)
+
+
+def code_version(files: Sequence[str]) -> str:
+    """The first 12 hex digits of a SHA-256 over the files' names and contents: which code a stage run ran."""
+    sha = hashlib.sha256()
+    for name in sorted(files):
+        sha.update(name.encode() + b"\0" + (CODE_ROOT / name).read_bytes() + b"\0")
+    return sha.hexdigest()[:12]
+
+
+def git_dirty(files: Sequence[str]) -> bool:
+    """Whether any of `files` (repository-relative) differs from the commit or is not committed."""
+    return bool(_git("status", "--porcelain", "--", *files))
+
+
+def environment_tags(command: str, code: Sequence[str] = ()) -> dict[str, str]:
     """Where and with what this stage ran: source (command, git commit, branch, remote), host, Slurm job,
-    library versions."""
+    library versions. `put.git.dirty`: whether the stage's `code` files or its parameters (params.yaml, the
+    presets) differ from the commit; the pipeline's own products, which every run rewrites, do not count."""
+    from put.config.presets import PRESET_FILE
     from put.versions import versions
 
     tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command}
@@ -48,7 +75,7 @@ def environment_tags(command: str) -> dict[str, str]:
         if value := _git(*args):
             tags[tag] = value
     if tags.get("mlflow.source.git.commit"):
-        tags["put.git.dirty"] = str(bool(_git("status", "--porcelain", "--untracked-files=no")))
+        tags["put.git.dirty"] = str(git_dirty([*code, PARAMS_FILE, PRESET_FILE.relative_to(CODE_ROOT).as_posix()]))
     for var, tag in (("SLURM_JOB_ID", "put.slurm_job_id"), ("SLURM_ARRAY_JOB_ID", "put.slurm_array_job_id")):
         if os.environ.get(var):
             tags[tag] = os.environ[var]

@@ -95,7 +95,7 @@ class ResilientTracker:
         if system_metrics:  # through this tracker, so that its figures are spooled too
             from put.tracking.system import SystemMetrics
 
-            self.system = SystemMetrics(self)
+            self.system = SystemMetrics(self.log_metrics)
             self.system.start()
 
     def _start_spool(self, err: BaseException) -> None:

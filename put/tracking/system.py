@@ -1,27 +1,27 @@
-"""System metrics while a stage runs, logged through the tracker's lock."""
+"""System metrics while a stage runs, handed to the run's own logging function (which holds its lock)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-if TYPE_CHECKING:
-    from put.tracking.runs import MlflowTracker
+LogMetrics = Callable[[dict[str, float], int], None]  # (metrics, step): a tracker's log_metrics
 
 
 class SystemMetrics(threading.Thread):
     """CPU, memory, disk, network and (with nvidia-ml-py and an NVIDIA GPU) GPU utilisation and memory, sampled
-    every `interval` seconds by MLflow's own monitors and logged as `system/...` every `samples` samples through
-    the tracker's lock (MLflow's SystemMetricsMonitor writes around it, which SQLite does not survive)."""
+    every `interval` seconds by MLflow's own monitors and handed to `log` as `system/...` every `samples` samples
+    (the tracker logs them through its lock: MLflow's SystemMetricsMonitor writes around it, which SQLite does
+    not survive)."""
 
-    def __init__(self, tracker: MlflowTracker, interval: float = 2.0, samples: int = 5):
+    def __init__(self, log: LogMetrics, interval: float = 2.0, samples: int = 5):
         super().__init__(name="put-system-metrics", daemon=True)
         from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
         from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
         from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
 
-        self.tracker, self.interval, self.samples = tracker, interval, samples
+        self.log, self.interval, self.samples = log, interval, samples
         self.monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
         with contextlib.suppress(Exception):  # no NVIDIA driver, or no nvidia-ml-py: no GPU metrics
             from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
@@ -39,7 +39,7 @@ class SystemMetrics(threading.Thread):
         for monitor in self.monitors:
             values.update(monitor.aggregate_metrics())
             monitor.clear_metrics()
-        self.tracker.log_metrics({f"system/{k}": v for k, v in values.items()}, self.step)
+        self.log({f"system/{k}": v for k, v in values.items()}, self.step)
         self.step += 1
 
     def run(self) -> None:

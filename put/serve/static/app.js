@@ -61,11 +61,13 @@ async function loadInfo() {
     box.value = model.id;
     box.className = "compare-model";
     box.disabled = Boolean(model.problem);
-    label.append(box, " " + model.label);
+    label.append(box, swatch(model), model.label);
     compare.append(label);
   }
-  const usable = info.models.find((m) => !m.problem);
-  if (usable) select.value = usable.id;
+  // The full model first: PUT itself (trained here), else the first usable one.
+  const usable = info.models.filter((m) => !m.problem);
+  const preferred = usable.find((m) => m.variant === "put" && !m.official) || usable[0];
+  if (preferred) select.value = preferred.id;
   const tests = $("test-image");
   for (const [preset, names] of Object.entries(info.test_images)) {
     const group = document.createElement("optgroup");
@@ -86,6 +88,14 @@ async function loadInfo() {
   $("temperature").value = d.temperature;
   $("tokens-per-step").value = d.tokens_per_step;
   $("position-rule").value = d.position_rule;
+}
+
+// A variant's colour, as in the report's figures and `dvc plots` (put/config/model.py).
+function swatch(model) {
+  const mark = document.createElement("span");
+  mark.className = "swatch";
+  mark.style.background = model.colour || "transparent";
+  return mark;
 }
 
 // ------------------------------------------------------------------ the image and the hole
@@ -204,6 +214,9 @@ function maskBlob() {
     pixels.data[i + 3] = 255;
   }
   if (!holes) throw new Error("draw a hole on the image first (or upload a mask)");
+  if (holes === canvas.width * canvas.height) {
+    throw new Error("the hole covers the whole image: leave some of it unpainted (the known pixels guide the model)");
+  }
   const out = document.createElement("canvas");
   out.width = canvas.width;
   out.height = canvas.height;
@@ -279,13 +292,15 @@ async function start(models) {
   head.className = "run-head";
   head.textContent = `${state.image.name}, seed ${body.seed}, N = ${body.samples}` +
     (jobs.length > 1 ? `, ${jobs.length} variants compared` : "");
-  const columns = document.createElement("div");
-  columns.className = "columns";
-  run.append(head, columns);
+  // One grid for the whole run: a row per model, a column per sample, so that compared variants line up.
+  const grid = document.createElement("div");
+  grid.className = "compare-grid";
+  grid.style.setProperty("--samples", body.deterministic ? 1 : body.samples);
+  run.append(head, grid);
   const results = $("results");
   results.prepend(run);
   while (results.children.length > RUNS_KEPT) results.lastChild.remove();
-  const finished = await Promise.all(jobs.map((job) => follow(job, columns)));
+  const finished = await Promise.all(jobs.map((job) => follow(job, grid)));
   if (finished.every(Boolean)) {
     const zip = document.createElement("a");
     zip.className = "zip";
@@ -296,22 +311,25 @@ async function start(models) {
   }
 }
 
-// Polls one request until it is done; true when it produced its results.
-async function follow(jobId, columns) {
+// Polls one request until it is done; true when it produced its results. Its row of the run's grid: the model
+// (in its variant's colour), the progress, then the results, one per column.
+async function follow(jobId, grid) {
   const panel = document.createElement("div");
   panel.className = "job";
   panel.dataset.job = jobId;
+  const label = document.createElement("div");
+  label.className = "job-head";
   const title = document.createElement("h3");
   const progress = document.createElement("progress");
   const status = document.createElement("p");
   status.className = "status";
-  const grid = document.createElement("div");
-  grid.className = "grid";
-  panel.append(title, progress, status, grid);
-  columns.append(panel);
+  label.append(title, progress, status);
+  panel.append(label);
+  grid.append(panel);
   for (;;) {
     const job = await (await api(`/api/jobs/${jobId}`)).json();
-    title.textContent = job.model.label;
+    title.replaceChildren(swatch(job.model), job.model.label);
+    panel.style.setProperty("--variant", job.model.colour || "var(--line)");
     if (job.state === "queued") {
       status.textContent = `waiting: ${job.position} request(s) ahead for this model`;
     } else if (job.state === "running") {
@@ -334,7 +352,7 @@ async function follow(jobId, columns) {
       status.textContent = `${job.results} result(s) in ${seconds(job.sample_seconds)}` +
         (job.load_seconds > 0.01 ? ` (model loaded in ${seconds(job.load_seconds)})` : "") +
         (job.waited_seconds > 0.01 ? `, after ${seconds(job.waited_seconds)} in the queue` : "");
-      job.names.forEach((name, index) => grid.append(figure(jobId, name, index)));
+      job.names.forEach((name, index) => panel.append(figure(jobId, name, index)));
       return true;
     }
     await new Promise((resolve) => setTimeout(resolve, 250));

@@ -1,0 +1,78 @@
+"""`put track`: the MLflow runs of the DAG's stages that DVC skipped, logged from their outputs.
+
+DVC runs a stage only when its inputs, code or parameters changed; a stage it skips (in a fresh clone, say, the
+evaluations of samples that come out bit-identical to the committed ones) logs nothing, and MLflow would lack its
+run. After a completed `dvc repro` every stage's outputs are current, so each tracked stage instance without a
+finished run of this DAG configuration and code version gets one, logged from its outputs by the stage's own
+logging code (the `log_outputs` of its command module) and marked put.logged_from = outputs. Instances with their
+run are left alone; so are, said so, instances whose outputs are missing and those DVC finds out of date (`dvc
+status`: their outputs were made by other code or parameters).
+`make demo` and `make sync` run it after `dvc repro`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from put.commands.common import add_params_arguments, load_cli_params, parse_tags
+
+HELP = "log MLflow runs, from their outputs, for the stages DVC skipped (after `dvc repro`)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_params_arguments(parser)
+
+
+def out_of_date() -> set[str]:
+    """The stages `dvc status` finds changed since dvc.lock (none without DVC or its lock: a Snakemake run)."""
+    if not Path("dvc.lock").is_file():
+        return set()
+    try:
+        from dvc.repo import Repo
+    except ImportError:
+        return set()
+    with Repo(".") as repo:
+        return {name.split(":")[-1] for name in repo.status()}
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.commands import COMMANDS
+    from put.dag.dvc_yaml import instance_command
+    from put.dag.graph import instances, output_paths
+    from put.tracking.runs import finished_run, stage_tracker, tracked
+    from put.tracking.source import tracking_enabled
+
+    if not tracking_enabled():
+        print("put track: tracking is off (PUT_TRACKING=0): nothing logged")
+        return
+    params = load_cli_params(args)
+    logged, missing, present, stale = [], [], 0, out_of_date()
+    for stage, name in instances(params):
+        if not stage.tracked:
+            continue
+        key = stage.key(name)
+        argv = instance_command(stage, name, params.preset, params)
+        module = importlib.import_module(COMMANDS[argv[0]])
+        parser = argparse.ArgumentParser(prog=f"put {argv[0]}")
+        module.add_arguments(parser)
+        stage_args = parser.parse_args(argv[1:])
+        stage_args.params = args.params
+        stage_params = load_cli_params(stage_args)
+        variant, tracker_stage = getattr(stage_args, "variant", None), argv[0].replace("-", "_")
+        if finished_run(params.preset, variant, tracker_stage, params.dag_id(), stage_params.seed):
+            present += 1
+            continue
+        if key in stale or not all(Path(path).exists() for path in output_paths(stage, name, params.preset)):
+            missing.append(key)
+            continue
+        tracker = stage_tracker(params.preset, variant, tracker_stage, params.dag_id(), parse_tags(stage_args.tag),
+                                labels=params.evaluated_labels(), seed=stage_params.seed, from_outputs=True)
+        with tracked(tracker):
+            module.log_outputs(tracker, stage_params, stage_args)
+        logged.append(key)
+    print(f"MLflow: {present} stage run(s) present; logged from their outputs (the stage did not run): "
+          f"{', '.join(logged) or 'none'}")
+    if missing:
+        print(f"MLflow: no run, and no current outputs to log it from (run `dvc repro` first): {', '.join(missing)}")
