@@ -1,44 +1,99 @@
-"""Paired differences: each ablation against PUT on the same test images, masks and sample draws.
+"""Paired differences: each ablation against PUT on the same test images, masks and sample draws, corrected as a
+family.
 
-The evaluate stage keeps every per-image value (`<label>_images.csv`); here the values of an ablation and of
-PUT are matched row by row (mode, group, image, sample) and the percentile bootstrap resamples the images for
-both at once, so the interval of the difference of the means leaves out what the two share: which images
-happened to be in the test set. An interval that excludes zero is a difference at the chosen level.
+The evaluate stage keeps every per-image value with its image's source (`<label>_images.csv`); here the values of
+an ablation and of PUT are matched row by row (mode, group, image, sample) and the bootstrap resamples the sources
+for both at once, so the interval of the difference of the means leaves out what the two share: which images
+happened to be in the test set. With seed replicates of both, their replicates are resampled too (a crossed
+bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value inverts its
+percentile interval; the differences of one mode form a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
+K = 50), whose p-values are adjusted by `evaluate.multiplicity` (Holm by default): a difference is marked only
+where its adjusted p-value is at most 1 - level.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from put.metrics.bootstrap import Bootstrap, difference_interval
+from put.metrics.bootstrap import Bootstrap, difference_interval, finite_mean
+from put.metrics.multiplicity import CONTROLS, NAMES, mark, smallest_reachable
 
 KEYS = ["mode", "group", "image", "sample"]
-COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "difference", "lo", "hi", "excludes_zero"]
+COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
+           "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation", "no_interval"]
 
 
-def paired_differences(images: dict[str, pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
-                       reference: str = "put") -> pd.DataFrame:
+def variation(replicates: tuple[int, int]) -> str:
+    """Which sources of variation an interval covers."""
+    images = "test images (sources resampled)"
+    if min(replicates) > 1:
+        return f"{images}; training and sampling randomness ({replicates[0]} and {replicates[1]} seed replicates " \
+               "resampled)"
+    return images
+
+
+def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
+                       method: str = "holm", reference: str = "put") -> pd.DataFrame:
     """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
-    (variant - reference), its paired interval and whether that excludes zero. Rows the two variants do not
-    share, and metrics either lacks, are left out."""
-    if reference not in images:
+    (variant - reference; over seed replicates where both have several), its paired interval, raw and adjusted
+    p-value, whether it survives the family's correction, and which sources of variation the interval covers.
+    `images`: the per-image values of each (variant, seed). Rows the two variants do not share, and metrics either
+    lacks, are left out."""
+    labels = sorted({variant for variant, _ in images})
+    if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)
+    replicates = {v: [frame for (variant, _), frame in sorted(images.items()) if variant == v] for v in labels}
     rows = []
-    for variant, frame in images.items():
+    for variant in labels:
         if variant == reference:
             continue
-        paired = frame.merge(images[reference], on=KEYS, suffixes=("", "_ref"))
-        for (mode, group), cell in paired.groupby(["mode", "group"], sort=False):
+        # the rows the base runs of both have; every replicate is cut to them
+        shared = replicates[variant][0][KEYS].merge(replicates[reference][0][KEYS], on=KEYS)
+        sides = [[f.merge(shared, on=KEYS) for f in replicates[v]] for v in (variant, reference)]
+        for (mode, group), _ in shared.groupby(["mode", "group"], sort=False):
+            cells = [[f[(f["mode"] == mode) & (f["group"] == group)] for f in side] for side in sides]
             for metric in metrics:
-                both = cell[[metric, f"{metric}_ref", "image"]].dropna()
-                if both.empty:
+                a, b = ([c[[metric, "source", "image"]].dropna() for c in side] for side in cells)
+                if any(c.empty for c in (*a, *b)):
                     continue
-                a, b = both[metric].to_numpy(float), both[f"{metric}_ref"].to_numpy(float)
-                bounds = difference_interval(a, b, both["image"].to_numpy(), boot)
-                finite_a, finite_b = a[abs(a) != float("inf")], b[abs(b) != float("inf")]
-                difference = float(finite_a.mean() - finite_b.mean())
-                lo, hi = bounds if bounds is not None else (float("nan"), float("nan"))
+                bounds = difference_interval([c[metric].to_numpy(float) for c in a], [c["source"].to_numpy() for c in a],
+                                             [c[metric].to_numpy(float) for c in b], [c["source"].to_numpy() for c in b],
+                                             boot, images=a[0]["image"].nunique())
+                counts = (len(a), len(b))
                 rows.append({"variant": variant, "reference": reference, "mode": mode, "group": group,
-                             "metric": metric, "n": both["image"].nunique(), "difference": difference,
-                             "lo": lo, "hi": hi, "excludes_zero": bounds is not None and (lo > 0 or hi < 0)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                             "metric": metric, "n": a[0]["image"].nunique(), "units": bounds.units,
+                             "replicates": min(counts) if min(counts) > 1 else 1,
+                             "difference": (np.mean([finite_mean(c[metric]) for c in a])
+                                            - np.mean([finite_mean(c[metric]) for c in b])),
+                             "lo": bounds.lo, "hi": bounds.hi, "p": bounds.p, "resamples": bounds.resamples or np.nan,
+                             "variation": variation(counts),
+                             "no_interval": bounds.reason or ""})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for mode, family in frame.groupby("mode", sort=False):
+        adjusted, significant = mark(family["p"].to_numpy(float), method, boot.level)
+        frame.loc[family.index, "p_adjusted"] = adjusted
+        frame.loc[family.index, "significant"] = significant
+        frame.loc[family.index, "family"] = f"{mode}: {len(family)} differences from {reference}"
+        frame.loc[family.index, "family_size"] = int(family["p"].notna().sum())
+    frame["significant"] = frame["significant"].fillna(False).astype(bool)
+    frame["method"] = method
+    return frame
+
+
+def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str) -> str:
+    """The caption's account of a family of differences (rows with `metric`, `p`, `significant`, `resamples`,
+    `no_interval`): how many were tested and marked, under which method, why some were not, and which could
+    never be marked for too few resamples (plain text; the caller escapes it)."""
+    tested = differences[differences["p"].notna()]
+    text = (f"{what}: a mark where the difference survives {NAMES[method]} at {level:.0%} over the family of the "
+            f"{len(differences)} differences ({len(tested)} tested; {int(differences['significant'].sum())} marked; "
+            f"it controls the {CONTROLS[method]}); p-values invert the paired percentile bootstrap interval")
+    reasons = sorted({r for r in differences["no_interval"] if isinstance(r, str) and r})
+    if reasons:
+        text += f"; not tested: {'; '.join(reasons)}"
+    for resamples, rows in tested.groupby("resamples"):
+        if reason := smallest_reachable(int(resamples), len(tested), method, level):
+            key = "fid_bootstrap_resamples" if set(rows["metric"]) == {"fid"} else "bootstrap_resamples"
+            text += f"; {', '.join(sorted(set(rows['metric'])))}: {reason} (raise evaluate.{key})"
+    return text + "."

@@ -1,0 +1,38 @@
+"""`put coverage`: how often the evaluation's intervals hold the truth, on simulated test sets (docs/coverage.md)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from put.commands.common import positive_int
+
+HELP = "coverage of the bootstrap intervals and family-wise error of the corrections, by simulation"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sets", type=positive_int, default=1000, help="simulated test sets per mean/difference row")
+    parser.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples per interval")
+    parser.add_argument("--families", type=positive_int, default=1000, help="simulated null families per method")
+    parser.add_argument("--fid-dim", type=positive_int, default=2048, help="dimension of the Gaussian features")
+    parser.add_argument("--fid-sets", type=positive_int, nargs=2, default=[500, 100], metavar=("N100", "N1000"),
+                        help="simulated sets at n = 100 and n = 1,000 images")
+    parser.add_argument("--fid-resamples", type=positive_int, default=1000)
+    parser.add_argument("--out", required=True, help="the Markdown table (docs/coverage.md); the rows beside it as "
+                                                     "CSV")
+    parser.set_defaults(out_folder=False)
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.fileio import atomic_write_text
+    from put.report.coverage import coverage_markdown, minimum_units, run_study
+
+    frame = run_study(args.sets, args.resamples, dict(zip((100, 1000), args.fid_sets)), args.fid_dim,
+                      args.fid_resamples, args.families)
+    command = "put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put coverage"
+    out = Path(args.out)
+    atomic_write_text(out.with_suffix(".csv"), frame.to_csv(index=False))
+    atomic_write_text(out, coverage_markdown(frame, command, args.resamples, args.fid_resamples))
+    print(f"{out} written; minimum n: {minimum_units(frame)}")
