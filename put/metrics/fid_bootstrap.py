@@ -22,7 +22,9 @@ test images drawn as these were, which itself lies above the population FID by F
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +33,7 @@ from threadpoolctl import threadpool_limits
 from put.metrics.bootstrap import Bootstrap, Interval, interval, too_few, unit_counts, workers
 
 BATCH_PER_WORKER = 8  # resamples per thread per statistic call
+THREADED = 128  # from this many images on, resamples are spread over threads (below, the overhead dominates)
 
 
 @dataclass(frozen=True)
@@ -65,18 +68,27 @@ def trace_sqrt(k12: np.ndarray, w: np.ndarray) -> float:
     return float(np.sqrt(np.clip(np.linalg.eigvalsh(m @ m.T), 0.0, None)).sum())
 
 
-def fid_weighted(grams: Grams, weights: np.ndarray, threads: int | None = None) -> np.ndarray:
-    """FID of the weighted feature sets, one per row of `weights` (b, n): how often each image was drawn."""
+def fid_weighted(grams: Grams, weights: np.ndarray, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
+    """FID of the weighted feature sets, one per row of `weights` (b, n): how often each image was drawn;
+    the rows spread over `pool`'s threads when one is given."""
     w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
     total = w.sum(axis=1)
     quad = {name: ((w @ k) * w).sum(axis=1) for name, k in (("11", grams.k11), ("22", grams.k22), ("12", grams.k12))}
     gap = (quad["11"] + quad["22"] - 2 * quad["12"]) / total ** 2
     tr1 = (w @ np.diag(grams.k11) - quad["11"] / total) / (total - 1)
     tr2 = (w @ np.diag(grams.k22) - quad["22"] / total) / (total - 1)
-    threads = threads or workers()
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
-        roots = np.fromiter(pool.map(lambda row: trace_sqrt(grams.k12, row), w), dtype=np.float64, count=len(w))
-    return gap + tr1 + tr2 - 2 * roots
+    roots = (pool.map if pool is not None else map)(lambda row: trace_sqrt(grams.k12, row), w)
+    return gap + tr1 + tr2 - 2 * np.fromiter(roots, dtype=np.float64, count=len(w))
+
+
+@contextmanager
+def resample_pool(n: int) -> Iterator[ThreadPoolExecutor | None]:
+    """Threads for the resamples of n images, one BLAS thread each (None for small n: not worth it)."""
+    if n < THREADED or workers() < 2:
+        yield None
+        return
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers()) as pool:
+        yield pool
 
 
 def image_weights(idx: np.ndarray, units: np.ndarray, n_units: int) -> np.ndarray:
@@ -102,8 +114,9 @@ def fid_interval(features1: np.ndarray, features2: np.ndarray, units: np.ndarray
     if reason := too_few(n_units, grams.n, boot):
         return Interval.missing(reason, n_units)
     estimate = float(fid_weighted(grams, np.ones(grams.n))[0])
-    return interval(lambda idx: fid_weighted(grams, image_weights(idx, inverse, n_units)), [n_units], boot,
-                    batch=BATCH_PER_WORKER * workers(), estimate=estimate)
+    with resample_pool(grams.n) as pool:
+        return interval(lambda idx: fid_weighted(grams, image_weights(idx, inverse, n_units), pool), [n_units], boot,
+                        batch=BATCH_PER_WORKER * workers(), estimate=estimate)
 
 
 def fid_difference_interval(features_a: np.ndarray, features_b: np.ndarray, targets: np.ndarray,
@@ -117,8 +130,9 @@ def fid_difference_interval(features_a: np.ndarray, features_b: np.ndarray, targ
     ones = np.ones(grams_a.n)
     estimate = float(fid_weighted(grams_a, ones)[0] - fid_weighted(grams_b, ones)[0])
 
-    def statistic(idx: np.ndarray) -> np.ndarray:
-        w = image_weights(idx, inverse, n_units)
-        return fid_weighted(grams_a, w) - fid_weighted(grams_b, w)
+    with resample_pool(grams_a.n) as pool:
+        def statistic(idx: np.ndarray) -> np.ndarray:
+            w = image_weights(idx, inverse, n_units)
+            return fid_weighted(grams_a, w, pool) - fid_weighted(grams_b, w, pool)
 
-    return interval(statistic, [n_units], boot, batch=BATCH_PER_WORKER * workers(), estimate=estimate, null=0.0)
+        return interval(statistic, [n_units], boot, batch=BATCH_PER_WORKER * workers(), estimate=estimate, null=0.0)

@@ -70,15 +70,12 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                              "variation": variation(counts),
                              "no_interval": bounds.reason or ""})
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    families = []
     for mode, family in frame.groupby("mode", sort=False):
         adjusted, significant = mark(family["p"].to_numpy(float), method, boot.level)
-        frame.loc[family.index, "p_adjusted"] = adjusted
-        frame.loc[family.index, "significant"] = significant
-        frame.loc[family.index, "family"] = f"{mode}: {len(family)} differences from {reference}"
-        frame.loc[family.index, "family_size"] = int(family["p"].notna().sum())
-    frame["significant"] = frame["significant"].fillna(False).astype(bool)
-    frame["method"] = method
-    return frame
+        families.append(family.assign(p_adjusted=adjusted, significant=significant, family_size=int(
+            family["p"].notna().sum()), family=f"{mode}: {len(family)} differences from {reference}", method=method))
+    return pd.concat(families, ignore_index=True) if families else frame
 
 
 def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str) -> str:

@@ -62,7 +62,7 @@ def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level
 
     def per_cell(column: str, default: object) -> pd.DataFrame:
         return pd.DataFrame({h: frame[f"{c}_{column}"] if f"{c}_{column}" in frame else default
-                             for h, c in zip(headers, columns)}).set_axis(index)
+                             for h, c in zip(headers, columns)}, index=frame.index).set_axis(index)
 
     unavailable, no_interval = per_cell("unavailable", ""), per_cell("no_interval", "")
     reasons = pd.DataFrame(np.where(values.isna(), unavailable.fillna(""), no_interval.fillna("")), index=index,
