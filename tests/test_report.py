@@ -378,8 +378,9 @@ def test_document_compiles(tmp_path):
     for metric in ("psnr", "ssim", "mae"):  # intervals, printed in small type
         metrics[f"{metric}_lo"], metrics[f"{metric}_hi"] = metrics[metric] * 0.97, metrics[metric] * 1.02
     replicated = pd.concat([metrics.assign(seed=s, psnr=metrics["psnr"] + s / 10) for s in (0, 1, 2)])
-    differences = pd.DataFrame([{"variant": "conv", "mode": "k50", "group": "20-40", "metric": "psnr",
-                                 "excludes_zero": True}])
+    differences = pd.DataFrame([{"variant": "conv", "mode": "k50", "group": "20-40", "metric": "psnr", "p": 1e-4,
+                                 "significant": True, "method": "holm", "resamples": 20000,
+                                 "variation": "test images (sources resampled)", "no_interval": ""}])
     out = tmp_path / "reports"
     cmd, commit = "python -m put report --preset demo", "deadbeef"
     tables = [write_latex(table1(metrics, "demo", context=True), out / "tables" / "table1.tex", None, "tab:t1",

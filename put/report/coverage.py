@@ -27,7 +27,7 @@ def run_study(sets: int, resamples: int, fid_sets: dict[int, int], fid_dim: int,
             results += [mean_coverage(name, n, sets, boot, seed), difference_coverage(name, n, sets, boot, seed)]
         results.append(mean_coverage(CLUSTERED, n, sets, boot, seed, ignore_units=True))
         print(f"coverage at n = {n} done", flush=True)
-    results += [fwer(fwer_n, families, boot, method, seed) for method in METHODS]
+    results += fwer(fwer_n, families, boot, METHODS, seed)
     pair = GaussianPair(fid_dim)
     for n, count in fid_sets.items():
         expected = expected_fid(pair, n, max(count, 200), seed)
