@@ -22,17 +22,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fid-resamples", type=positive_int, default=1000)
     parser.add_argument("--out", required=True, help="the Markdown table (docs/coverage.md); the rows beside it as "
                                                      "CSV")
+    parser.add_argument("--render", action="store_true", help="only rewrite the Markdown from the rows of an earlier "
+                                                              "run (the CSV beside --out), keeping its command")
     parser.set_defaults(out_folder=False)
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.fileio import atomic_write_text
-    from put.report.coverage import coverage_markdown, minimum_units, run_study
+    import pandas as pd
 
-    frame = run_study(args.sets, args.resamples, dict(zip((100, 1000), args.fid_sets)), args.fid_dim,
-                      args.fid_resamples, args.families)
-    command = "put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put coverage"
+    from put.fileio import atomic_write_text, read_csv
+    from put.report.coverage import coverage_markdown, made_by, minimum_units, run_study
+
     out = Path(args.out)
-    atomic_write_text(out.with_suffix(".csv"), frame.to_csv(index=False))
-    atomic_write_text(out, coverage_markdown(frame, command, args.resamples, args.fid_resamples))
+    if args.render:
+        frame = read_csv(out.with_suffix(".csv"), "the rows of `put coverage`")
+        command = made_by(out.read_text())
+    else:
+        frame = run_study(args.sets, args.resamples, dict(zip((100, 1000), args.fid_sets)), args.fid_dim,
+                          args.fid_resamples, args.families)
+        command = "put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put coverage"
+        atomic_write_text(out.with_suffix(".csv"), frame.to_csv(index=False))
+    atomic_write_text(out, coverage_markdown(pd.DataFrame(frame), command))
     print(f"{out} written; minimum n: {minimum_units(frame)}")

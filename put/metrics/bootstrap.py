@@ -111,7 +111,8 @@ def too_few(units: int, images: int, boot: Bootstrap) -> str | None:
     """Why no interval is drawn from `units` independent units holding `images` images, or None."""
     if units >= max(boot.min_units, 2):
         return None
-    what = f"{units} images" if units == images else f"{units} sources ({images} images)"
+    plural = lambda count, noun: f"{count} {noun}{'s' * (count != 1)}"  # noqa: E731
+    what = plural(units, "image") if units == images else f"{plural(units, 'source')} ({plural(images, 'image')})"
     return f"n = {what}: too few for an interval (evaluate.min_units = {boot.min_units})"
 
 

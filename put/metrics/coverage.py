@@ -60,6 +60,7 @@ class Result:
     sets: int
     nominal: float
     observed: float
+    resamples: int
 
     @property
     def standard_error(self) -> float:
@@ -67,7 +68,8 @@ class Result:
 
     def row(self) -> dict:
         return {"check": self.check, "distribution": self.distribution, "n": self.n, "sets": self.sets,
-                "nominal": self.nominal, "observed": self.observed, "standard_error": self.standard_error}
+                "resamples": self.resamples, "nominal": self.nominal, "observed": self.observed,
+                "standard_error": self.standard_error}
 
 
 def _stream(seed: int, name: str, n: int) -> np.random.Generator:
@@ -86,7 +88,7 @@ def mean_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, seed: i
         found = mean_interval(values, None if ignore_units else units, Bootstrap(boot.level, boot.resamples, k, 2))
         hits += found.lo <= 0.0 <= found.hi
     return Result("mean" + (", sources ignored" if ignore_units else ""), distribution, n, sets, boot.level,
-                  hits / sets)
+                  hits / sets, boot.resamples)
 
 
 def difference_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, seed: int = 0,
@@ -101,7 +103,7 @@ def difference_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, s
         found = difference_interval([difficulty + effect + noise], [units], [difficulty], [units],
                                     Bootstrap(boot.level, boot.resamples, k, 2))
         hits += found.lo <= effect <= found.hi
-    return Result("paired difference", distribution, n, sets, boot.level, hits / sets)
+    return Result("paired difference", distribution, n, sets, boot.level, hits / sets, boot.resamples)
 
 
 def fwer(n: int, families: int, boot: Bootstrap, methods: tuple[str, ...], seed: int = 0, variants: int = 5,
@@ -120,7 +122,7 @@ def fwer(n: int, families: int, boot: Bootstrap, methods: tuple[str, ...], seed:
                       for v in range(variants) for c in range(cells)])
         any_mark += [bool(mark(p, method, boot.level)[1].any()) for method in methods]
     return [Result(f"family-wise error, {method}", f"null family of {variants * cells}", n, families, 1 - boot.level,
-                   float(hits / families)) for method, hits in zip(methods, any_mark)]
+                   float(hits / families), boot.resamples) for method, hits in zip(methods, any_mark)]
 
 
 def undercovers(result: Result, sigmas: float = 3.0) -> bool:
@@ -173,5 +175,6 @@ def fid_coverage(pair: GaussianPair, n: int, sets: int, boot: Bootstrap, expecte
         found = fid_interval(*pair.draw(rng, n), None, Bootstrap(boot.level, boot.resamples, k, 2))
         hits += [found.lo <= truth <= found.hi for truth in (pair.population_fid, expected)]
     name = f"Gaussian features, {pair.dim}-d"
-    return [Result("FID: population FID", name, n, sets, boot.level, hits[0] / sets),
-            Result(f"FID: expected FID of {n} images", name, n, sets, boot.level, hits[1] / sets)]
+    return [Result("FID: population FID", name, n, sets, boot.level, float(hits[0] / sets), boot.resamples),
+            Result(f"FID: expected FID of {n} images", name, n, sets, boot.level, float(hits[1] / sets),
+                   boot.resamples)]
