@@ -182,7 +182,8 @@ def evaluation_cost(rows: list[dict], preset: str, gpus: int) -> dict:
         return {**base, "missing": f"not measured: put bench evaluate --preset {preset} --device cpu"}
     intervals = counts["mean_intervals"] * cpu["mean_interval_seconds"] + counts["fid_intervals"] * cpu[
         "fid_interval_seconds"]
-    cpu_hours = {"interval_hours": intervals / 3600, "metrics_hours": counts["results"] * cpu["seconds_per_result"] / 3600,
+    cpu_hours = {"interval_hours": intervals / 3600,
+                 "metrics_hours": counts["results"] * cpu["seconds_per_result"] / 3600,
                  "cpu_workers": cpu["cpu_workers"], "cpu_source": cpu["source"], "cpu_name": cpu["device_name"]}
     device = cpu if gpus == 0 else _preferred([r for r in of_kind(rows, "evaluate") if r["preset"] == preset
                                               and r["device"].startswith("cuda")])

@@ -271,7 +271,8 @@ def test_sources_of_demo_crops_and_of_a_sources_file(tmp_path):
 
     for text, message in [("path,group\nx,y\n", "lacks column.s. source"),
                           ("path,source\ntest/nowhere.png,a\n", "line 2 names 'test/nowhere.png', which is no image"),
-                          ("path,source\ntest/retina_000.png, \n", "line 2 gives 'test/retina_000.png' a blank source")]:
+                          ("path,source\ntest/retina_000.png, \n",
+                           "line 2 gives 'test/retina_000.png' a blank source")]:
         (tmp_path / "bad.csv").write_text(text)
         with pytest.raises(ValueError, match=f"^data.sources: {re.escape(str(tmp_path / 'bad.csv'))}.*{message}"):
             image_sources("ffhq", root, files, str(tmp_path / "bad.csv"))

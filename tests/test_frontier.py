@@ -41,7 +41,8 @@ def masks(tmp_path) -> Path:
 @pytest.fixture
 def params(tmp_path):
     path = tmp_path / "params.yaml"  # the paper's 51-px SSIM window does not fit 32-px images
-    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7, min_units: 2}, sample: {diversity_samples: 2}}\n")
+    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7, min_units: 2}, "
+                    "sample: {diversity_samples: 2}}\n")
     return load_params(path)
 
 
@@ -203,7 +204,8 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     info = json.loads(metrics_info_file(out).read_text())
     assert info["protocol"]["ssim_window"] == 7 and "put weights --download" in info["unavailable"]["k50/40-60/fid"]
     assert info["n"]["k50"]["40-60"] == 3 and info["seed"] == 0 and "percentile bootstrap" in info["interval"]
-    assert info["intervals"]["k50/40-60/psnr"]["units"] == 3 and info["intervals"]["k50/40-60/psnr"]["resamples"] == 20000
+    assert info["intervals"]["k50/40-60/psnr"]["units"] == 3
+    assert info["intervals"]["k50/40-60/psnr"]["resamples"] == 20000
     bins = pd.read_csv(metrics_bins_file(out))
     assert list(bins["hole_ratio"]) == [0.15, 0.25, 0.35, 0.45, 0.55]
     assert bins["psnr"].notna().all() and bins["psnr_lo"].notna().all() and bins["lpips"].isna().all()

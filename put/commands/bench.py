@@ -68,7 +68,8 @@ def describe(r: dict) -> str:
     if r["benchmark"] == "evaluate":
         return (f"{r['preset']} evaluation parts on {where}: {r['seconds_per_result'] * 1e3:.1f} ms per result "
                 f"(PSNR/SSIM/MAE, CPU), Inception {r['inception_seconds_per_image'] * 1e3:.1f} ms/image, LPIPS "
-                f"{r['lpips_seconds_per_pair'] * 1e3:.1f} ms/pair, mean interval {r['mean_interval_seconds']:.2f} s, FID "
+                f"{r['lpips_seconds_per_pair'] * 1e3:.1f} ms/pair, mean interval {r['mean_interval_seconds']:.2f} s, "
+                "FID "
                 f"interval {r['fid_interval_seconds']:.1f} s at n = {r['test_images']}")
     if "oom" in r:
         return f"{r['preset']} {r['stage']} training at batch {r['batch']} on {where}: out of memory ({r['oom']})"

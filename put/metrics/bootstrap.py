@@ -198,12 +198,14 @@ def _ratio(drawn: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndarra
         return (drawn @ sums) / (drawn @ counts)
 
 
-def mean_interval(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap) -> Interval:
-    """Interval of the mean of the finite `values`, resampling the units (default: each value its own unit)."""
+def mean_interval(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap,
+                  images: int | None = None) -> Interval:
+    """Interval of the mean of the finite `values`, resampling the units (default: each value its own unit).
+    `images`: the test images behind the units (for the reason when they are too few)."""
     values = np.asarray(values, dtype=float)
     units = np.arange(len(values)) if units is None else np.asarray(units)
     s = Sums.of(values, units)
-    if reason := too_few(len(s.labels), len(np.unique(units)), boot):
+    if reason := too_few(len(s.labels), images if images is not None else len(s.labels), boot):
         return Interval.missing(reason, len(s.labels))
     return interval(lambda idx: _ratio(unit_counts(idx, len(s.labels)), s.sums, s.counts), [len(s.labels)], boot)
 

@@ -29,18 +29,21 @@ def unmeasured(value: MetricValue) -> Summary:
     return Summary(value, Interval.missing(value.unavailable or "no value"))
 
 
-def mean_summary(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap) -> Summary:
+def mean_summary(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap,
+                 images: int | None = None) -> Summary:
     """The mean of the finite values (over all samples of the images: a fine bin holds several per image) and its
-    interval, resampling the units (default: each value its own)."""
+    interval, resampling the units (default: each value its own); `images`: the test images behind them."""
     mean = finite_mean(values)
     if not np.isfinite(mean):
         return unmeasured(MetricValue.missing("no finite value"))
-    return Summary(MetricValue(mean), mean_interval(values, units, boot))
+    return Summary(MetricValue(mean), mean_interval(values, units, boot, images))
 
 
-def pixel_summaries(per_image: pd.DataFrame, units: np.ndarray, boot: Bootstrap) -> dict[str, Summary]:
-    """Mean PSNR, SSIM and MAE of a `metrics_table` (one row per result; `units`: each row's source)."""
-    return {m: mean_summary(per_image[m].to_numpy(float), units, boot) for m in PIXEL_METRICS}
+def pixel_summaries(per_image: pd.DataFrame, units: np.ndarray, boot: Bootstrap,
+                    images: int | None = None) -> dict[str, Summary]:
+    """Mean PSNR, SSIM and MAE of a `metrics_table` (one row per result; `units`: each row's source; `images`:
+    the test images behind the rows)."""
+    return {m: mean_summary(per_image[m].to_numpy(float), units, boot, images) for m in PIXEL_METRICS}
 
 
 def fid_summary(features: Features | MetricValue, units: np.ndarray | None, boot: Bootstrap) -> Summary:

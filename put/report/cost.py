@@ -69,7 +69,8 @@ def table_topk_frame(cost: dict) -> pd.DataFrame:
 
 
 def evaluation_frame(cost: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"Preset": e["preset"], "Jobs x GPUs": _gpus(e), "Images": e["images"], "Results": e["results"],
+    return pd.DataFrame([{"Preset": e["preset"], "Jobs x GPUs": _gpus(e), "Images": e["images"],
+                          "Results": e["results"],
                           "Intervals CPU h": e.get("interval_hours"), "PSNR/SSIM/MAE CPU h": e.get("metrics_hours"),
                           "Inception+LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
                           "Measured on": (f"{e['cpu_name']} ({e['cpu_source']})" if "cpu_source" in e else "")

@@ -57,9 +57,10 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                 a, b = ([c[[metric, "source", "image"]].dropna() for c in side] for side in cells)
                 if any(c.empty for c in (*a, *b)):
                     continue
-                bounds = difference_interval([c[metric].to_numpy(float) for c in a], [c["source"].to_numpy() for c in a],
-                                             [c[metric].to_numpy(float) for c in b], [c["source"].to_numpy() for c in b],
-                                             boot, images=a[0]["image"].nunique())
+                values = [[c[metric].to_numpy(float) for c in side] for side in (a, b)]
+                units = [[c["source"].to_numpy() for c in side] for side in (a, b)]
+                bounds = difference_interval(values[0], units[0], values[1], units[1], boot,
+                                             images=a[0]["image"].nunique())
                 counts = (len(a), len(b))
                 rows.append({"variant": variant, "reference": reference, "mode": mode, "group": group,
                              "metric": metric, "n": a[0]["image"].nunique(), "units": bounds.units,

@@ -128,7 +128,8 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
         """PSNR/SSIM/MAE of every result of `rows` and FID of `fid_rows` (one result per image), with their
         intervals; returns the per-image values."""
         values = metrics_table(list(zip(rows["result"], rows["target"])), protocol)
-        for metric, summary in pixel_summaries(values, rows["source"].to_numpy(), boot).items():
+        summaries = pixel_summaries(values, rows["source"].to_numpy(), boot, rows["image"].nunique())
+        for metric, summary in summaries.items():
             cells.put(keys, metric, summary)
         features = fid_features(list(fid_rows["result"]), list(fid_rows["target"]), protocol)
         cells.put(keys, "fid", fid_summary(features, fid_rows["source"].to_numpy(), fid_boot))
@@ -151,7 +152,8 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
         if isinstance(lpips, MetricValue):
             cells.put(keys, "lpips", unmeasured(lpips))
         else:
-            cells.put(keys, "lpips", mean_summary(lpips, np.array([g["source"].iloc[0] for _, g in inputs]), boot))
+            sources = np.array([g["source"].iloc[0] for _, g in inputs])
+            cells.put(keys, "lpips", mean_summary(lpips, sources, boot, len(inputs)))
             first_rows = frame.index[frame["sample"] == 0]
             frame.loc[first_rows, "lpips"] = pd.Series(lpips, index=[name for name, _ in inputs]).reindex(
                 frame.loc[first_rows, "image"]).to_numpy()
