@@ -198,16 +198,18 @@ def reference_of(setting: Setting, chosen: list[Setting], top_k: int) -> str | N
     return None if name == setting.name else name
 
 
-def difference(metric: str, a: Measured, b: Measured, boot: Bootstrap, fid_boot: Bootstrap) -> tuple[float, Interval]:
-    """Setting a's value minus its reference b's, with the paired interval over the images' sources."""
+def difference(metric: str, a: Measured, b: Measured, boot: Bootstrap,
+               fid_boot: Bootstrap) -> tuple[float, Interval] | None:
+    """Setting a's value minus its reference b's, with the paired interval over the images' sources; None where
+    either has no value."""
     if metric == "fid":
         if isinstance(a.features, MetricValue) or isinstance(b.features, MetricValue):
-            return float("nan"), Interval.missing("FID not measured")
+            return None
         first = a.per_image[a.per_image["sample"] == 0]
         return fid_difference(a.features, b.features, first["source"].to_numpy(), fid_boot)
     if metric == "lpips":
         if isinstance(a.lpips, MetricValue) or isinstance(b.lpips, MetricValue):
-            return float("nan"), Interval.missing("LPIPS not measured for both")
+            return None
         x, y = a.lpips, b.lpips
     else:
         x, y = a.per_image, b.per_image
@@ -226,7 +228,9 @@ def frontier_differences(measured: dict[tuple[str, str], Measured], references: 
         if reference is None or (reference, group) not in measured:
             continue
         for metric in QUALITY:
-            value, bounds = difference(metric, a, measured[(reference, group)], boot, fid_boot)
+            if (found := difference(metric, a, measured[(reference, group)], boot, fid_boot)) is None:
+                continue
+            value, bounds = found
             rows.append({"setting": name, "group": group, "metric": metric, "reference": reference,
                          "diff": value, "diff_lo": bounds.lo, "diff_hi": bounds.hi, "p": bounds.p,
                          "resamples": bounds.resamples or np.nan, "no_interval": bounds.reason or ""})
