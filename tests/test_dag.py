@@ -609,7 +609,8 @@ REDUCED_DEMO = [f"{'+' if key in ('data.eval_count', 'sample.diversity_images') 
     ("pvqvae_train.iterations", 3), ("pvqvae_train.warmup", 1), ("pvqvae_train.batch_size", 4),
     ("pvqvae_train.eval_images", 4), ("transformer_train.iterations", 3), ("transformer_train.warmup", 1),
     ("transformer_train.batch_size", 4), ("transformer_train.eval_images", 4), ("data.eval_count", 4),
-    ("sample.diversity_images", 2), ("sample.diversity_samples", 4))]
+    ("sample.diversity_images", 2), ("sample.diversity_samples", 4),
+    ("evaluate.min_units", 2))]  # the 4 test images' sources, too few for the default minimum: intervals here
 
 
 @pytest.mark.slow
