@@ -15,7 +15,7 @@ HELP = "coverage of the bootstrap intervals and family-wise error of the correct
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sets", type=positive_int, default=1000, help="simulated test sets per mean/difference row")
     parser.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples per interval")
-    parser.add_argument("--families", type=positive_int, default=1000, help="simulated null families per method")
+    parser.add_argument("--families", type=positive_int, default=500, help="simulated null families per n")
     parser.add_argument("--fid-dim", type=positive_int, default=2048, help="dimension of the Gaussian features")
     parser.add_argument("--fid-sets", type=positive_int, nargs=2, default=[500, 100], metavar=("N100", "N1000"),
                         help="simulated sets at n = 100 and n = 1,000 images")
