@@ -37,8 +37,8 @@ def test_the_check_fails_an_interval_that_undercovers():
 
 
 def test_holm_keeps_a_null_family_near_its_level_and_no_correction_does_not():
-    holm, none = fwer(12, 30, Bootstrap(resamples=2000), ("holm", "none"))
-    assert not undercovers(holm) and holm.observed <= 0.1, holm
+    holm, none = fwer(50, 24, Bootstrap(resamples=2000), ("holm", "none"))
+    assert not undercovers(holm) and holm.observed <= 0.15, holm
     assert undercovers(none) and none.observed > 0.5, none  # 45 tests at 5% each: most families get a mark
 
 

@@ -13,7 +13,7 @@ from put.metrics.coverage import (DISTRIBUTIONS, GaussianPair, Result, differenc
                                   fid_coverage, fwer, mean_coverage)
 from put.metrics.multiplicity import METHODS
 
-SIZES = (5, 10, 20, 30, 50, 100)
+SIZES = (5, 10, 20, 30, 50, 100, 200)
 TOLERANCE = 0.02  # coverage within 2 points of nominal: the precision the study measures to
 CLUSTERED = next(name for name in DISTRIBUTIONS if name.startswith("clustered"))
 FAMILY_SIZES_FROM = 10  # the null families are simulated at the grid's n from this one on
