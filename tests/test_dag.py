@@ -500,7 +500,7 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     # those 3 sources, which are too few for one (evaluate.min_units), so no cell prints an interval or a dagger
     # and each says why; differences.csv keeps the raw and the adjusted p-values (none here) of Table 3's family.
     sources = pd.read_csv(repo / split_dir("demo") / "test.csv")["source"]
-    assert sources.nunique() == 3 and len(sources) == 24
+    assert sources.nunique() == 3 and len(sources) == 16
     info = json.loads((repo / metrics_info_file(repo / metrics_file("demo", "put"))).read_text())
     assert info["intervals"]["k50/40-60/psnr"] == {"units": 3, "reason": "n = 3 sources (16 images): too few for "
                                                                          "an interval (evaluate.min_units = 20)"}
