@@ -514,8 +514,8 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     for split in ("train", "test"):
         listed = (repo / split_dir("demo") / f"{split}.csv").read_text().strip().splitlines()[1:]
         assert manifest["images"][split] == len(listed) and manifest["settings"]["storage"] == "float16"
-    for curves in (path_of(PVQVAE_CURVES, "demo"), path_of(TRANSFORMER_CURVES, "demo")):
-        assert "data_wait_s" in (repo / curves / TRAIN_CURVE).read_text().splitlines()[0].split(",")
+    for curves in (path_of(PVQVAE_CURVES, "demo"), path_of(TRANSFORMER_CURVES, "demo")):  # timings: MLflow only
+        assert "data_wait_s" not in (repo / curves / TRAIN_CURVE).read_text().splitlines()[0].split(",")
     runs_after_first = mlflow_run_count(repo)
     assert runs_after_first == 1 + len(TRACKED)  # a parent per DAG run, a child per tracked stage instance
     seconds = time.monotonic()

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -176,41 +175,46 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 import put.outlock
-with put.outlock.sigterm_as_exit(), put.outlock.OutputLock([Path(sys.argv[1])], heartbeat=float(sys.argv[2])):
+with put.outlock.sigterm_as_exit(), put.outlock.OutputLock([Path(sys.argv[1])]):
     print("held", flush=True)
     time.sleep(120)
 """
 
 
-def hold(output: Path, heartbeat: float = 30) -> subprocess.Popen:
+def hold(output: Path) -> subprocess.Popen:
     """Another process holding the lock of `output`."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(output), str(heartbeat)], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(output)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert process.stdout.readline().strip() == "held"
     return process
 
 
-def test_a_second_run_on_a_held_output_stops_at_once_naming_the_holder(tmp_path, capsys):
+def test_a_second_run_on_a_held_output_stops_at_once_naming_the_holder(tmp_path, capsys, monkeypatch):
     out = tmp_path / "resolved_params.yaml"
+    monkeypatch.setenv("SLURM_JOB_ID", "4711")  # inherited by the holder
     holder = hold(out)
     try:
         record = json.loads(lock_path(out).read_text())
+        assert record["command"] == f"put {out}" and record["slurm_job"] == "4711"  # sys.argv of `python -c`
         started = time.perf_counter()
         assert main(["config", "--out", str(out)]) == 2
         assert time.perf_counter() - started < 5
         err = capsys.readouterr().err.strip()
         assert err == (f"put config: error: {out}: in use by another run (host {record['host']}, pid {holder.pid}, "
-                       f"started {record['started']}); stopping so that the two do not overwrite each other. If "
-                       f"that run is gone, delete {lock_path(out)}")
+                       f"started {record['started']}, Slurm job 4711: put {out}); stopping so that the two do not "
+                       f"overwrite each other. A run's lock ends with its process; if its node died, delete "
+                       f"{lock_path(out)}")
         assert not out.exists()
     finally:
         holder.kill()
         holder.wait()
-    # Killed with SIGKILL, it could not release the lock: the next run sees its pid is gone and takes over.
+    # Killed with SIGKILL, it could not release the lock: its file stays, but the kernel dropped the lock itself.
     assert lock_path(out).exists()
+    monkeypatch.setattr(sys, "argv", ["put"])  # an identity shorter than the one left in the file
+    with OutputLock([out]):
+        assert json.loads(lock_path(out).read_text())["command"] == "put"
     assert main(["config", "--out", str(out)]) == 0
     assert out.is_file() and not lock_path(out).exists()
-    assert "taking over the lock of a run that no longer runs (host " in capsys.readouterr().err
 
 
 def test_training_on_a_held_output_stops_before_any_work(tmp_path, capsys):
@@ -234,92 +238,134 @@ def test_the_lock_is_released_on_sigterm_and_on_errors(tmp_path, capsys):
     assert "missing.yaml: parameter file not found" in capsys.readouterr().err and not lock_path(out).exists()
 
 
+def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
+    """flock, not fcntl's POSIX locks: those belong to the process, which would get the same output twice (and
+    lose both locks at the first close of the file)."""
+    out = tmp_path / "out"
+    with OutputLock([out]):
+        with pytest.raises(OutputLocked, match=f"pid {os.getpid()}, "):
+            OutputLock([out]).__enter__()
+        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()  # reading it released nothing
+        with pytest.raises(OutputLocked):
+            OutputLock([out]).__enter__()
+    assert not lock_path(out).exists()
+
+
 RACER = """
-import sys, time
+import os, random, re, sys, time
 from pathlib import Path
 import put.outlock
-go = Path(sys.argv[2])
+out, log, go, rounds = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+fd, me = os.open(log, os.O_WRONLY | os.O_APPEND), os.getpid()
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.001)
-try:
-    with put.outlock.OutputLock([Path(sys.argv[1])]):
-        print("won", flush=True)
-        time.sleep(1.5)
-except put.outlock.OutputLocked:
-    print("locked", flush=True)
+for _ in range(rounds):
+    try:
+        with put.outlock.OutputLock([out]):
+            os.write(fd, f"enter {me}\\n".encode())
+            time.sleep(random.random() * 0.002)
+            os.write(fd, f"exit {me}\\n".encode())
+    except put.outlock.OutputLocked as err:
+        holder = (re.search(r"pid (\\d+),", str(err)) or [None, "nobody"])[1]
+        os.write(fd, f"refused {me} {holder}\\n".encode())
+    time.sleep(random.random() * 0.001)
 """
 
 
-def test_of_racing_runs_on_a_stale_lock_exactly_one_wins(tmp_path):
-    out, go = tmp_path / "out", tmp_path / "go"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = {**json.loads(OutputLock([out]).content), "pid": dead.pid, "process_start": None}
-    lock_path(out).write_text(json.dumps(stale))
-    racers = [subprocess.Popen([sys.executable, "-c", RACER, str(out), str(go)], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-              for _ in range(6)]
-    assert [r.stdout.readline().strip() for r in racers] == ["ready"] * 6
-    go.touch()
-    results = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
-    assert results == ["locked"] * 5 + ["won"]
-    assert not lock_path(out).exists()
-
-
-def other_host_lock(out: Path, age: float, **fields) -> None:
-    """A lock of a process on another host, last refreshed `age` seconds ago, appearing whole (as link(2) makes it)."""
-    record = {**json.loads(OutputLock([out]).content), "host": "node-b", "pid": 4242, "token": "theirs", **fields}
-    written = out.with_name("written-lock")
-    written.write_text(json.dumps(record))
-    when = time.time() - age
-    os.utime(written, (when, when))
-    os.replace(written, lock_path(out))
-
-
-def test_a_lock_from_another_host_is_live_while_refreshed_and_stale_after_its_lease(tmp_path, capsys):
-    out = tmp_path / "out"
-    other_host_lock(out, age=5)
-    with pytest.raises(OutputLocked, match=r"in use by another run \(host node-b, pid 4242, started "):
-        OutputLock([out]).__enter__()
-    other_host_lock(out, age=put.outlock.LEASE_S + 1)
-    with OutputLock([out]):
-        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()
-    assert not lock_path(out).exists()
-
-
-@pytest.mark.parametrize("case", ["refreshes stopped", "same Slurm job (requeued)"])
-def test_a_lock_from_another_host_is_waited_for_until_its_lease_ends(tmp_path, monkeypatch, capsys, case):
-    """A holder on another host whose refreshes stopped (probably killed), or the first instance of this very
-    Slurm job (a requeue): waited for until the lease ends, then taken over."""
-    out, lease = tmp_path / "out", 1.5
-    monkeypatch.setenv("SLURM_JOB_ID", "77")
-    if case == "refreshes stopped":
-        other_host_lock(out, age=lease * 0.8)
-    else:
-        other_host_lock(out, age=0, slurm_job="77")
+def test_of_racing_runs_one_at_a_time_holds_the_output(tmp_path):
+    """6 processes try 400 times each to take one output: each holder writes `enter` and `exit` to a shared log
+    (O_APPEND: one line at a time, in order), so two holders at once show as an `enter` before the last `exit`.
+    Every refusal names one of the racers as the holder."""
+    out, log, go, racers, rounds = tmp_path / "out", tmp_path / "log", tmp_path / "go", 6, 400
+    log.touch()
     started = time.monotonic()
-    with OutputLock([out], heartbeat=0.2, lease=lease):
-        assert lease * 0.1 < time.monotonic() - started < lease + 2
-    assert "not refreshed for" in capsys.readouterr().err
+    processes = [subprocess.Popen([sys.executable, "-c", RACER, str(out), str(log), str(go), str(rounds)],
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                 for _ in range(racers)]
+    assert [p.stdout.readline().strip() for p in processes] == ["ready"] * racers
+    go.touch()
+    assert [p.wait(timeout=120) for p in processes] == [0] * racers
+    pids, holder, wins, refusals = {str(p.pid) for p in processes}, None, 0, 0
+    for number, line in enumerate(log.read_text().splitlines()):
+        what, pid, *named = line.split()
+        if what == "enter":
+            assert holder is None, f"line {number}: {pid} entered while {holder} held the output"
+            holder, wins = pid, wins + 1
+        elif what == "exit":
+            assert holder == pid, f"line {number}: {pid} left, but {holder} held the output"
+            holder = None
+        else:
+            assert named[0] in pids - {pid}, f"line {number}: {pid} was refused by {named[0]}, not a racer"
+            refusals += 1
+    assert wins + refusals == racers * rounds and min(wins, refusals) >= 5 * racers  # they did meet
+    print(f"{racers} processes x {rounds} rounds: {wins} held, {refusals} refused, "
+          f"{time.monotonic() - started:.1f} s")
+    assert not lock_path(out).exists()
 
 
-def test_the_holder_refreshes_its_lock_and_stops_when_another_run_took_it(tmp_path):
+def test_a_lock_file_removed_as_it_is_taken_is_let_go(tmp_path, monkeypatch):
+    """The holder releases (removes the file, unlocks) between another run's open and its flock: that run has
+    locked a removed file, and must lock the one at the path instead (the race of the test above, made sure)."""
     out = tmp_path / "out"
-    holder = hold(out, heartbeat=0.1)
-    try:
-        first = lock_path(out).stat().st_mtime_ns
-        time.sleep(0.5)
-        assert lock_path(out).stat().st_mtime_ns > first  # refreshed
-        lock_path(out).unlink()  # removed by hand: made again
-        time.sleep(0.5)
-        assert json.loads(lock_path(out).read_text())["pid"] == holder.pid
-        other_host_lock(out, age=0)  # taken over (its lease ran out unseen): it stops writing at once
-        assert holder.wait(timeout=30) == put.outlock.LOST_EXIT
-        assert "this run's lock was taken over by host node-b" in holder.stderr.read()
-    finally:
-        holder.kill()
-        holder.wait()
+    first = OutputLock([out]).__enter__()
+    flock = put.outlock.fcntl.flock
+
+    def first_releases_meanwhile(fd, operation):
+        first.release()
+        return flock(fd, operation)
+
+    monkeypatch.setattr(put.outlock.fcntl, "flock", first_releases_meanwhile)
+    with OutputLock([out]):
+        monkeypatch.undo()
+        assert lock_path(out).exists()
+        with pytest.raises(OutputLocked):
+            OutputLock([out]).__enter__()
+
+
+def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path):
+    out = tmp_path / "out"
+    first = OutputLock([out]).__enter__()
+    lock_path(out).unlink()  # "if its node died, delete ..." said to a holder that lives
+    with OutputLock([out]) as second:
+        first.release()
+        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid() and second.held
+        with pytest.raises(OutputLocked):
+            OutputLock([out]).__enter__()
+    assert not lock_path(out).exists()
+
+
+@pytest.mark.parametrize("fs, options, local", [
+    ("nfs", "vers=3,nolock,local_lock=all", "nfs mounted with local_lock=all,nolock"),
+    ("nfs4", "vers=4.2,local_lock=none", None),
+    ("lustre", "localflock", "lustre mounted with localflock"),
+    ("lustre", "flock", None)])
+def test_locks_local_to_a_node_are_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys, fs, options, local):
+    shared = tmp_path / "shared dir"
+    mounts = tmp_path / "mountinfo"
+    escaped = str(shared).replace(" ", "\\040")
+    mounts.write_text(f"1 0 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+                      f"2 1 0:50 / {escaped} rw,relatime shared:5 - {fs} server:/export rw,{options}\n")
+    monkeypatch.setattr(put.outlock, "MOUNTS", mounts)
+    assert put.outlock.node_local_locks(shared / "sub") == local
+    assert put.outlock.node_local_locks(tmp_path) is None
+    with OutputLock([shared / "out"]):
+        pass
+    err = capsys.readouterr().err
+    assert (f"warning: {shared / 'out'}: locks are local to this node here ({local}): a run on another node "
+            "would not be kept from this output" in err) == (local is not None)
+
+
+def test_a_file_system_without_locks_is_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(put.outlock.fcntl, "flock", no_locks)
+    out = tmp_path / "out"
+    live = tmp_path / f".out.tmp-{os.getppid()}"  # another run's file being written: unlocked, it might be live
+    live.write_text("")
+    assert main(["config", "--out", str(out)]) == 0 and out.is_file() and live.exists()
+    assert f"warning: {out}: not locked (No locks available for {lock_path(out)})" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- folder swaps and leftovers
@@ -437,12 +483,6 @@ def test_leftovers_of_killed_runs_go_and_those_of_live_ones_stay(tmp_path):
     assert len(done) == 3 and all("left by an interrupted run" in line for line in done)
     assert leftovers(tmp_path) == [f".other.pt.tmp-{dead.pid}", f".transformer.pt.tmp-{os.getpid()}"]
     assert list((folder / "all").iterdir()) == [] and out.read_bytes() == b"good"
-    # The lock's own instant files (a kill while taking the lock): removed by the next run on the output.
-    host = socket.gethostname()
-    for name in (f".samples.lock.{host}.{dead.pid}", f".samples.lock.stale.{host}.{dead.pid}"):
-        (tmp_path / name).write_text("{}")
-    with OutputLock([folder]):
-        assert sorted(p.name for p in tmp_path.iterdir() if ".lock" in p.name) == [".samples.lock"]
 
 
 # ---------------------------------------------------------------- a checkpoint under another variant's name

@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
     # stage reuses this module without running them, so it does not depend on their code (put/dag/code_deps.py).
     if args.what == "loader":
-        loader_bench = importlib.import_module("put.data.loader_bench")
-        return loader_bench.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
+        bench_loader = importlib.import_module("put.bench_loader")
+        return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
     if args.what in ("evaluate", "fid-interval"):
         import torch
 
