@@ -502,8 +502,9 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     sources = pd.read_csv(repo / split_dir("demo") / "test.csv")["source"]
     assert sources.nunique() == 3 and len(sources) == 16
     info = json.loads((repo / metrics_info_file(repo / metrics_file("demo", "put"))).read_text())
+    minimum = load_params().resolved().evaluate.min_units
     assert info["intervals"]["k50/40-60/psnr"] == {"units": 3, "reason": "n = 3 sources (16 images): too few for "
-                                                                         "an interval (evaluate.min_units = 20)"}
+                                                                         f"an interval (evaluate.min_units = {minimum})"}
     assert r"\scriptsize$\pm$" not in table3 and r"n = 3 sources (16 images): too few for an interval" in table3
     assert "(0 tested; 0 marked;" in table3 and "Holm's step-down procedure" in table3
     differences = pd.read_csv(repo / report_dir("demo") / "differences.csv")
