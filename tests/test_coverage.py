@@ -28,10 +28,10 @@ def test_intervals_of_30_units_cover_about_95_percent(check):
 
 
 def test_the_check_fails_an_interval_that_undercovers():
-    """Resampling crops as if independent (sources ignored), or 5 units, covers far less than 95%: the check that
-    the intervals above pass fails these."""
+    """Resampling crops as if independent (sources ignored), or 5 skewed values, covers far less than 95%: the
+    check that the intervals above pass fails these."""
     ignored = mean_coverage(CLUSTERED, 30, 300, BOOT, ignore_units=True)
-    few = mean_coverage("normal", 5, 300, BOOT)
+    few = mean_coverage("skewed (exponential)", 5, 300, BOOT)
     assert undercovers(ignored) and ignored.observed < 0.9, ignored
     assert undercovers(few) and few.observed < 0.88, few
 

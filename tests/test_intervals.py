@@ -12,10 +12,10 @@ import torch
 from scipy import stats
 
 from put.bench_evaluate import fid_gathered
-from put.metrics.bootstrap import (Bootstrap, Sums, check_resamples, difference_interval, finite_mean,
-                                   mean_interval, p_value, printed_decimals, seed_interval, too_few)
+from put.metrics.bootstrap import (Bootstrap, Sums, check_resamples, difference_interval, expanded_level,
+                                   finite_mean, mean_interval, p_value, printed_decimals, seed_interval, too_few)
 from put.metrics.fid_bootstrap import Grams, fid_difference_interval, fid_interval, fid_weighted
-from put.metrics.multiplicity import adjust, mark, smallest_reachable
+from put.metrics.multiplicity import adjust, mark
 from put.report.differences import paired_differences
 from put.report.plots import plot_curves
 from put.report.replicates import seed_summary, seeds_table
@@ -28,15 +28,25 @@ def bounds(found):
     return found.lo, found.hi
 
 
-def test_the_bootstrap_of_a_mean_of_normal_data_is_the_normal_interval():
-    """For the mean of n normal values the percentile bootstrap converges to mean +- z * s / sqrt(n) (its
-    standard error is s * sqrt((n - 1) / n) / sqrt(n)); n = 400 puts the two within a few percent."""
+@pytest.mark.parametrize("n", [400, 20])
+def test_the_bootstrap_of_a_mean_of_normal_data_is_students_interval(n):
+    """For the mean of n normal values the expanded percentile bootstrap converges to Student's interval,
+    mean +- t(n - 1) * s / sqrt(n) (the bootstrap's spread is s * sqrt((n - 1) / n) / sqrt(n), which the expansion
+    undoes, and its normal tail becomes t's): within a few percent at n = 400, and at n = 20 where the plain
+    percentile interval would be 6% narrower."""
+    x = np.random.default_rng(1).normal(3.0, 2.0, size=n)
+    found = mean_interval(x, None, BOOT)
+    lo, hi = bounds(found)
+    z, se = stats.t.ppf(0.975, n - 1), x.std(ddof=1) / np.sqrt(n)
+    assert lo == pytest.approx(x.mean() - z * se, abs=0.05 * z * se)
+    assert hi == pytest.approx(x.mean() + z * se, abs=0.05 * z * se)
+    assert expanded_level(0.95, n) > 0.95 and expanded_level(0.95, 10 ** 6) == pytest.approx(0.95, abs=1e-5)
+
+
+def test_the_bootstrap_is_seeded_and_its_monte_carlo_error_is_far_below_the_printed_digit():
     x = np.random.default_rng(1).normal(3.0, 2.0, size=400)
     found = mean_interval(x, None, BOOT)
     lo, hi = bounds(found)
-    z, se = stats.norm.ppf(0.975), x.std(ddof=0) / np.sqrt(len(x))
-    assert lo == pytest.approx(x.mean() - z * se, abs=0.04 * z * se)
-    assert hi == pytest.approx(x.mean() + z * se, abs=0.04 * z * se)
     assert found.units == 400 and found.resamples == 20000 and found.p is None
     assert bounds(mean_interval(x, None, BOOT)) == (lo, hi)  # seeded
     assert bounds(mean_interval(x, None, Bootstrap(resamples=20000, seed=1))) != (lo, hi)
@@ -80,9 +90,6 @@ def test_samples_and_images_of_one_source_are_resampled_together_and_infinities_
     assert finite_mean(values) == pytest.approx(37 / 5) and np.isnan(finite_mean([np.inf]))
     found = mean_interval(values, sources, Bootstrap(resamples=2000))
     assert found.units == 2 and (found.lo, found.hi) == pytest.approx((2.0, 11.0))  # all a's values, or all b's
-    # per-value units would make the interval far narrower: the sources are the independent units
-    independent = mean_interval(np.array([1.0, 3.0, 10.0, 12.0, 11.0]), None, Bootstrap(resamples=2000))
-    assert independent.hi - independent.lo < found.hi - found.lo
 
 
 def test_the_cluster_bootstrap_sees_what_sources_share():
@@ -106,7 +113,7 @@ def test_the_paired_interval_and_its_p_value_find_a_planted_difference_and_nothi
     planted = difficulty + 0.5 + rng.normal(0.0, 0.2, size=24)
     none = difficulty + rng.normal(0.0, 0.2, size=24)
     found = difference_interval([planted], [images], [reference], [images], BOOT)
-    assert 0 < found.lo < 0.5 < found.hi and found.p == pytest.approx(2 / 20001)
+    assert 0 < found.lo < 0.5 < found.hi and found.p < 1e-6
     found = difference_interval([none], [images], [reference], [images], BOOT)
     assert found.lo < 0 < found.hi and found.p > 0.05
     # unpaired, the image spread would hide the planted difference: pairing is what finds it
@@ -114,14 +121,20 @@ def test_the_paired_interval_and_its_p_value_find_a_planted_difference_and_nothi
     assert a.lo < b.hi
 
 
-def test_the_p_value_inverts_the_percentile_interval():
-    distribution = np.random.default_rng(9).normal(1.0, 1.0, size=9999)
-    p = p_value(distribution)
-    below = np.mean(distribution <= 0)
-    assert p == pytest.approx(2 * below, abs=2e-4)
-    # the interval at level 1 - p has zero at its edge
-    assert np.quantile(distribution, p / 2) == pytest.approx(0.0, abs=0.02)
-    assert p_value(np.ones(100)) == pytest.approx(2 / 101) and p_value(np.zeros(10)) == 1.0
+def test_the_p_value_is_students_t_on_the_bootstrap_standard_error_and_agrees_with_the_interval():
+    """On normal differences the p-value is the paired t-test's, and the expanded interval at level 1 - p has
+    zero at its edge; unlike a count of resamples beyond zero, it resolves the far tail a family's correction
+    needs."""
+    rng = np.random.default_rng(9)
+    d = rng.normal(0.6, 1.0, size=30)
+    found = difference_interval([d], [np.arange(30)], [np.zeros(30)], [np.arange(30)], BOOT)
+    assert found.p == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=0.05)
+    edge = difference_interval([d], [np.arange(30)], [np.zeros(30)], [np.arange(30)],
+                               Bootstrap(level=1 - found.p, resamples=100000))
+    assert edge.lo == pytest.approx(0.0, abs=0.05)  # of a half width of about 0.4
+    distribution = rng.normal(0.0, 1.0, size=20000)
+    assert p_value(distribution, 30, 4.5) < 1e-3  # far beyond the resamples: still resolved
+    assert p_value(np.ones(100), 10, 1.0) == 1.0 and p_value(np.ones(100), 10, 0.0) == 0.0
 
 
 def test_replicates_are_resampled_with_the_sources_when_there_are_several():
@@ -148,9 +161,6 @@ def test_holm_bonferroni_and_bh_adjust_a_family():
     assert list(mark(p, "holm", 0.95)[1]) == [True, False, False, True, False]
     with pytest.raises(ValueError, match="unknown multiplicity method 'sidak'"):
         adjust(p, "sidak")
-    assert "raise" not in (smallest_reachable(1000, 45, "holm", 0.95) or "raise")
-    assert smallest_reachable(1000, 45, "holm", 0.95).startswith("1000 bootstrap resamples give p-values of 0.002")
-    assert smallest_reachable(20000, 45, "holm", 0.95) is None
 
 
 def frames(seed: int = 4, shift: float = -1.0, replicate: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -222,7 +232,7 @@ def test_the_paired_fid_difference_of_a_setting_with_itself_is_zero():
     itself = fid_difference_interval(a, a, targets, None, Bootstrap(resamples=1000))
     assert (itself.lo, itself.hi) == pytest.approx((0.0, 0.0), abs=1e-9) and itself.p == 1.0
     worse = fid_difference_interval(a + 1.0, a, targets, None, Bootstrap(resamples=1000))
-    assert worse.lo > 0 and worse.p == pytest.approx(2 / 1001)
+    assert worse.lo > 0 and worse.p < 1e-6
 
 
 def test_fid_with_its_interval_through_torch_fidelitys_features(tmp_path, monkeypatch):

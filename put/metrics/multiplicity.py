@@ -55,15 +55,3 @@ def mark(p_values: np.ndarray, method: str, level: float) -> tuple[np.ndarray, n
     """Adjusted p-values of one family and whether each comparison survives (adjusted p at most 1 - level)."""
     adjusted = adjust(p_values, method)
     return adjusted, np.nan_to_num(adjusted, nan=1.0) <= 1 - level
-
-
-def smallest_reachable(resamples: int, family: int, method: str, level: float) -> str | None:
-    """Why no comparison of a family can be marked from `resamples` bootstrap resamples, whatever the data, or
-    None: a bootstrap p-value is never below 2 / (resamples + 1), and Holm's or Bonferroni's strictest threshold is
-    (1 - level) / m."""
-    smallest = 2 / (resamples + 1)
-    threshold = (1 - level) / family if method in ("holm", "bonferroni") and family else 1 - level
-    if smallest <= threshold:
-        return None
-    return (f"{resamples} bootstrap resamples give p-values of {smallest:.2g} at the least, above the "
-            f"{threshold:.2g} that {NAMES[method]} needs over {family} comparisons")

@@ -5,8 +5,9 @@ The evaluate stage keeps every per-image value with its image's source (`<label>
 an ablation and of PUT are matched row by row (mode, group, image, sample) and the bootstrap resamples the sources
 for both at once, so the interval of the difference of the means leaves out what the two share: which images
 happened to be in the test set. With seed replicates of both, their replicates are resampled too (a crossed
-bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value inverts its
-percentile interval; the differences of one mode form a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
+bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value comes from
+the same bootstrap (Student's t on its standard error, put/metrics/bootstrap.py); the differences of one mode form
+a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
 K = 50), whose p-values are adjusted by `evaluate.multiplicity` (Holm by default): a difference is marked only
 where its adjusted p-value is at most 1 - level.
 """
@@ -17,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from put.metrics.bootstrap import Bootstrap, difference_interval, finite_mean
-from put.metrics.multiplicity import CONTROLS, NAMES, mark, smallest_reachable
+from put.metrics.multiplicity import CONTROLS, NAMES, mark
 
 KEYS = ["mode", "group", "image", "sample"]
 COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
-           "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation", "no_interval"]
+           "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation",
+           "no_interval"]
 
 
 def variation(replicates: tuple[int, int]) -> str:
@@ -67,7 +69,8 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                              "replicates": min(counts) if min(counts) > 1 else 1,
                              "difference": (np.mean([finite_mean(c[metric]) for c in a])
                                             - np.mean([finite_mean(c[metric]) for c in b])),
-                             "lo": bounds.lo, "hi": bounds.hi, "p": bounds.p, "resamples": bounds.resamples or np.nan,
+                             "lo": bounds.lo, "hi": bounds.hi, "p": bounds.p,
+                             "resamples": bounds.resamples or np.nan,
                              "variation": variation(counts),
                              "no_interval": bounds.reason or ""})
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -80,18 +83,14 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
 
 
 def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str) -> str:
-    """The caption's account of a family of differences (rows with `metric`, `p`, `significant`, `resamples`,
-    `no_interval`): how many were tested and marked, under which method, why some were not, and which could
-    never be marked for too few resamples (plain text; the caller escapes it)."""
-    tested = differences[differences["p"].notna()]
+    """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`): how many
+    were tested and marked, under which method, and why some were not (plain text; the caller escapes it)."""
+    tested = int(differences["p"].notna().sum())
     text = (f"{what}: a mark where the difference survives {NAMES[method]} at {level:.0%} over the family of the "
-            f"{len(differences)} differences ({len(tested)} tested; {int(differences['significant'].sum())} marked; "
-            f"it controls the {CONTROLS[method]}); p-values invert the paired percentile bootstrap interval")
+            f"{len(differences)} differences ({tested} tested; {int(differences['significant'].sum())} marked; "
+            f"it controls the {CONTROLS[method]}); p-values from the same bootstrap (Student's t on its standard "
+            "error)")
     reasons = sorted({r for r in differences["no_interval"] if isinstance(r, str) and r})
     if reasons:
         text += f"; not tested: {'; '.join(reasons)}"
-    for resamples, rows in tested.groupby("resamples"):
-        if reason := smallest_reachable(int(resamples), len(tested), method, level):
-            key = "fid_bootstrap_resamples" if set(rows["metric"]) == {"fid"} else "bootstrap_resamples"
-            text += f"; {', '.join(sorted(set(rows['metric'])))}: {reason} (raise evaluate.{key})"
     return text + "."

@@ -31,7 +31,8 @@ COLUMNS: dict[str, tuple[str, int, bool | None]] = {
 QUALITY = ("psnr", "ssim", "mae", "lpips", "fid")
 # per metric, beside its value: the difference from the reference setting, its interval, raw and adjusted p-value,
 # whether it survives the family's correction and why there is no interval
-DIFFERENCE_COLUMNS = ("diff", "diff_lo", "diff_hi", "p", "p_adjusted", "significant", "resamples", "no_interval")
+DIFFERENCE_COLUMNS = ("diff", "diff_lo", "diff_hi", "p", "p_adjusted", "significant", "resamples",
+                      "no_interval")
 YLABELS = {"psnr": "PSNR (dB)", "ssim": "SSIM", "mae": "MAE", "lpips": "LPIPS diversity", "fid": "FID"}
 
 
@@ -99,7 +100,7 @@ def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level
 
 def differences_sentence(frame: pd.DataFrame, level: float) -> str:
     """What the small numbers and daggers of the frontier table are (LaTeX)."""
-    long = pd.DataFrame([{"metric": m, "p": row.get(f"{m}_p", np.nan), "resamples": row.get(f"{m}_resamples", np.nan),
+    long = pd.DataFrame([{"metric": m, "p": row.get(f"{m}_p", np.nan),
                           "significant": bool(row.get(f"{m}_significant", False)),
                           "no_interval": row.get(f"{m}_no_interval", "") if isinstance(row.get(f"{m}_no_interval"),
                                                                                        str) else ""}
