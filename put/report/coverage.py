@@ -106,7 +106,8 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"## Means and paired differences (nominal {pct(level)}%)",
         "",
         f"Percent of {sets} simulated test sets whose interval holds the true value (each estimate within "
-        f"+-{100 * half:.1f} points, 95% confidence); percentile bootstrap, {int(means['resamples'].iloc[0])} "
+        f"+-{100 * half:.1f} points, 95% confidence); expanded percentile bootstrap (put/metrics/bootstrap.py), "
+        f"{int(means['resamples'].iloc[0])} "
         "resamples; n: independent "
         "units (images, or sources for the clustered rows, each with 3 images sharing half their variance). The "
         "paired difference: two variants on the same images, a true difference of 0.5 on top of a shared "
@@ -117,7 +118,7 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"**Minimum n: {minimum}.** The smallest n of the grid from which every mean and paired-difference interval "
         f"above (normal, skewed, heavy-tailed and clustered values, sources respected) covers within "
         f"{100 * TOLERANCE:.0f} points of {pct(level)}% and Holm keeps a null family's family-wise error rate "
-        f"within {100 * TOLERANCE:.0f} points of {pct(1 - level)}% (below); under it the percentile bootstrap covers "
+        f"within {100 * TOLERANCE:.0f} points of {pct(1 - level)}% (below); under it the bootstrap covers "
         f"less than its label (at n = {smallest} as little as {pct(worst_small)}%). `evaluate.min_units` is set to "
         "it: below that many sources a cell prints no interval and sets no mark, and says why. The row 'mean, "
         "sources ignored' resamples the images of the clustered sets as if independent, as the evaluation did "
@@ -129,16 +130,17 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"{int(family['sets'].iloc[0])} simulated Table-3-like families per n (5 variants x 9 metric-group cells, "
         "each against the same reference, n images per cell, no true difference anywhere): the percent of families "
         f"with at least one mark (the family-wise error rate), nominal {pct(1 - level)}%; p-values from the same "
-        "bootstrap, so their far tail (Holm's strictest threshold is 5% / 45 = 0.11%) must be right too.",
+        "bootstrap (Student's t on its standard error), whose far tail must be right too: Holm's strictest "
+        "threshold over 45 differences is 5% / 45 = 0.11%.",
         "",
         "| method | " + " | ".join(f"n = {n}" for n in rates.columns) + " |",
         "|---|" + "---:|" * len(rates.columns),
         *(f"| {method} | " + " | ".join(pct(v) for v in row) + " |" for method, row in rates.iterrows()),
         "",
         f"From n = {minimum} on, Holm keeps the chance of any false mark at {pct(rates.loc['holm', big].max())}% "
-        f"or less and Bonferroni at {pct(rates.loc['bonferroni', big].max())}% or less; below it the bootstrap's "
-        f"far tail is too thin and Holm marks null families far more often (n = {rates.columns[0]}: "
-        f"{pct(rates.loc['holm'].iloc[0])}%), another reason for the minimum. Benjamini-Hochberg controls the false "
+        f"or less and Bonferroni at {pct(rates.loc['bonferroni', big].max())}% or less (at n = {rates.columns[0]}: "
+        f"{pct(rates.loc['holm'].iloc[0])}% and {pct(rates.loc['bonferroni'].iloc[0])}%). Benjamini-Hochberg "
+        "controls the false "
         "discovery rate instead, which on a family with no true difference equals the family-wise rate. Without "
         f"correction {pct(rates.loc['none', big].min())}% or more of the null families get at least one mark."
         if minimum is not None else "No n of the grid keeps the family-wise error rate near its level.",
@@ -146,7 +148,7 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         "## FID",
         "",
         f"Paired Gaussian features ({fid['distribution'].iloc[0]}) whose population FID is known in closed form; "
-        f"the bias-shifted percentile interval, {int(fid['resamples'].iloc[0])} resamples.",
+        f"the bias-shifted expanded percentile interval, {int(fid['resamples'].iloc[0])} resamples.",
         "",
         "| n | sets | holds the population FID (%) | holds the expected FID of n images (%) |",
         "|---:|---:|---:|---:|",
