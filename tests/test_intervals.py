@@ -312,7 +312,7 @@ def test_tables_print_each_half_width_in_small_type_and_say_what_it_is():
     latex = render_latex(table1(metrics, "demo"))
     put = metrics.set_index(["variant", "mode", "group"]).loc[("put", "k50", "40-60")]
     assert f"{put['psnr']:.3f}" + r"{\scriptsize$\pm$1.1}" in latex.replace(r"\textbf{", "").replace("}{", "{")
-    assert r"Small type: $\pm$ half the width of the 95\% percentile bootstrap interval" in latex
+    assert r"Small type: $\pm$ half the width of the 95\% bootstrap interval (expanded percentile)" in latex
     assert [half_width_text(h) for h in (1.125, 0.0213, 0.0007449, 123.4, 0.5)] == ["1.1", "0.021", "0.00074",
                                                                                      "123", "0.50"]
 

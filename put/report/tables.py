@@ -187,7 +187,8 @@ def interval_sentence(metrics: pd.DataFrame, level: float = 0.95) -> str:
     """What the small +- numbers are, when any measured value has an interval."""
     if not any(f"{m}_lo" in metrics.columns and metrics[f"{m}_lo"].notna().any() for m in METRICS):
         return ""
-    return (rf" Small type: $\pm$ half the width of the {level:.0%} percentile bootstrap interval of the value over "
+    return (rf" Small type: $\pm$ half the width of the {level:.0%} bootstrap interval (expanded percentile) of the "
+            "value over "
             "the test images (a cluster bootstrap: each source of test images, e.g. the photograph crops were cut "
             "from, resampled with all its images, masks and samples; FID recomputed on the resampled Inception "
             "features), to no digit finer than its Monte-Carlo error; it covers the choice of test images, not "

@@ -162,7 +162,8 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
     info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
             "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
-            "interval": f"{protocol.interval_level:.0%} percentile bootstrap over the sources of the test images "
+            "interval": f"{protocol.interval_level:.0%} expanded percentile bootstrap over the sources of the test "
+                        "images "
                         f"({jobs['source'].nunique()} sources of {jobs['image'].nunique()} images; "
                         f"{protocol.bootstrap_resamples} resamples, FID {protocol.fid_bootstrap_resamples}, "
                         f"seed {protocol.bootstrap_seed}; none below {protocol.min_units} sources)",
