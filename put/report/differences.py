@@ -50,9 +50,12 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
     for variant in labels:
         if variant == reference:
             continue
-        # the rows the base runs of both have; every replicate is cut to them
+        # the rows the base runs of both have; every replicate is cut to them. Replicates count only where both
+        # variants have several: one side's seed spread without the other's would be half the story.
         shared = replicates[variant][0][KEYS].merge(replicates[reference][0][KEYS], on=KEYS)
-        sides = [[f.merge(shared, on=KEYS) for f in replicates[v]] for v in (variant, reference)]
+        both = min(len(replicates[variant]), len(replicates[reference])) > 1
+        sides = [[f.merge(shared, on=KEYS) for f in (replicates[v] if both else replicates[v][:1])]
+                 for v in (variant, reference)]
         for (mode, group), _ in shared.groupby(["mode", "group"], sort=False):
             cells = [[f[(f["mode"] == mode) & (f["group"] == group)] for f in side] for side in sides]
             for metric in metrics:
@@ -66,7 +69,7 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                 counts = (len(a), len(b))
                 rows.append({"variant": variant, "reference": reference, "mode": mode, "group": group,
                              "metric": metric, "n": a[0]["image"].nunique(), "units": bounds.units,
-                             "replicates": min(counts) if min(counts) > 1 else 1,
+                             "replicates": min(counts),
                              "difference": (np.mean([finite_mean(c[metric]) for c in a])
                                             - np.mean([finite_mean(c[metric]) for c in b])),
                              "lo": bounds.lo, "hi": bounds.hi, "p": bounds.p,
