@@ -8,7 +8,7 @@ GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost gpu-prepare test-gpu measure-gpu \
+.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost coverage gpu-prepare test-gpu measure-gpu \
 	clean-venv tracking-server tracking-server-stop
 
 install: $(STAMP)
@@ -137,7 +137,8 @@ record:
 	$(BIN)/python workflow/dvc_record.py
 
 # This machine's figures in reports/benchmarks/ (CPU: a few minutes on 2 cores; on a GPU see measure-gpu): the FFHQ
-# transformer's sampling step and the P-VQVAE, the demo preset's sampling and training steps, then `make cost`.
+# transformer's sampling step and the P-VQVAE, the demo preset's sampling and training steps, one FID interval at
+# n = 1,000 and the parts of each preset's evaluation, then `make cost`.
 bench: $(STAMP)
 	$(BIN)/put bench sampling --preset ffhq --steps 5 --out reports/benchmarks/sampling_ffhq_cpu.json
 	$(BIN)/put bench pvqvae --preset ffhq --batch 4 --out reports/benchmarks/pvqvae_ffhq_cpu.json
@@ -145,6 +146,8 @@ bench: $(STAMP)
 	  --out reports/benchmarks/sampling_demo_cpu.json
 	$(BIN)/put bench pvqvae --preset demo --batch 16 --out reports/benchmarks/pvqvae_demo_cpu.json
 	$(BIN)/put bench train --preset demo --steps 10 --out reports/benchmarks/train_demo_cpu.json
+	$(BIN)/put bench fid-interval --images 1000 --dim 2048 --resamples 1000 --out reports/benchmarks/fid_interval_cpu.json
+	$(BIN)/put bench evaluate --preset demo ffhq places2 imagenet --out reports/benchmarks/evaluate_cpu.json
 	if [ -d $(GPU_DIR)/authors ]; then $(BIN)/python tools/gpu/authors_bench.py --official $(GPU_DIR)/authors \
 	  --device cpu --batch 1 --masked 3 --repeats 1 --out reports/benchmarks/authors_sampling_cpu.json; \
 	  else echo "the authors' loop not timed: no $(GPU_DIR)/authors (make gpu-prepare)"; fi
@@ -173,6 +176,11 @@ test-gpu:
 
 measure-gpu:
 	tools/gpu/measure.sh
+
+# How often the evaluation's intervals hold the truth, by simulation (docs/coverage.md and .csv; about 40 minutes on
+# 2 cores: run it under the shared machine's lock).
+coverage: $(STAMP)
+	$(BIN)/put coverage --out docs/coverage.md
 
 # Training samples per second and CPU core, from the prepared images and from the originals, per preset (the
 # paper presets on generated images of their sizes; about 15 minutes in all). See README, "Feeding the GPUs".

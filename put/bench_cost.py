@@ -172,6 +172,40 @@ def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nda
     return found
 
 
+def evaluation_cost(rows: list[dict], preset: str, gpus: int) -> dict:
+    """One variant's evaluate stage: per-image PSNR/SSIM/MAE of every result and the bootstrap intervals (CPU:
+    numpy and scikit-image), and Inception features and LPIPS (on the stage's device), counted from the preset
+    (`put evaluate`'s cells) and timed by `put bench evaluate`. The intervals are timed at the largest cell (the
+    fine bins' samples) and counted for every cell, so their figure is an upper bound."""
+    P = load_preset(preset)
+    images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
+    diversity = min(P.sample.diversity_images or images, images)
+    cells = 2 * len(TABLE_GROUPS)  # deterministic and top-K
+    counts = {"images": images, "results": images * cells + diversity * P.sample.diversity_samples * len(FINE_BINS),
+              "inception_images": 2 * (images * cells + diversity * len(FINE_BINS)),
+              "lpips_pairs": diversity * P.evaluate.lpips_pairs * len(FINE_BINS),
+              "mean_intervals": cells * 3 + len(FINE_BINS) * 4, "fid_intervals": cells + len(FINE_BINS)}
+    base = {"preset": preset, "stage": "evaluate", "jobs": len(VARIANTS), "gpus": gpus, **counts}
+    cpu = _preferred([r for r in of_kind(rows, "evaluate") if r["preset"] == preset and r["device"] == "cpu"])
+    command = f"put bench evaluate --preset {preset} --device {_device_type(gpus)}"
+    if cpu is None:
+        return {**base, "missing": f"not measured: put bench evaluate --preset {preset} --device cpu"}
+    intervals = counts["mean_intervals"] * cpu["mean_interval_seconds"] + counts["fid_intervals"] * cpu[
+        "fid_interval_seconds"]
+    cpu_hours = {"interval_hours": intervals / 3600,
+                 "metrics_hours": counts["results"] * cpu["seconds_per_result"] / 3600,
+                 "cpu_workers": cpu["cpu_workers"], "cpu_source": cpu["source"], "cpu_name": cpu["device_name"]}
+    device = cpu if gpus == 0 else _preferred([r for r in of_kind(rows, "evaluate") if r["preset"] == preset
+                                              and r["device"].startswith("cuda")])
+    if device is None:
+        return {**base, **cpu_hours, "missing": f"Inception and LPIPS not measured on a GPU: {command}"}
+    networks = (counts["inception_images"] * device["inception_seconds_per_image"]
+                + counts["lpips_pairs"] * device["lpips_seconds_per_pair"]) / 3600
+    wall = cpu_hours["interval_hours"] + cpu_hours["metrics_hours"] + networks
+    return {**base, **cpu_hours, "network_hours": networks, "wall_hours": wall, "device_hours": wall * max(gpus, 1),
+            **_where(device)}
+
+
 def totals(preset: str, stages: list[dict]) -> dict:
     """The ablation DAG of one preset: device-hours, and wall time one job at a time or with every job of a
     stage at once (the critical path: P-VQVAE, then transformer, then sampling)."""
@@ -205,12 +239,13 @@ def preset_costs(rows: list[dict], resources: dict, preset: str, masks: dict[str
     stages.append(sample_cost(rows, preset, gpus["sample"], masks))
     return {"stages": stages, "totals": [totals(preset, stages)],
             "layouts": [layout for rule in TRAIN_STAGE for layout in layouts(rows, preset, rule)],
-            "table_topk": table_topk(rows, preset, gpus["sample"], masks)}
+            "table_topk": table_topk(rows, preset, gpus["sample"], masks),
+            "evaluation": [evaluation_cost(rows, preset, resources[preset]["evaluate"]["gpu"])]}
 
 
 def cost_report(rows: list[dict], resources: dict, presets: list[str], resources_file: Path) -> dict:
     """cost.json: every preset's stages, totals and layouts, with what they were computed from."""
-    found = {"stages": [], "totals": [], "layouts": [], "table_topk": []}
+    found = {"stages": [], "totals": [], "layouts": [], "table_topk": [], "evaluation": []}
     for name in presets:
         for key, items in preset_costs(rows, resources, name).items():
             found[key] += items

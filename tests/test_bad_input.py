@@ -200,6 +200,46 @@ def test_an_existing_file_in_the_way_of_an_output_folder_is_named(tiny_checkpoin
     assert f"{image}: exists and is not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("evaluate,message", [
+    ({"bootstrap_resamples": 500}, "overrides.evaluate.bootstrap_resamples: 500 resamples cannot place 95% percentile "
+                                   "bounds; at least 1000 are needed (25 beyond each bound) (got 500)"),
+    ({"interval_level": 0.99}, "overrides.evaluate.fid_bootstrap_resamples: 1000 resamples cannot place 99% "
+                               "percentile bounds; at least 5000 are needed"),
+    ({"interval_level": 1.5}, "overrides.evaluate.interval_level: Input should be less than 1 (got 1.5)"),
+    ({"multiplicity": "sidak"}, "overrides.evaluate.multiplicity: Input should be 'holm', 'bonferroni', 'bh' or "
+                                "'none' (got 'sidak')"),
+    ({"min_units": 1}, "overrides.evaluate.min_units: Input should be greater than or equal to 2 (got 1)"),
+])
+def test_bad_statistics_settings_are_one_line_naming_the_key(tmp_path, capsys, evaluate, message):
+    params, out = tmp_path / "params.yaml", tmp_path / "split"
+    params.write_text(yaml.safe_dump({"overrides": {"evaluate": evaluate}}))
+    out.mkdir()
+    (out / "test.csv").write_text("kept\n")
+    assert main(["split", "--params", str(params), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"put split: error: {params}: invalid parameters: {message}" in err and len(err.splitlines()) == 1
+    assert (out / "test.csv").read_text() == "kept\n"  # nothing overwritten
+
+
+def test_a_sources_file_naming_no_known_image_is_refused_before_the_split_is_written(tmp_path, capsys):
+    root, out = tmp_path / "ffhq", tmp_path / "split"
+    root.mkdir()
+    for k in range(3):
+        Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)).save(root / f"{69000 + k}.png")
+    sources = tmp_path / "sources.csv"
+    sources.write_text("path,source\n69000.png,a\n69009.png,a\n")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"preset": "ffhq", "overrides": {"data": {"root": str(root),
+                                                                                "sources": str(sources)}}}))
+    out.mkdir()
+    (out / "test.csv").write_text("kept\n")
+    with pytest.warns(UserWarning, match="found 3 FFHQ images"):
+        assert main(["split", "--params", str(params), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"put split: error: data.sources: {sources} line 3 names '69009.png', which is no image of the split" in err
+    assert len(err.splitlines()) == 1 and (out / "test.csv").read_text() == "kept\n"
+
+
 # ---------------------------------------------------------------- stage folders and files
 
 def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):

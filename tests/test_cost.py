@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from put.bench_cost import cost_report, expected_max, preset_costs, sample_cost, table_topk, totals, train_cost
+from put.bench_cost import (cost_report, evaluation_cost, expected_max, preset_costs, sample_cost, table_topk, totals,
+                            train_cost)
 from put.cli import main
 from put.cluster import RESOURCE_TABLE, load_resource_table
 from put.config import preset
@@ -108,6 +109,30 @@ def test_layouts_list_every_measured_gpu_count():
     costs = preset_costs(rows, load_resource_table(ROOT / RESOURCE_TABLE), "ffhq",
                          {group: np.full(8, 100) for group in EVAL_GROUPS})
     assert [(s["stage"], s["gpus"]) for s in costs["layouts"]] == [("train_transformer", 1), ("train_transformer", 8)]
+
+
+def evaluate(device: str, **extra) -> dict:
+    return {"benchmark": "evaluate", "preset": "ffhq", "device": device, "device_name": f"{device} X",
+            "precision": "fp32", "seconds_per_result": 0.01, "inception_seconds_per_image": 0.002,
+            "lpips_seconds_per_pair": 0.003, "mean_interval_seconds": 1.0, "fid_interval_seconds": 12.0,
+            "cpu_workers": 2, "source": f"evaluate_{device}", **extra}
+
+
+def test_the_evaluation_costs_its_metrics_intervals_and_networks():
+    """FFHQ: 1000 test images; 6 table cells, 5 fine bins of 1000 images x 10 samples, 5 LPIPS pairs each."""
+    cpu_only = evaluation_cost([evaluate("cpu")], "ffhq", gpus=1)
+    assert cpu_only["results"] == 6 * 1000 + 5 * 1000 * 10 and cpu_only["fid_intervals"] == 11
+    assert cpu_only["interval_hours"] == pytest.approx((38 * 1.0 + 11 * 12.0) / 3600)
+    assert cpu_only["metrics_hours"] == pytest.approx(56000 * 0.01 / 3600)
+    assert cpu_only["missing"] == ("Inception and LPIPS not measured on a GPU: put bench evaluate --preset ffhq "
+                                   "--device cuda") and "wall_hours" not in cpu_only
+    both = evaluation_cost([evaluate("cpu"), evaluate("cuda")], "ffhq", gpus=1)
+    networks = (2 * (6000 + 5000) * 0.002 + 1000 * 5 * 5 * 0.003) / 3600
+    assert both["network_hours"] == pytest.approx(networks)
+    assert both["wall_hours"] == pytest.approx(both["interval_hours"] + both["metrics_hours"] + networks)
+    assert "not measured: put bench evaluate --preset ffhq --device cpu" in evaluation_cost([], "ffhq", 1)["missing"]
+    on_cpu = evaluation_cost([{**evaluate("cpu"), "preset": "demo"}], "demo", gpus=0)
+    assert "missing" not in on_cpu and on_cpu["images"] == 16 and on_cpu["jobs"] == 6
 
 
 def test_the_committed_cost_file_and_readme_tables_are_current():

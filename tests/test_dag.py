@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -28,8 +29,9 @@ from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, STAGES
 from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
-from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file, path_of,
-                       pvqvae_checkpoint, report_dir, samples_dir, split_dir, transformer_checkpoint)
+from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file,
+                       metrics_info_file, path_of, pvqvae_checkpoint, report_dir, samples_dir, split_dir,
+                       transformer_checkpoint)
 from put.report.products import caption
 from put.tracking.names import VARIANTS_VIEW, runs_link
 from tests.helpers import ROOT, is_product, product_roots, working_copy
@@ -538,6 +540,20 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
         assert "runs off the page" not in first.stdout + first.stderr  # put/report/document.py layout_problems
+    # The demo's 16 test images are crops of 3 photographs: the split names them, every interval would resample
+    # those 3 sources, which are too few for one (evaluate.min_units), so no cell prints an interval or a dagger
+    # and each says why; differences.csv keeps the raw and the adjusted p-values (none here) of Table 3's family.
+    sources = pd.read_csv(repo / split_dir("demo") / "test.csv")["source"]
+    assert sources.nunique() == 3 and len(sources) == 16
+    info = json.loads((repo / metrics_info_file(repo / metrics_file("demo", "put"))).read_text())
+    minimum = load_params().resolved().evaluate.min_units
+    assert info["intervals"]["k50/40-60/psnr"] == {"units": 3, "reason": "n = 3 sources (16 images): too few for "
+                                                                         f"an interval (evaluate.min_units = {minimum})"}
+    assert r"\scriptsize$\pm$" not in table3 and r"n = 3 sources (16 images): too few for an interval" in table3
+    assert "(0 tested; 0 marked;" in table3 and "Holm's step-down procedure" in table3
+    differences = pd.read_csv(repo / report_dir("demo") / "differences.csv")
+    assert {"p", "p_adjusted", "significant", "family", "method"} <= set(differences.columns)
+    assert len(differences[differences["mode"] == "k50"]) == 45 and not differences["significant"].any()
     # The prepare stage wrote every split image once, and the trainings read them and logged their wait for data.
     manifest = json.loads((repo / path_of(PREPARED_DIR, "demo") / "manifest.json").read_text())
     for split in ("train", "test"):
@@ -650,7 +666,8 @@ REDUCED_DEMO = [f"{'+' if key in ('data.eval_count', 'sample.diversity_images') 
     ("pvqvae_train.iterations", 3), ("pvqvae_train.warmup", 1), ("pvqvae_train.batch_size", 4),
     ("pvqvae_train.eval_images", 4), ("transformer_train.iterations", 3), ("transformer_train.warmup", 1),
     ("transformer_train.batch_size", 4), ("transformer_train.eval_images", 4), ("data.eval_count", 4),
-    ("sample.diversity_images", 2), ("sample.diversity_samples", 4))]
+    ("sample.diversity_images", 2), ("sample.diversity_samples", 4),
+    ("evaluate.min_units", 2))]  # the 4 test images' sources, too few for the default minimum: intervals here
 
 
 @pytest.mark.slow

@@ -233,8 +233,9 @@ def test_write_split_excludes_bad_files(tmp_path):
     assert json.loads((tmp_path / "split" / "split_report.json").read_text()) == report
 
     table = pd.read_csv(tmp_path / "split" / "train.csv")
-    assert list(table.columns) == ["path", "sha256", "width", "height"]
+    assert list(table.columns) == ["path", "sha256", "width", "height", "source"]
     assert list(table["path"]) == ["good_0.png", "good_1.png", "good_2.png"]
+    assert list(table["source"]) == list(table["path"])  # no source named: each image its own
     assert list(table["sha256"]) == [hashlib.sha256(p.read_bytes()).hexdigest() for p in good]
     assert set(table["width"]) == {12} and set(table["height"]) == {10}
     assert read_split(tmp_path / "split" / "train.csv", base=data) == good
@@ -246,6 +247,37 @@ def test_write_split_without_base_keeps_paths(tmp_path):
     report = write_split({"train": [image], "test": [image]}, tmp_path / "split")
     assert report["train_test_duplicates"] == [image.as_posix()]  # reported, not fatal
     assert read_split(tmp_path / "split" / "train.csv") == [image]
+
+
+def test_sources_of_demo_crops_and_of_a_sources_file(tmp_path):
+    """The demo's crops name their photograph; any dataset may name sources in a CSV file; read_sources gives them
+    back in the split's order, and a file naming an image the split lacks is an error naming the key."""
+    from put.data.groups import image_sources
+    from put.data.split import read_sources
+
+    root = tmp_path / "data"
+    test = [save_image(root / "test" / name) for name in ("hubble_deep_field_000.png", "hubble_deep_field_001.png",
+                                                          "retina_000.png")]
+    files = {"train": [save_image(root / "train" / "coffee_000.png")], "test": test}
+    demo = image_sources("demo", root, files, None)
+    assert [demo[p] for p in test] == ["hubble_deep_field", "hubble_deep_field", "retina"]
+    assert image_sources("ffhq", root, files, None) == {}
+    (tmp_path / "sources.csv").write_text("path,source\ntest/retina_000.png,scan 7\ntest/hubble_deep_field_001.png,"
+                                          "scan 7\n")
+    named = image_sources("ffhq", root, files, str(tmp_path / "sources.csv"))
+    assert named == {test[2]: "scan 7", test[1]: "scan 7"}
+    write_split(files, tmp_path / "split", base=root, sources=named)
+    assert read_sources(tmp_path / "split" / "test.csv") == ["test/hubble_deep_field_000.png", "scan 7", "scan 7"]
+
+    for text, message in [("path,group\nx,y\n", "lacks column.s. source"),
+                          ("path,source\ntest/nowhere.png,a\n", "line 2 names 'test/nowhere.png', which is no image"),
+                          ("path,source\ntest/retina_000.png, \n",
+                           "line 2 gives 'test/retina_000.png' a blank source")]:
+        (tmp_path / "bad.csv").write_text(text)
+        with pytest.raises(ValueError, match=f"^data.sources: {re.escape(str(tmp_path / 'bad.csv'))}.*{message}"):
+            image_sources("ffhq", root, files, str(tmp_path / "bad.csv"))
+    with pytest.raises(ValueError, match="data.sources: .*missing.csv: file not found"):
+        image_sources("ffhq", root, files, str(tmp_path / "missing.csv"))
 
 
 def test_write_split_error_when_nothing_usable(tmp_path):

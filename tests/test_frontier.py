@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,8 @@ def masks(tmp_path) -> Path:
 @pytest.fixture
 def params(tmp_path):
     path = tmp_path / "params.yaml"  # the paper's 51-px SSIM window does not fit 32-px images
-    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7}, sample: {diversity_samples: 2}}\n")
+    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7, min_units: 2}, "
+                    "sample: {diversity_samples: 2}}\n")
     return load_params(path)
 
 
@@ -86,7 +88,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     Path(params.source).write_text(yaml.safe_dump(raw))
     params = load_params(params.source)
     # LPIPS's VGG16 weights are not here: a stand-in distance, so that the table's mixed column is exercised.
-    monkeypatch.setattr(stage, "diversity_lpips", lambda groups, protocol, seed: MetricValue(0.125))
+    monkeypatch.setattr(stage, "diversity_lpips_per_input", lambda groups, protocol, seed: np.full(len(groups), 0.125))
     out, samples_dir = tmp_path / "frontier", tmp_path / "frontier_samples"
     frame = stage.run_frontier(params, "put", transformer, masks, out, samples_dir, device="cpu")
 
@@ -111,12 +113,77 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     lpips = csv.set_index(["setting", "group"])["lpips_unavailable"].fillna("")
     assert "deterministic" in lpips[("argmax", "20-40")]
     assert lpips[("tps1_k5", "20-40")] == ""
+    # every setting but the exact schedule has its paired difference from it, its interval and p-values
+    rows = csv.set_index(["setting", "group"])
+    assert rows["reference"].isna()[("tps1_k5", "20-40")] and (rows["reference"].dropna() == "tps1_k5").all()
+    compared = rows.loc[[("tps3_k5", "20-40"), ("cosine2_k5", "40-60"), ("argmax", "20-40")]]
+    assert compared["psnr_diff"].to_numpy() == pytest.approx((compared["psnr"] - rows.loc[
+        [("tps1_k5", "20-40"), ("tps1_k5", "40-60"), ("tps1_k5", "20-40")], "psnr"].to_numpy()).to_numpy())
+    assert (compared["psnr_diff_lo"] <= compared["psnr_diff"]).all() and compared["psnr_p"].between(0, 1).all()
+    assert (compared["psnr_p_adjusted"] >= compared["psnr_p"]).all() and (csv["method"] == "holm").all()
+    assert rows["fid_diff"].isna().all() and pd.isna(rows.loc[("argmax", "20-40"), "lpips_diff"])  # no value
     table = (out / "frontier.tex").read_text()
-    assert r"\textbf" in table and "1 token/step" in table and r"cosine, 2 steps, $\mathcal{K}=5$" in table
+    assert "1 token/step" in table and r"cosine, 2 steps, $\mathcal{K}=5$" in table
+    # bold only where the difference from Algorithm 1 survives the family's correction (two units, allowed by
+    # min_units = 2 here, make many differences look certain: why the default minimum is far higher)
+    assert re.findall(r"\\textbf\{[^}]*\}(\$\^\{\\dagger\}\$)?", table) and all(
+        re.findall(r"\\textbf\{[^}]*\}(\$\^\{\\dagger\}\$)?", table))
+    assert "the setting differs from Algorithm 1: a mark where" in table
+    assert "Bold: the best quality per column and mask group, only where" in table
     assert table.count("argmax is deterministic") == 1  # one footnote per reason, not per cell
     assert r"FID not measured: Inception" in table and "FID $" not in table  # no column of n/a
     assert "n/a$^{a}$" in table and r"LPIPS $\uparrow$" in table and "0.1250" in table
     assert (out / "frontier.png").stat().st_size > 10_000
+
+
+def frontier_frame(significant: bool) -> pd.DataFrame:
+    """Three settings of one group: Algorithm 1 (the reference), 4 tokens per step (best PSNR), argmax."""
+    rows = []
+    for setting, label, family, value, top_k, psnr, diff in (("tps1_k50", "1 token/step", "tokens_per_step", 1, 50,
+                                                               20.0, None),
+                                                              ("tps4_k50", "4 tokens/step", "tokens_per_step", 4, 50,
+                                                               20.5, 0.5),
+                                                              ("argmax", "argmax, all at once", "argmax", 1, None, 19.0,
+                                                               -1.0)):
+        row = {"setting": setting, "label": label, "family": family, "value": value, "top_k": top_k, "group": "40-60",
+               "n": 100, "forward_passes": 100.0 / value, "seconds_per_image": 0.01 * value, "psnr": psnr,
+               "ssim": 0.5, "mae": 0.1, "lpips": np.nan, "fid": np.nan, "lpips_unavailable": "no", "fid_unavailable":
+               "no", "reference": None if diff is None else "tps1_k50", "method": "holm"}
+        if diff is not None:
+            row.update(psnr_diff=diff, psnr_diff_lo=diff - 0.3, psnr_diff_hi=diff + 0.3, psnr_p=0.001,
+                       psnr_p_adjusted=0.003, psnr_significant=significant, psnr_resamples=20000,
+                       psnr_no_interval="")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("significant", [True, False])
+def test_the_frontier_bolds_a_best_only_where_it_survives_and_draws_error_bars(tmp_path, significant):
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.figure import Figure
+
+    from put.report.frontier import frontier_table, plot_frontier
+    from put.report.tables import render_latex
+
+    frame = frontier_frame(significant)
+    latex = render_latex(frontier_table(frame, "ffhq"))
+    assert (r"\textbf{20.500}$^{\dagger}${\scriptsize$\pm$0.30}" in latex) == significant
+    assert (r"\textbf" in latex) == significant and "20.500" in latex
+    assert "1 tested; " not in latex and "2 tested; " in latex  # PSNR of two settings (the others unmeasured)
+    drawn, original = [], Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        drawn.extend(c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer))
+        return original(fig, *args, **kwargs)
+
+    Figure.savefig = spy
+    try:
+        plot_frontier(frame, tmp_path / "frontier.png")
+    finally:
+        Figure.savefig = original
+    bars = [np.asarray(seg) for c in drawn for collection in c.lines[2] for seg in collection.get_segments()]
+    spans = sorted(round(float(b[:, 1].max() - b[:, 1].min()), 6) for b in bars)
+    assert spans.count(0.6) == 2  # the two compared settings' +-0.3, around Algorithm 1's value plus the difference
 
 
 def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
@@ -137,11 +204,14 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     info = json.loads(metrics_info_file(out).read_text())
     assert info["protocol"]["ssim_window"] == 7 and "put weights --download" in info["unavailable"]["k50/40-60/fid"]
     assert info["n"]["k50"]["40-60"] == 3 and info["seed"] == 0 and "percentile bootstrap" in info["interval"]
+    assert info["intervals"]["k50/40-60/psnr"]["units"] == 3
+    assert info["intervals"]["k50/40-60/psnr"]["resamples"] == 20000
     bins = pd.read_csv(metrics_bins_file(out))
     assert list(bins["hole_ratio"]) == [0.15, 0.25, 0.35, 0.45, 0.55]
     assert bins["psnr"].notna().all() and bins["psnr_lo"].notna().all() and bins["lpips"].isna().all()
     # every per-image value behind the means: the mean of the file's rows is the metrics file's value
     images = pd.read_csv(metrics_images_file(out), dtype={"group": str})
+    assert set(images["source"]) == set(IMAGES)  # no source named: each image its own
     rows = images[(images["mode"] == "k50") & (images["group"] == "40-60")]
     assert len(rows) == 3 and rows["psnr"].replace(np.inf, np.nan).mean() == pytest.approx(cell["psnr"])
     fine = images[(images["mode"] == "bins") & (images["group"] == "40-50")]
@@ -177,8 +247,9 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
     assert r"$^{\dagger}${\scriptsize$\pm$" in table3 and r"\scriptsize$\pm$" in (report / "table1.tex").read_text()
     differences = pd.read_csv(report / "differences.csv")
     conv = differences[(differences["variant"] == "conv") & (differences["metric"] == "psnr")]
-    assert conv["difference"].to_numpy() == pytest.approx(-1.0) and conv["excludes_zero"].all()
-    assert not differences[differences["variant"] == "one"]["excludes_zero"].any()
+    assert conv["difference"].to_numpy() == pytest.approx(-1.0) and conv["significant"].all()
+    assert not differences[differences["variant"] == "one"]["significant"].any()
+    assert (differences["p_adjusted"] >= differences["p"]).all() and (differences["method"] == "holm").all()
     seeds = pd.read_csv(report / "seeds.csv", dtype={"seeds": str})
     row = seeds[(seeds["variant"] == "put") & (seeds["metric"] == "psnr")].iloc[0]
     assert row["replicates"] == 2 and row["std"] == pytest.approx(0.5 / np.sqrt(2))

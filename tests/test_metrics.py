@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips, mean_pairwise
-from put.metrics.fid import fid
+from put.metrics.fid import fid_of_features, inception_features
 from put.metrics.image import MetricProtocol, image_metrics, metrics_table, opencv_gray
 from put.pretrained import INCEPTION_FID, LPIPS_ALEXNET, LPIPS_VGG16, PRETRAINED_FILES, weights_report
 
@@ -123,7 +123,7 @@ def test_fid_unavailable_without_inception(tmp_path, empty_torch_home):
         (tmp_path / d).mkdir()
         for i in range(2):
             save_png(tmp_path / d / f"{i}.png", noise(16, i))
-    v = fid(tmp_path / "a", tmp_path / "b", MetricProtocol())
+    v = fid_of_features(inception_features(tmp_path / "a", tmp_path / "b", MetricProtocol()))
     assert v.value is None and not v.available
     assert INCEPTION_FID.filename in v.unavailable and "put weights --download" in v.unavailable
     assert not empty_torch_home.exists()  # nothing was fetched
@@ -135,7 +135,7 @@ def test_fid_needs_two_images_per_side(tmp_path, empty_torch_home):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     save_png(tmp_path / "a" / "0.png", noise(16))
-    v = fid(tmp_path / "a", tmp_path / "b", MetricProtocol())
+    v = fid_of_features(inception_features(tmp_path / "a", tmp_path / "b", MetricProtocol()))
     assert v.value is None and "at least 2" in v.unavailable and "has 1" in v.unavailable
 
 

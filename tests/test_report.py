@@ -387,7 +387,9 @@ def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
         metrics[f"{metric}_lo"], metrics[f"{metric}_hi"] = metrics[metric] * 0.97, metrics[metric] * 1.02
     official = metrics[metrics.variant == "put"].assign(variant="official_ffhq_release")
     replicated = pd.concat([metrics.assign(seed=s, psnr=metrics["psnr"] + s / 10) for s in (0, 1, 2)])
-    differences = pd.DataFrame([{"variant": v, "mode": "k50", "group": g, "metric": m, "excludes_zero": True}
+    differences = pd.DataFrame([{"variant": v, "mode": "k50", "group": g, "metric": m, "p": 1e-4, "significant": True,
+                                 "method": "holm", "resamples": 20000, "variation": "test images (sources resampled)",
+                                 "no_interval": ""}
                                 for v in VARIANTS[1:] for g in ("20-40", "10-60") for m in ("psnr", "ssim", "mae")])
     committed = read_benchmark_rows(Path(__file__).resolve().parents[1] / "reports" / "benchmarks")
     speed = [bench_result("ffhq"), bench_result("demo"), bench_result("demo", "pvqvae"),

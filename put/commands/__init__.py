@@ -9,6 +9,6 @@ from __future__ import annotations
 
 COMMANDS: dict[str, str] = {name: f"put.commands.{name.replace('-', '_')}" for name in (
     "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "train-pvqvae",
-    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost", "serve",
-    "track", "track-replay", "ui",
+    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost", "coverage",
+    "serve", "track", "track-replay", "ui",
 )}

@@ -17,7 +17,7 @@ HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader"])
+    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval"])
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
                         help="one or more presets, each timed with its own model size (one JSON list)")
     parser.add_argument("--steps", type=positive_int, default=5, help="sampling or training steps to time")
@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "always, as training runs)")
     parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
     parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
+    parser.add_argument("--images", type=positive_int, default=1000, help="fid-interval: paired feature rows (n)")
+    parser.add_argument("--dim", type=positive_int, default=2048, help="fid-interval: feature dimension")
+    parser.add_argument("--resamples", type=positive_int, default=1000, help="fid-interval: bootstrap resamples")
     parser.add_argument("--out", help="write the rows as a JSON list here")
     parser.set_defaults(out_folder=False)
 
@@ -57,6 +60,18 @@ def train_batches(preset: str, stage: str, batches: list[int] | None, gpus: list
 
 def describe(r: dict) -> str:
     where = f"{r['device_name']}, {r['precision']}"
+    if r["benchmark"] == "fid_interval":
+        return (f"FID interval of {r['n']} x {r['dim']} paired features, {r['resamples']} resamples on {r['workers']} "
+                f"cores: {r['seconds']:.1f} s ({r['seconds_per_resample'] * 1e3:.1f} ms/resample; the previous SVD "
+                f"method {r['previous_seconds_per_resample'] * 1e3:.0f} ms/resample, {r['previous_seconds']:.0f} s for "
+                f"its {r['previous_resamples']}); half width {r['half_width']:.4f}, Monte-Carlo error of the bounds "
+                f"{r['mc_error']:.4f}: printed +-{r['printed_half_width']}")
+    if r["benchmark"] == "evaluate":
+        return (f"{r['preset']} evaluation parts on {where}: {r['seconds_per_result'] * 1e3:.1f} ms per result "
+                f"(PSNR/SSIM/MAE, CPU), Inception {r['inception_seconds_per_image'] * 1e3:.1f} ms/image, LPIPS "
+                f"{r['lpips_seconds_per_pair'] * 1e3:.1f} ms/pair, mean interval {r['mean_interval_seconds']:.2f} s, "
+                "FID "
+                f"interval {r['fid_interval_seconds']:.1f} s at n = {r['test_images']}")
     if "oom" in r:
         return f"{r['preset']} {r['stage']} training at batch {r['batch']} on {where}: out of memory ({r['oom']})"
     rate = f"{r['achieved_tflops']:.3g} TFLOP/s = {r['fraction_of_matmul']:.0%} of {r['matmul_reference']} matmul " \
@@ -81,6 +96,18 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.what == "loader":
         bench_loader = importlib.import_module("put.bench_loader")
         return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
+    if args.what in ("evaluate", "fid-interval"):
+        import torch
+
+        bench_evaluate = importlib.import_module("put.bench_evaluate")
+        results = ([bench_evaluate.bench_fid_interval(args.images, args.dim, args.resamples)]
+                   if args.what == "fid-interval" else
+                   [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset])
+        for r in results:
+            print(describe(r), flush=True)
+        if args.out:
+            atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
+        return results
     presets = args.preset
     results = []
     if args.what == "sampling":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from put.config.model import StrictModel
 
@@ -43,19 +43,37 @@ class MetricProtocol(StrictModel):
     lpips_pairs: int = Field(5, ge=1)  # random distinct sample pairs per input
     lpips_spatial: bool = True  # released scripts: LPIPS(spatial=True), then the map's mean
     fid_backend: Literal["torch-fidelity"] = "torch-fidelity"
-    # Confidence intervals (put/metrics/bootstrap.py): a seeded percentile bootstrap over test images. 20000
-    # resamples keep the printed half-width (two significant digits) stable across bootstrap seeds; FID
-    # recomputes a matrix decomposition per resample, so it draws fewer (its half-width varies by about 2%).
+    # Confidence intervals (put/metrics/bootstrap.py): a seeded percentile bootstrap over the test images'
+    # sources (a cluster bootstrap; docs/coverage.md measures how often they hold the truth). 20000 resamples keep
+    # the printed half width (two significant digits) stable across bootstrap seeds; FID recomputes an
+    # eigendecomposition per resample, so it draws fewer and its half width is printed to no finer a digit than
+    # the Monte-Carlo error of its bounds.
     interval_level: float = Field(0.95, gt=0, lt=1)
-    bootstrap_resamples: int = Field(20000, ge=100)
-    fid_bootstrap_resamples: int = Field(2000, ge=100)
+    bootstrap_resamples: int = Field(20000, ge=1)
+    fid_bootstrap_resamples: int = Field(1000, ge=1)
     bootstrap_seed: int = 0
+    # No interval, no mark, below this many independent units (sources) per cell: the smallest n at which the
+    # measured coverage of the 95% intervals of a mean and of a paired difference stays within 2 points of 95% on
+    # normal, skewed and heavy-tailed per-image values (docs/coverage.md; `put coverage`).
+    min_units: int = Field(20, ge=2, description="fewest independent test units (sources) an interval is "
+                           "drawn from; below it the cell says why")
+    multiplicity: Literal["holm", "bonferroni", "bh", "none"] = Field(
+        "holm", description="error control over a table's family of paired differences (put/metrics/multiplicity.py)")
 
     def bootstrap(self, fid: bool = False):
         from put.metrics.bootstrap import Bootstrap
 
         return Bootstrap(self.interval_level, self.fid_bootstrap_resamples if fid else self.bootstrap_resamples,
-                         self.bootstrap_seed)
+                         self.bootstrap_seed, self.min_units)
+
+    @field_validator("bootstrap_resamples", "fid_bootstrap_resamples")
+    @classmethod
+    def _enough_resamples(cls, v: int, info: ValidationInfo) -> int:
+        from put.metrics.bootstrap import check_resamples
+
+        if "interval_level" in info.data:  # else the level's own error is reported
+            check_resamples(v, info.data["interval_level"])
+        return v
 
     @field_validator("ssim_window")
     @classmethod

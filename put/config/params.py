@@ -84,12 +84,15 @@ def unset_overrides(model: type[BaseModel]) -> dict:
 
 
 def describe(err: ValidationError, prefix: str, source: str) -> str:
-    lines = [f"{source}: invalid parameters:"]
+    """One line per invalid key under a header; a single invalid key on the header's line."""
+    lines = []
     for e in err.errors():
         where = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
         message = e["msg"].removeprefix("Value error, ")
-        lines.append(f"  {where}: {message}" + ("" if e["type"] == "missing" else f" (got {e.get('input')!r})"))
-    return "\n".join(lines)
+        lines.append(f"{where}: {message}" + ("" if e["type"] == "missing" else f" (got {e.get('input')!r})"))
+    if len(lines) == 1:
+        return f"{source}: invalid parameters: {lines[0]}"
+    return "\n  ".join([f"{source}: invalid parameters:", *lines])
 
 
 OFFICIAL_PREFIX = "official_"  # an official entry NAME is evaluated under the label official_NAME

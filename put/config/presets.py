@@ -28,6 +28,10 @@ class DataConfig(StrictModel):
     root: str | None = Field(None, description="raw images; None for the demo set, which `put split` builds "
                              "into <split folder>/images")
     eval_count: int | None = Field(None, ge=1, description="seeded subsample of the test split (ImageNet: 1000)")
+    sources: str | None = Field(None, description="CSV file (columns path, source; paths as under root) naming the "
+                                "source of images that share one (crops or frames of one photo or video): the "
+                                "evaluation resamples sources. The demo's crops name their photo; None: each "
+                                "other image is its own source (put/data/groups.py)")
     seed: int = 0
     places_train: PlacesTrainSet = Field("challenge", description="Places2 training set: Places365-challenge "
                                          "(released) or -standard")

@@ -172,7 +172,7 @@ STAGES: tuple[Stage, ...] = (
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=("official", "seeds", "sample.composite"), tracked=True, report=True),
+          params=("official", "seeds", "sample.composite", "evaluate"), tracked=True, report=True),
 )
 
 

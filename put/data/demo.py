@@ -94,6 +94,11 @@ def random_crop(photo: Image.Image, image_size: int, rng: np.random.Generator, f
     return np.ascontiguousarray(crop)
 
 
+def demo_source(path: Path) -> str:
+    """The photograph a demo crop `<photo>_<k>.png` was cut from (`build_demo` names them so)."""
+    return Path(path).stem.rsplit("_", 1)[0]
+
+
 def build_demo(
     out_dir: Path,
     image_size: int,

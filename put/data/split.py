@@ -2,6 +2,8 @@
 
 A file that does not fully decode is listed in split_report.json with the reason and left out of
 the CSVs, so a damaged download shows up once, here, instead of as a crash hours into training.
+Each row also names the image's source (put/data/groups.py): images of one source are not independent, and
+the evaluation's bootstrap resamples sources.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from put.data.images import ImageReadError, open_image
 from put.errors import FileMismatchError, InputError, MissingFileError
 from put.fileio import atomic_write_text, file_sha256, read_csv
 
-COLUMNS = ["path", "sha256", "width", "height"]
+COLUMNS = ["path", "sha256", "width", "height", "source"]
 
 
 class SplitError(InputError):
@@ -48,9 +50,10 @@ def _stored_path(path: Path, base: Path | None) -> str:
 
 
 def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None = None,
-                workers: int | None = None, info: dict | None = None) -> dict:
-    """Write out_dir/<split>.csv (path, sha256, width, height) and out_dir/split_report.json, which starts
-    with `info` (what the split is of, e.g. the dataset's name).
+                workers: int | None = None, info: dict | None = None, sources: dict[Path, str] | None = None) -> dict:
+    """Write out_dir/<split>.csv (path, sha256, width, height, source) and out_dir/split_report.json, which
+    starts with `info` (what the split is of, e.g. the dataset's name). `sources`: the source of each image
+    that shares one with others (keyed by the path as given); any other image is its own source (its path).
 
     Returns the report. Raises SplitError when some split has no usable image left.
     """
@@ -66,7 +69,8 @@ def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None =
         with ThreadPoolExecutor(workers) as pool:
             results = list(tqdm(pool.map(check_image, paths), total=len(paths), desc=f"verify {split}",
                                 unit="img", leave=False))
-        rows = [{"path": s, **r} for s, r in zip(stored, results) if "reason" not in r]
+        rows = [{"path": s, **r, "source": (sources or {}).get(p, s)}
+                for p, s, r in zip(paths, stored, results) if "reason" not in r]
         report["excluded"] += [{"split": split, "path": s, "reason": r["reason"]}
                                for s, r in zip(stored, results) if "reason" in r]
         report["splits"][split] = {"listed": len(paths), "usable": len(rows), "excluded": len(paths) - len(rows)}
@@ -101,3 +105,12 @@ def read_split(csv: Path, base: Path | None = None) -> list[Path]:
                          f"got {', '.join(table.columns)}")
     base = Path(base) if base is not None else None
     return [base / p if base is not None else Path(p) for p in table["path"]]
+
+
+def read_sources(csv: Path) -> list[str]:
+    """The source of each image of a split CSV, in its order."""
+    table = read_csv(Path(csv), "a split file written by `put split`", dtype=str, keep_default_na=False)
+    if "source" not in table.columns:
+        raise ValueError(f"{csv}: no 'source' column (a split written before sources were recorded); re-run "
+                         "`put split`")
+    return list(table["source"])

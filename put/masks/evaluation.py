@@ -1,8 +1,8 @@
 """The `put masks` stage: one seeded evaluation mask per test image and hole-ratio group, written once.
 
 Layout: `out_dir/<group>/<image stem>.png` (one channel, 255 = hole) for every group of EVAL_GROUPS, and
-`out_dir/manifest.csv` (image, mask, ratio, group, source) written last, so a manifest always points at
-complete files. Masks come from a PConv mask folder when one is given (drawn among the masks whose ratio at
+`out_dir/manifest.csv` (image, mask, ratio, group, source: the mask's, image_source: the test image's, which the
+evaluation's bootstrap resamples) written last, so a manifest always points at complete files. Masks come from a PConv mask folder when one is given (drawn among the masks whose ratio at
 the working size falls in the group), else from `mask_with_ratio`. The released code drew them unseeded and
 mixed in stroke masks; here the same inputs and seed give byte-identical files.
 """
@@ -23,7 +23,7 @@ from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
 
 MANIFEST = "manifest.csv"
-COLUMNS = ("image", "mask", "ratio", "group", "source")
+COLUMNS = ("image", "mask", "ratio", "group", "source", "image_source")
 
 
 def _rng(seed: int, *keys: str) -> np.random.Generator:
@@ -69,8 +69,10 @@ def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.
 
 
 def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int], seed: int,
-                     pconv: MaskFolder | None = None, *, progress: bool = True) -> Path:
-    """Write one mask per test image and per group of EVAL_GROUPS; returns the manifest's path.
+                     pconv: MaskFolder | None = None, *, progress: bool = True,
+                     sources: list[str] | None = None) -> Path:
+    """Write one mask per test image and per group of EVAL_GROUPS; returns the manifest's path. `sources`: the
+    source of each test image (the split's; default: each image its own).
 
     With `pconv`, each group's candidates (PConv masks whose ratio at `size` lies in the group) are put in a
     seeded order and dealt to the images in turn, so images get distinct masks while there are enough.
@@ -82,6 +84,9 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
     if pconv is not None and tuple(pconv.size) != size:
         raise InputError(f"write_eval_masks: PConv masks from {pconv.root} are read at {pconv.size}, expected {size}")
     stems = _stems(test_images)
+    sources = list(test_images) if sources is None else list(sources)
+    if len(sources) != len(test_images):
+        raise ValueError(f"write_eval_masks: {len(sources)} sources for {len(test_images)} test images")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = out_dir / MANIFEST
@@ -91,7 +96,7 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
     rows = []
     with tqdm(total=len(EVAL_GROUPS) * len(stems), desc="evaluation masks", disable=not progress) as bar:
         for group, (lo, hi) in EVAL_GROUPS.items():
-            for i, (image, stem) in enumerate(zip(test_images, stems)):
+            for i, (image, stem, image_source) in enumerate(zip(test_images, stems, sources)):
                 if orders is not None:
                     index = int(orders[group][i % len(orders[group])])
                     keep, source = pconv.load(index), pconv.paths[index].relative_to(pconv.root).as_posix()
@@ -102,7 +107,8 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
                     raise MaskError(f"mask for {image!r} in group {group} has hole ratio {ratio}, outside [{lo}, {hi})")
                 relative = f"{group}/{stem}.png"
                 write_mask(out_dir / relative, keep)
-                rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source})
+                rows.append({"image": image, "mask": relative, "ratio": ratio, "group": group, "source": source,
+                             "image_source": image_source})
                 bar.update()
     atomic_write_text(manifest, pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n"))
     return manifest
@@ -114,7 +120,7 @@ def read_manifest(out_dir: Path) -> pd.DataFrame:
     if not path.is_file():
         raise MaskError(f"{path}: no evaluation-mask manifest (run the `put masks` stage first)")
     frame = read_csv(path, "the manifest `put masks` writes", keep_default_na=False,
-                     dtype={"image": str, "mask": str, "group": str, "source": str})
+                     dtype={"image": str, "mask": str, "group": str, "source": str, "image_source": str})
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise MaskError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")

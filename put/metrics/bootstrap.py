@@ -1,125 +1,265 @@
-"""Confidence intervals: a seeded percentile bootstrap over test images, and an interval over seed replicates.
+"""Confidence intervals: a seeded bootstrap over independent units (a cluster bootstrap), paired differences with
+their p-values, and intervals over seed replicates.
 
-The unit of resampling is the test image (its mask and every sample drawn for it travel with it), so an
-interval says how much a metric would move on another test set of the same size from the same distribution.
-Every statistic is a function of resampled image indices, evaluated for a whole batch of resamples at once
-(scipy.stats.bootstrap with vectorized=True, its `batch` bounding memory); the seed makes it reproducible.
+The unit of resampling is the *source* of a test image: the photograph, video or scan it was cut from where one
+source gives several test images (the demo's crops of 3 photographs), else the image itself. A resample draws
+sources with replacement and carries all their images, their masks and every sample drawn for them, so an
+interval says how much a metric would move on another test set drawn the same way. Every statistic is a
+function of how often each unit was drawn, evaluated for a batch of resamples at once (scipy.stats.bootstrap
+with vectorized=True resamples the unit indices; `batch` bounds memory); the seed makes it reproducible.
+
+The interval is the expanded percentile interval (Hesterberg, "What teachers should know about the bootstrap",
+2015): the percentile interval at the level whose normal quantile is sqrt(n / (n - 1)) times Student's t quantile
+of n - 1 degrees of freedom, n the units. A plain percentile interval is too narrow at small n (its spread is
+that of n values divided by n, not n - 1, and its tails are normal, not t); the expansion fixes both and vanishes
+as n grows. A p-value uses the same correction on the bootstrap's standard error: Student's t of the estimate over
+sqrt(n / (n - 1)) times the standard deviation of the resampled statistic, n - 1 degrees of freedom. Counting
+resamples beyond zero (the percentile interval inverted) would put the far tail that a family's correction needs
+(Holm's strictest threshold over 45 differences is 0.11%) on a handful of resamples and in a normal tail, and
+null families would get marks far more often than 5% (docs/coverage.md measures both).
+
+Below `Bootstrap.min_units` units no interval is drawn: a bootstrap of a handful of units covers far less than its
+label (docs/coverage.md measures how much), so the interval is replaced by a reason ("n = 3 images: too few for an
+interval").
 
 - `mean_interval`: a mean over images, or over all samples of the images (a fine bin holds several samples
-  per image): the ratio of summed values to summed counts, infinite values (a perfect result's PSNR) left out
-  as the point estimate leaves them out.
-- `difference_interval`: paired, two variants on the same images and masks (the same resampled images for
-  both): the interval of the difference of their means.
-- `fid_interval`: FID recomputed on resampled Inception features, exactly and fast through n x n Gram
-  matrices: tr sqrt(S1 S2) is the nuclear norm of C1 C2^T / (n - 1) (C: centred features), so no 2048 x 2048
-  matrix square root per resample. A resample's duplicate images bias FID upwards; the interval is shifted
-  back by that bias (see `interval`).
-- `seed_interval`: mean, standard deviation and Student-t interval over seed replicates (training and
-  sampling randomness, the spread that image resampling does not see).
+  per image): the ratio of summed finite values to their count, infinite values (a perfect result's PSNR) left
+  out as `finite_mean` leaves them out of the point estimate.
+- `difference_interval`: paired, two variants on the same images and masks (the same resampled units for
+  both): the interval of the difference of their means and its two-sided p-value. With seed replicates of both
+  variants, replicates are resampled too, independently of the sources (a crossed bootstrap): the interval
+  then covers the training and sampling randomness as well as the choice of test images.
+- `seed_interval`: mean, standard deviation and Student-t interval over seed replicates.
+FID's interval, from the same machinery, is in put/metrics/fid_bootstrap.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-Statistic = Callable[[np.ndarray], np.ndarray]  # resampled indices (..., n) -> one value per resample (...)
+Statistic = Callable[..., np.ndarray]  # per resampled sample, unit indices (b, k) -> one value per resample (b,)
 MEMORY = 2 ** 22  # array entries per batch of resamples (about 32 MB per float64 array the statistic makes)
+MIN_TAIL = 25  # resamples beyond each bound at the least: fewer cannot place a percentile bound at all
+HALF_WIDTH_DIGITS = 2  # a half width is printed to two significant digits (or fewer: see `printed_decimals`)
+
+
+def finite_mean(values: np.ndarray | Sequence[float]) -> float:
+    """The mean of the finite values (a perfect result's PSNR is +inf: zero error); NaN when there is none.
+    The one definition every point estimate and every bootstrap statistic of a mean follows."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else float("nan")
+
+
+def workers() -> int:
+    """The CPU cores this process may use (a Slurm job's, a container's), for statistics that spread a batch of
+    resamples over threads."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """How an interval is drawn: its level, the number of resamples and the seed."""
+    """How an interval is drawn: its level, the number of resamples, the seed, and the fewest independent units
+    an interval is drawn from."""
 
     level: float = 0.95
     resamples: int = 20000
     seed: int = 0
+    min_units: int = 2
+
+    def __post_init__(self) -> None:
+        check_resamples(self.resamples, self.level)
 
 
-def interval(statistic: Statistic, n: int, boot: Bootstrap, batch: int | None = None,
-             estimate: float | None = None) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of `statistic` over n units; None for fewer than 2 units (no spread to
-    resample) or a statistic that is not finite on some resample. With `estimate` (the statistic on the data),
-    the interval is shifted by the bootstrap's bias, mean(resampled) - estimate: for a statistic that resampling
-    with replacement biases (FID: a resample holds duplicates, fewer distinct images), so that the interval
-    measures the spread around the estimate rather than the bias."""
-    if n < 2:
+def check_resamples(resamples: int, level: float) -> None:
+    """A level in (0, 1) and enough resamples to place its percentile bounds (MIN_TAIL beyond each)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    needed = int(np.ceil(2 * MIN_TAIL / (1 - level)))
+    if resamples < needed:
+        raise ValueError(f"{resamples} resamples cannot place {level:.0%} percentile bounds; at least "
+                         f"{needed} are needed ({MIN_TAIL} beyond each bound)")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A bootstrap interval (lo, hi), or why there is none (`reason`). `p`: the two-sided p-value of zero, for
+    differences; `units`: the independent units resampled; `mc_error`: the Monte-Carlo standard error of the
+    bounds (the larger of the two), which says how far another bootstrap seed would move them."""
+
+    lo: float | None = None
+    hi: float | None = None
+    p: float | None = None
+    units: int = 0
+    resamples: int = 0
+    mc_error: float | None = None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+    @classmethod
+    def missing(cls, reason: str, units: int = 0) -> "Interval":
+        return cls(units=units, reason=reason)
+
+    def record(self) -> dict:
+        """What the metrics record keeps of an interval beside its bounds."""
+        if not self.available:
+            return {"units": self.units, "reason": self.reason}
+        return {"units": self.units, "resamples": self.resamples, "mc_error": self.mc_error,
+                **({"p": self.p} if self.p is not None else {})}
+
+
+def too_few(units: int, images: int, boot: Bootstrap) -> str | None:
+    """Why no interval is drawn from `units` independent units holding `images` images, or None."""
+    if units >= max(boot.min_units, 2):
         return None
-    result = stats.bootstrap((np.arange(n),), lambda idx, axis=-1: statistic(np.moveaxis(idx, axis, -1)),
-                             n_resamples=boot.resamples, batch=batch or max(1, MEMORY // n), vectorized=True,
-                             confidence_level=boot.level, method="percentile", rng=np.random.default_rng(boot.seed))
-    shift = float(np.mean(result.bootstrap_distribution)) - estimate if estimate is not None else 0.0
+    plural = lambda count, noun: f"{count} {noun}{'s' * (count != 1)}"  # noqa: E731
+    what = plural(units, "image") if units == images else f"{plural(units, 'source')} ({plural(images, 'image')})"
+    return f"n = {what}: too few for an interval (evaluate.min_units = {boot.min_units})"
+
+
+def quantile_error(distribution: np.ndarray, q: float) -> float:
+    """Monte-Carlo standard error of the q-quantile of a bootstrap distribution, distribution-free: half the gap
+    between the order statistics one binomial standard deviation either side of its rank."""
+    ordered = np.sort(distribution)
+    count = len(ordered)
+    spread = np.sqrt(count * q * (1 - q))
+    lo, hi = (int(np.clip(np.round(count * q + s), 0, count - 1)) for s in (-spread, spread))
+    return float(ordered[hi] - ordered[lo]) / 2
+
+
+def expanded_level(level: float, units: int) -> float:
+    """The level whose percentile interval is the expanded percentile interval of `level` over `units` units."""
+    z = np.sqrt(units / (units - 1)) * stats.t.ppf((1 + level) / 2, units - 1)
+    return float(2 * stats.norm.cdf(z) - 1)
+
+
+def p_value(distribution: np.ndarray, units: int, null: float = 0.0) -> float:
+    """Two-sided p-value of `null` from a bootstrap distribution over `units` units: Student's t (units - 1
+    degrees of freedom) of its centre's distance from the null over its standard deviation times
+    sqrt(units / (units - 1)). A distribution without spread gives 1 at the null, 0 elsewhere."""
+    centre, spread = float(distribution.mean()), float(distribution.std(ddof=1)) * np.sqrt(units / (units - 1))
+    if spread == 0:
+        return 1.0 if centre == null else 0.0
+    return float(2 * stats.t.sf(abs(centre - null) / spread, units - 1))
+
+
+def interval(statistic: Statistic, sizes: Sequence[int], boot: Bootstrap, batch: int | None = None,
+             estimate: float | None = None, null: float | None = None) -> Interval:
+    """Expanded percentile bootstrap interval of `statistic` over independent samples of `sizes` units each (the
+    first sample's units are the test images' sources; further ones, seed replicates), resampled independently.
+
+    With `estimate` (the statistic on the data), the interval is shifted by the bootstrap's bias,
+    mean(resampled) - estimate: for a statistic that resampling with replacement biases (FID: a resample holds
+    duplicates, fewer distinct images), so that it measures the spread around the estimate. With `null`, the
+    interval carries the p-value of that value. A statistic that is not finite on some resample gives no
+    interval."""
+    units = sizes[0]
+    level = expanded_level(boot.level, units)
+    result = stats.bootstrap(tuple(np.arange(k) for k in sizes),
+                             lambda *idx, axis=-1: statistic(*(np.moveaxis(i, axis, -1) for i in idx)),
+                             n_resamples=boot.resamples,
+                             batch=batch or max(1, MEMORY // sum(sizes)), vectorized=True, paired=False,
+                             confidence_level=level, method="percentile", rng=np.random.default_rng(boot.seed))
+    distribution = np.asarray(result.bootstrap_distribution, dtype=float)
+    if not np.isfinite(distribution).all():
+        return Interval.missing("the statistic is not finite on some resample", units)
+    shift = float(distribution.mean()) - estimate if estimate is not None else 0.0
+    distribution = distribution - shift
     lo, hi = (float(v) - shift for v in result.confidence_interval)
-    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
+    tail = (1 - level) / 2
+    error = max(quantile_error(distribution, tail), quantile_error(distribution, 1 - tail))
+    return Interval(float(lo), float(hi), p_value(distribution, units, null) if null is not None else None, units,
+                    boot.resamples, error)
 
 
-def unit_sums(values: np.ndarray, units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per unit (image): the sum and the count of its finite values; returns (unit labels, sums, counts)."""
+# --------------------------------------------------------------------------------------------- units
+
+@dataclass(frozen=True)
+class Sums:
+    """Per unit (source), the sum and the count of the finite values of its rows, over the units `labels`."""
+
+    labels: np.ndarray
+    sums: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, values: np.ndarray, units: np.ndarray, labels: np.ndarray | None = None) -> "Sums":
+        values, units = np.asarray(values, dtype=float), np.asarray(units)
+        labels = np.unique(units) if labels is None else labels
+        position = np.searchsorted(labels, units)
+        if (position >= len(labels)).any() or (labels[np.minimum(position, len(labels) - 1)] != units).any():
+            raise ValueError("a row's unit is not among the labels")
+        finite = np.isfinite(values)
+        sums = np.bincount(position, weights=np.where(finite, values, 0.0), minlength=len(labels))
+        counts = np.bincount(position, weights=finite.astype(float), minlength=len(labels))
+        return cls(labels, sums, counts)
+
+
+def unit_counts(idx: np.ndarray, units: int) -> np.ndarray:
+    """Resampled unit indices (b, k) -> how often each unit was drawn (b, units)."""
+    idx = np.asarray(idx).reshape(-1, idx.shape[-1])
+    rows = np.arange(len(idx))[:, None] * units
+    return np.bincount((rows + idx).ravel(), minlength=len(idx) * units).reshape(len(idx), units).astype(float)
+
+
+def _ratio(drawn: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Means over the resampled units: drawn (b, units) and sums, counts (units,) or (units, replicates)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (drawn @ sums) / (drawn @ counts)
+
+
+def mean_interval(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap,
+                  images: int | None = None) -> Interval:
+    """Interval of the mean of the finite `values`, resampling the units (default: each value its own unit).
+    `images`: the test images behind the units (for the reason when they are too few)."""
     values = np.asarray(values, dtype=float)
-    labels, inverse = np.unique(np.asarray(units), return_inverse=True)
-    finite = np.isfinite(values)
-    sums = np.bincount(inverse, weights=np.where(finite, values, 0.0), minlength=len(labels))
-    counts = np.bincount(inverse, weights=finite.astype(float), minlength=len(labels))
-    return labels, sums, counts
+    units = np.arange(len(values)) if units is None else np.asarray(units)
+    s = Sums.of(values, units)
+    if reason := too_few(len(s.labels), images if images is not None else len(s.labels), boot):
+        return Interval.missing(reason, len(s.labels))
+    return interval(lambda idx: _ratio(unit_counts(idx, len(s.labels)), s.sums, s.counts), [len(s.labels)], boot)
 
 
-def _ratio(sums: np.ndarray, counts: np.ndarray) -> Statistic:
-    def statistic(idx: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return sums[idx].sum(axis=-1) / counts[idx].sum(axis=-1)
-    return statistic
+def difference_interval(a: Sequence[np.ndarray], a_units: Sequence[np.ndarray], b: Sequence[np.ndarray],
+                        b_units: Sequence[np.ndarray], boot: Bootstrap, images: int | None = None) -> Interval:
+    """Paired interval of mean(a) - mean(b) and its p-value. `a` and `b` are lists of seed replicates, each the
+    values of one replicate's rows, with the unit (source) of each row; the replicates of both variants are
+    measured on the same units, so both means are taken over the same resampled units. A variant with more
+    than one replicate has its replicates resampled too, independently of the units and of the other variant's
+    (a crossed bootstrap): the interval then covers training and sampling randomness as well as the choice of
+    test images, and the point estimate is the difference of the means over replicates. `images`: the test
+    images behind the units (for the reason when they are too few)."""
+    labels = np.unique(np.concatenate([*map(np.asarray, a_units), *map(np.asarray, b_units)]))
+    if reason := too_few(len(labels), images if images is not None else len(labels), boot):
+        return Interval.missing(reason, len(labels))
+    sides = []
+    for values, units in ((a, a_units), (b, b_units)):
+        sums = [Sums.of(v, u, labels) for v, u in zip(values, units)]
+        sides.append((np.stack([s.sums for s in sums], 1), np.stack([s.counts for s in sums], 1)))
+    resampled = [len(s[0][0]) > 1 for s in sides]  # which sides' replicates are resampled
 
+    def statistic(idx: np.ndarray, *replicates: np.ndarray) -> np.ndarray:
+        drawn = unit_counts(idx, len(labels))
+        drawn_replicates = iter(replicates)
+        means = []
+        for (sums, counts), resample in zip(sides, resampled):
+            per_replicate = _ratio(drawn, sums, counts)  # (b, replicates)
+            if resample:
+                chosen = np.asarray(next(drawn_replicates)).reshape(len(drawn), -1)
+                per_replicate = np.take_along_axis(per_replicate, chosen, 1)
+            means.append(per_replicate.mean(1))
+        return means[0] - means[1]
 
-def mean_interval(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap) -> tuple[float, float] | None:
-    """Interval of the mean of the finite `values`, resampling the units (default: each value its own unit)."""
-    units = np.arange(len(values)) if units is None else units
-    _, sums, counts = unit_sums(values, units)
-    return interval(_ratio(sums, counts), len(sums), boot)
-
-
-def difference_interval(a: np.ndarray, b: np.ndarray, units: np.ndarray, boot: Bootstrap) -> tuple[float, float] | None:
-    """Paired interval of mean(a) - mean(b): a and b are values of two variants on the same rows (image, mask,
-    sample), `units` the image of each row; both means are taken over the same resampled images."""
-    _, sums_a, counts_a = unit_sums(a, units)
-    _, sums_b, counts_b = unit_sums(b, units)
-    mean_a, mean_b = _ratio(sums_a, counts_a), _ratio(sums_b, counts_b)
-    return interval(lambda idx: mean_a(idx) - mean_b(idx), len(sums_a), boot)
-
-
-def _gathered(gram: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """gram[idx_r, idx_c] for every resample: (..., n, n)."""
-    return gram[idx[..., :, None], idx[..., None, :]]
-
-
-def fid_from_grams(k11: np.ndarray, k22: np.ndarray, k12: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """FID of the resampled features (rows idx of both sides, paired), from their Gram matrices
-    k11 = F1 F1^T, k22 = F2 F2^T, k12 = F1 F2^T (each n x n): |mu1 - mu2|^2 + tr S1 + tr S2 - 2 tr sqrt(S1 S2)."""
-    n = idx.shape[-1]
-    g11, g22, g12 = _gathered(k11, idx), _gathered(k22, idx), _gathered(k12, idx)
-    total = lambda g: g.sum(axis=(-2, -1))  # noqa: E731
-    trace = lambda g: np.trace(g, axis1=-2, axis2=-1)  # noqa: E731
-    mean_gap = (total(g11) + total(g22) - 2 * total(g12)) / n ** 2
-    tr1 = (trace(g11) - total(g11) / n) / (n - 1)
-    tr2 = (trace(g22) - total(g22) / n) / (n - 1)
-    centred = (g12 - g12.mean(axis=-1, keepdims=True) - g12.mean(axis=-2, keepdims=True)
-               + g12.mean(axis=(-2, -1), keepdims=True))
-    tr_covmean = np.linalg.svd(centred / (n - 1), compute_uv=False).sum(axis=-1)
-    return mean_gap + tr1 + tr2 - 2 * tr_covmean
-
-
-def fid_interval(features1: np.ndarray, features2: np.ndarray, boot: Bootstrap) -> tuple[float, float] | None:
-    """Interval of FID between two paired feature sets (row i of each: result and ground truth of image i)."""
-    f1, f2 = np.asarray(features1, dtype=np.float64), np.asarray(features2, dtype=np.float64)
-    if f1.shape != f2.shape:
-        raise ValueError(f"paired features differ in shape: {f1.shape} and {f2.shape}")
-    n = len(f1)
-    k11, k22, k12 = f1 @ f1.T, f2 @ f2.T, f1 @ f2.T
-    estimate = float(fid_from_grams(k11, k22, k12, np.arange(n)))
-    return interval(lambda idx: fid_from_grams(k11, k22, k12, idx), n, boot, batch=max(1, MEMORY // n ** 2),
-                    estimate=estimate)
+    sizes = [len(labels), *(len(s[0][0]) for s, r in zip(sides, resampled) if r)]
+    return interval(statistic, sizes, boot, null=0.0)
 
 
 @dataclass(frozen=True)
@@ -146,3 +286,15 @@ def seed_interval(values: np.ndarray, level: float = 0.95) -> SeedSummary:
     std = float(values.std(ddof=1))
     half = float(stats.t.ppf((1 + level) / 2, n - 1)) * std / np.sqrt(n)
     return SeedSummary(n, mean, std, mean - half, mean + half)
+
+
+def printed_decimals(half: float, mc_error: float | None = None, max_decimals: int = 6) -> int:
+    """Decimals a half width is printed with: HALF_WIDTH_DIGITS significant digits (three and more for widths
+    of 100 and above), but no digit finer than the Monte-Carlo error of the bounds: a printed digit never
+    changes with the bootstrap seed alone."""
+    if not half > 0:
+        return 0
+    decimals = max(0, HALF_WIDTH_DIGITS - 1 - int(np.floor(np.log10(abs(half)))))
+    if mc_error is not None and mc_error > 0:
+        decimals = min(decimals, max(0, int(np.floor(-np.log10(mc_error)))))
+    return min(decimals, max_decimals)

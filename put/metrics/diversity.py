@@ -58,8 +58,8 @@ def _load_group(paths: list[Path]) -> torch.Tensor:
     return x / 127.5 - 1.0
 
 
-def lpips_model(net: str, spatial: bool) -> torch.nn.Module:
-    """lpips.LPIPS with its packaged linear layers and torchvision's ImageNet backbone.
+def lpips_model(net: str, spatial: bool, random_backbone: bool = False) -> torch.nn.Module:
+    """lpips.LPIPS with its packaged linear layers and torchvision's ImageNet backbone (random, for timing it).
 
     Callers must have checked LPIPS_BACKBONES[net] is present: torchvision then loads it from
     $TORCH_HOME/hub/checkpoints (load_state_dict_from_url reads a cached file without network).
@@ -68,7 +68,7 @@ def lpips_model(net: str, spatial: bool) -> torch.nn.Module:
 
     with warnings.catch_warnings():  # lpips uses torchvision's deprecated pretrained=True
         warnings.simplefilter("ignore", UserWarning)
-        return lpips.LPIPS(net=net, spatial=spatial, pretrained=True, verbose=False).eval()
+        return lpips.LPIPS(net=net, spatial=spatial, pretrained=True, pnet_rand=random_backbone, verbose=False).eval()
 
 
 def diversity_lpips_per_input(groups: list[list[Path]], protocol: MetricProtocol, seed: int,

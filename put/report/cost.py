@@ -16,7 +16,10 @@ STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer",
 
 
 def _hours(value: float | None) -> str:
-    return NA if value is None else f"{value:.3g}"
+    """Three significant figures, thousands written out (4,780, not 4.78e+03: narrower in a table's column)."""
+    if value is None or pd.isna(value):
+        return NA
+    return f"{float(f'{value:.3g}'):,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _measured_on(s: dict) -> str:
@@ -75,16 +78,28 @@ def table_topk_frame(cost: dict) -> pd.DataFrame:
                           "Measured on": _measured_on(t)} for t in cost.get("table_topk", [])])
 
 
+def evaluation_frame(cost: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"Preset": e["preset"], "Jobs x GPUs": _gpus(e), "Images": e["images"],
+                          "Results": e["results"],
+                          "Intervals CPU h": e.get("interval_hours"), "PSNR/SSIM/MAE CPU h": e.get("metrics_hours"),
+                          "Inception+LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
+                          "Measured on": (f"{e['cpu_name']} ({e['cpu_source']})" if "cpu_source" in e else "")
+                          + (f"; {e['missing']}" if "missing" in e else f"; networks: {_measured_on(e)}"
+                             if e["gpus"] else "")}
+                         for e in cost.get("evaluation", [])])
+
+
 def _format(frame: pd.DataFrame) -> pd.DataFrame:
     """Numbers as text, n/a where absent: one rendering for LaTeX and Markdown."""
     out = frame.copy()
     for column in out.columns:
         if column in ("s/step",):
             out[column] = [NA if v is None or pd.isna(v) else f"{v:.4g}" for v in out[column]]
-        elif column in ("Steps", "Batch"):
+        elif column in ("Steps", "Batch", "Images", "Results"):
             out[column] = [NA if v is None or pd.isna(v) else f"{int(v):,}" for v in out[column]]
-        elif column in ("Peak GiB", "Wall h (job)", "GPU-h (all jobs)", "Wall h", "GPU-h"):
-            out[column] = [NA if v is None or pd.isna(v) else f"{v:.3g}" for v in out[column]]
+        elif column in ("Peak GiB", "Wall h (job)", "GPU-h (all jobs)", "Wall h", "GPU-h", "Intervals CPU h",
+                        "PSNR/SSIM/MAE CPU h", "Inception+LPIPS h"):
+            out[column] = [_hours(v) for v in out[column]]
     return out
 
 
@@ -104,7 +119,16 @@ def cost_markdown(cost: dict) -> str:
                  "the authors' released loop in each precision measured, each at its largest measured batch up to the "
                  "sample stage's; compare rows of one precision):\n\n"
                  + table(table_topk_frame(cost)))
+    if cost.get("evaluation"):
+        text += "\n\n" + EVALUATION_TEXT + ":\n\n" + table(evaluation_frame(cost))
     return text + "\n"
+
+
+EVALUATION_TEXT = (
+    "The evaluate stage of one variant (6 per ablation DAG): PSNR/SSIM/MAE of every result and the bootstrap "
+    "intervals of every cell, intervals included (CPU, the cores named; intervals timed at the largest cell, so "
+    "an upper bound), and the Inception features and LPIPS pairs on the stage's device, counted from the preset "
+    "and timed by put bench evaluate")
 
 
 def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Styler:
@@ -131,6 +155,10 @@ def table_topk_table(cost: dict) -> Styler:
         "on one device: our sampler and the authors' released loop in each precision measured (compare rows of one "
         "precision), each at its largest measured batch up to the sample stage's, as many steps per batch as its "
         "most masked image needs (generated masks)."))
+
+
+def evaluation_table(cost: dict) -> Styler:
+    return _styler(evaluation_frame(cost), (1.2, 1.2, 1.1, 1.2, 1.3, 1.5, 1.5, 1.2, 5.0), EVALUATION_TEXT + ".")
 
 
 def layouts_table(cost: dict) -> Styler:

@@ -1,44 +1,99 @@
-"""Paired differences: each ablation against PUT on the same test images, masks and sample draws.
+"""Paired differences: each ablation against PUT on the same test images, masks and sample draws, corrected as a
+family.
 
-The evaluate stage keeps every per-image value (`<label>_images.csv`); here the values of an ablation and of
-PUT are matched row by row (mode, group, image, sample) and the percentile bootstrap resamples the images for
-both at once, so the interval of the difference of the means leaves out what the two share: which images
-happened to be in the test set. An interval that excludes zero is a difference at the chosen level.
+The evaluate stage keeps every per-image value with its image's source (`<label>_images.csv`); here the values of
+an ablation and of PUT are matched row by row (mode, group, image, sample) and the bootstrap resamples the sources
+for both at once, so the interval of the difference of the means leaves out what the two share: which images
+happened to be in the test set. With seed replicates of both, their replicates are resampled too (a crossed
+bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value comes from
+the same bootstrap (Student's t on its standard error, put/metrics/bootstrap.py); the differences of one mode form
+a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
+K = 50), whose p-values are adjusted by `evaluate.multiplicity` (Holm by default): a difference is marked only
+where its adjusted p-value is at most 1 - level.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from put.metrics.bootstrap import Bootstrap, difference_interval
+from put.metrics.bootstrap import Bootstrap, difference_interval, finite_mean
+from put.metrics.multiplicity import CONTROLS, NAMES, mark
 
 KEYS = ["mode", "group", "image", "sample"]
-COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "difference", "lo", "hi", "excludes_zero"]
+COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
+           "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation",
+           "no_interval"]
 
 
-def paired_differences(images: dict[str, pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
-                       reference: str = "put") -> pd.DataFrame:
+def variation(replicates: tuple[int, int]) -> str:
+    """Which sources of variation an interval covers."""
+    images = "test images (sources resampled)"
+    if min(replicates) > 1:
+        return f"{images}; training and sampling randomness ({replicates[0]} and {replicates[1]} seed replicates " \
+               "resampled)"
+    return images
+
+
+def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
+                       method: str = "holm", reference: str = "put") -> pd.DataFrame:
     """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
-    (variant - reference), its paired interval and whether that excludes zero. Rows the two variants do not
-    share, and metrics either lacks, are left out."""
-    if reference not in images:
+    (variant - reference; over seed replicates where both have several), its paired interval, raw and adjusted
+    p-value, whether it survives the family's correction, and which sources of variation the interval covers.
+    `images`: the per-image values of each (variant, seed). Rows the two variants do not share, and metrics either
+    lacks, are left out."""
+    labels = sorted({variant for variant, _ in images})
+    if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)
+    replicates = {v: [frame for (variant, _), frame in sorted(images.items()) if variant == v] for v in labels}
     rows = []
-    for variant, frame in images.items():
+    for variant in labels:
         if variant == reference:
             continue
-        paired = frame.merge(images[reference], on=KEYS, suffixes=("", "_ref"))
-        for (mode, group), cell in paired.groupby(["mode", "group"], sort=False):
+        # the rows the base runs of both have; every replicate is cut to them. Replicates count only where both
+        # variants have several: one side's seed spread without the other's would be half the story.
+        shared = replicates[variant][0][KEYS].merge(replicates[reference][0][KEYS], on=KEYS)
+        both = min(len(replicates[variant]), len(replicates[reference])) > 1
+        sides = [[f.merge(shared, on=KEYS) for f in (replicates[v] if both else replicates[v][:1])]
+                 for v in (variant, reference)]
+        for (mode, group), _ in shared.groupby(["mode", "group"], sort=False):
+            cells = [[f[(f["mode"] == mode) & (f["group"] == group)] for f in side] for side in sides]
             for metric in metrics:
-                both = cell[[metric, f"{metric}_ref", "image"]].dropna()
-                if both.empty:
+                a, b = ([c[[metric, "source", "image"]].dropna() for c in side] for side in cells)
+                if any(c.empty for c in (*a, *b)):
                     continue
-                a, b = both[metric].to_numpy(float), both[f"{metric}_ref"].to_numpy(float)
-                bounds = difference_interval(a, b, both["image"].to_numpy(), boot)
-                finite_a, finite_b = a[abs(a) != float("inf")], b[abs(b) != float("inf")]
-                difference = float(finite_a.mean() - finite_b.mean())
-                lo, hi = bounds if bounds is not None else (float("nan"), float("nan"))
+                values = [[c[metric].to_numpy(float) for c in side] for side in (a, b)]
+                units = [[c["source"].to_numpy() for c in side] for side in (a, b)]
+                bounds = difference_interval(values[0], units[0], values[1], units[1], boot,
+                                             images=a[0]["image"].nunique())
+                counts = (len(a), len(b))
                 rows.append({"variant": variant, "reference": reference, "mode": mode, "group": group,
-                             "metric": metric, "n": both["image"].nunique(), "difference": difference,
-                             "lo": lo, "hi": hi, "excludes_zero": bounds is not None and (lo > 0 or hi < 0)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                             "metric": metric, "n": a[0]["image"].nunique(), "units": bounds.units,
+                             "replicates": min(counts),
+                             "difference": (np.mean([finite_mean(c[metric]) for c in a])
+                                            - np.mean([finite_mean(c[metric]) for c in b])),
+                             "lo": bounds.lo, "hi": bounds.hi, "p": bounds.p,
+                             "resamples": bounds.resamples or np.nan,
+                             "variation": variation(counts),
+                             "no_interval": bounds.reason or ""})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    families = []
+    for mode, family in frame.groupby("mode", sort=False):
+        adjusted, significant = mark(family["p"].to_numpy(float), method, boot.level)
+        families.append(family.assign(p_adjusted=adjusted, significant=significant, family_size=int(
+            family["p"].notna().sum()), family=f"{mode}: {len(family)} differences from {reference}", method=method))
+    return pd.concat(families, ignore_index=True) if families else frame
+
+
+def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str) -> str:
+    """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`): how many
+    were tested and marked, under which method, and why some were not (plain text; the caller escapes it)."""
+    tested = int(differences["p"].notna().sum())
+    text = (f"{what}: a mark where the difference survives {NAMES[method]} at {level:.0%} over the family of the "
+            f"{len(differences)} differences ({tested} tested; {int(differences['significant'].sum())} marked; "
+            f"it controls the {CONTROLS[method]}); p-values from the same bootstrap (Student's t on its standard "
+            "error)")
+    reasons = sorted({r for r in differences["no_interval"] if isinstance(r, str) and r})
+    if reasons:
+        text += f"; not tested: {'; '.join(reasons)}"
+    return text + "."

@@ -1,4 +1,5 @@
-"""The speed/quality frontier as a LaTeX table and a figure (quality against transformer forward passes)."""
+"""The speed/quality frontier as a LaTeX table and a figure (quality against transformer forward passes), each
+point with the paired interval of its difference from the exact schedule (one token per step at its K)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from pandas.io.formats.style import Styler
 
 from put.errors import InputError
 from put.report.plots import save_figure
-from put.report.tables import BOLD, best_cells, cell_text, footnotes, latex_escape, reason_latex
+from put.report.differences import family_sentence
+from put.report.tables import SIGNIFICANT, best_cells, cell_text, footnotes, latex_escape, reason_latex
 
 FRONTIER_TABLE = "frontier.tex"
 FRONTIER_FIGURE = "frontier.png"
 FRONTIER_CAPTION = ("Speed/quality frontier of the full model: quality against the transformer forward passes an "
-                    "image needs (log scale); the ringed point is Algorithm 1, one token per step.")
+                    "image needs (log scale); the ringed point is Algorithm 1, one token per step. Error bars: "
+                    "Algorithm 1's value plus the paired bootstrap interval of the setting's difference from it "
+                    "(same test images and masks, their sources resampled), where enough sources allow one; a filled "
+                    "marker: the difference survives the family's correction (the frontier table's daggers).")
 # column -> (header, decimals, lower is better; None: not ranked)
 COLUMNS: dict[str, tuple[str, int, bool | None]] = {
     "forward_passes": ("Forwards / image", 1, None), "ms_per_image": ("ms / image", 1, None),
@@ -25,6 +30,10 @@ COLUMNS: dict[str, tuple[str, int, bool | None]] = {
     "lpips": (r"LPIPS $\uparrow$", 4, False), "fid": (r"FID $\downarrow$", 3, True),
 }
 QUALITY = ("psnr", "ssim", "mae", "lpips", "fid")
+# per metric, beside its value: the difference from the reference setting, its interval, raw and adjusted p-value,
+# whether it survives the family's correction and why there is no interval
+DIFFERENCE_COLUMNS = ("diff", "diff_lo", "diff_hi", "p", "p_adjusted", "significant", "resamples",
+                      "no_interval")
 YLABELS = {"psnr": "PSNR (dB)", "ssim": "SSIM", "mae": "MAE", "lpips": "LPIPS diversity", "fid": "FID"}
 
 
@@ -36,9 +45,11 @@ def _check(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put") -> Styler:
-    """One row per setting (and mask group): cost, then quality; the best quality per column and group in
-    bold (every row is measured), one footnote per reason a value is n/a."""
+def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level: float = 0.95) -> Styler:
+    """One row per setting (and mask group): cost, then quality, each quality value with the half width of the
+    paired interval of its difference from the exact schedule and a dagger where that difference survives the
+    family's correction; the best quality per column and group in bold only where it survives too. One footnote
+    per reason a value is n/a or has no interval."""
     frame = _check(frame).assign(ms_per_image=1000 * frame["seconds_per_image"])
     order = {g: i for i, g in enumerate(dict.fromkeys(frame["group"]))}
     frame = frame.sort_values("group", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
@@ -48,19 +59,27 @@ def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put") -> St
     k = frame["top_k"].map(lambda v: "" if pd.isna(v) else rf", $\mathcal{{K}}={int(v)}$")
     # Two index levels: a rule only where the mask group changes.
     index = pd.MultiIndex.from_arrays([frame["group"] + r"\%", frame["label"] + k], names=["Holes", "Sampling"])
-    values = pd.DataFrame(frame[list(columns)].to_numpy(float), index=index,
-                          columns=[header for header, _, _ in columns.values()])
-    reasons = pd.DataFrame([[frame[f"{c}_unavailable"].iloc[i] if f"{c}_unavailable" in frame and pd.isna(
-        frame[c].iloc[i]) else "" for c in columns] for i in range(len(frame))], index=index, columns=values.columns)
+    headers = [header for header, _, _ in columns.values()]
+    values = pd.DataFrame(frame[list(columns)].to_numpy(float), index=index, columns=headers)
+
+    def per_cell(column: str, default: object) -> pd.DataFrame:
+        return pd.DataFrame({h: frame[f"{c}_{column}"] if f"{c}_{column}" in frame else default
+                             for h, c in zip(headers, columns)}, index=frame.index).set_axis(index)
+
+    unavailable, no_interval = per_cell("unavailable", ""), per_cell("no_interval", "")
+    reasons = pd.DataFrame(np.where(values.isna(), unavailable.fillna(""), no_interval.fillna("")), index=index,
+                           columns=headers)
+    halves = (per_cell("diff_hi", np.nan).astype(float) - per_cell("diff_lo", np.nan).astype(float)) / 2
+    significant = per_cell("significant", False).fillna(False).astype(bool)
     decimals = np.tile([d for _, d, _ in columns.values()], (len(frame), 1))
     best = np.zeros(values.shape, dtype=bool)
     for j, (_, _, lower) in enumerate(columns.values()):
         if lower is not None:
-            column = values.iloc[:, [j]]
-            best[:, j] = best_cells(column, decimals[:, [j]], np.full(len(frame), lower), frame["group"].to_numpy(),
-                                    np.ones(len(frame), dtype=bool))[:, 0]
+            best[:, j] = best_cells(values.iloc[:, [j]], decimals[:, [j]], np.full(len(frame), lower),
+                                    frame["group"].to_numpy(), np.ones(len(frame), dtype=bool))[:, 0]
+    best &= significant.to_numpy()  # "best" only where it is told apart from exact sampling
     marks, notes = footnotes(reasons)
-    styler = cell_text(values, decimals, marks).style.apply(lambda _: np.where(best, BOLD, ""), axis=None)
+    styler = cell_text(values, decimals, marks, halves, best, significant).style
     styler.set_table_styles([{"selector": "footnotesize", "props": ":;"},
                              {"selector": "column_format", "props": f":ll{'r' * len(columns)};"}], overwrite=False)
     first = frame.iloc[0]
@@ -72,16 +91,46 @@ def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put") -> St
                "passes one image needs on its own (Algorithm 1: one per masked patch). Time: wall time per image "
                f"of encoding, sampling and decoding, in batches of {int(first.get('batch_size', 0))} on "
                f"{latex_escape(first.get('device', '?'))} ({latex_escape(first.get('precision', '?'))}). "
-               "Bold: best quality per column and mask group."
+               f"{differences_sentence(frame, level)} Bold: the best quality per column and mask group, only where its "
+               "difference survives that correction."
                + "".join(f" {COLUMNS[c][0].split()[0]} not measured: " + "; ".join(
                    reason_latex(r) for r in dict.fromkeys(frame[f"{c}_unavailable"]) if r) + "." for c in absent))
     styler.unavailable_notes = notes
     return styler.set_caption(f"{caption} {notes}".strip())
 
 
+def differences_sentence(frame: pd.DataFrame, level: float) -> str:
+    """What the small numbers and daggers of the frontier table are (LaTeX)."""
+    long = pd.DataFrame([{"metric": m, "p": row.get(f"{m}_p", np.nan),
+                          "significant": bool(row.get(f"{m}_significant", False)),
+                          "no_interval": row.get(f"{m}_no_interval", "") if isinstance(row.get(f"{m}_no_interval"),
+                                                                                       str) else ""}
+                         for _, row in frame[frame["reference"].notna()].iterrows() for m in QUALITY
+                         if pd.notna(row[m])]) if "reference" in frame else pd.DataFrame()
+    if long.empty:
+        return "No setting has a reference to be compared with (frontier.tokens_per_step lacks 1)."
+    method = frame["method"].dropna().iloc[0] if "method" in frame and frame["method"].notna().any() else "holm"
+    return (rf"Small type: $\pm$ half the width of the paired {level:.0%} bootstrap interval of the setting's "
+            "difference from Algorithm 1 (one token per step) at the same $\\mathcal{K}$ (argmax: the preset's), on "
+            "the same test images and masks, their sources resampled. ".replace("%", r"\%")
+            + SIGNIFICANT + reason_latex(family_sentence(long, method, level, "the setting differs from Algorithm 1")))
+
+
+def error_bars(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    """(2, N) below/above each point: its reference's value plus the paired interval of its difference, as
+    distances from the point (0 where there is no interval)."""
+    if f"{metric}_diff_lo" not in rows:
+        return np.zeros((2, len(rows)))
+    below = rows[f"{metric}_diff"] - rows[f"{metric}_diff_lo"]
+    above = rows[f"{metric}_diff_hi"] - rows[f"{metric}_diff"]
+    return np.nan_to_num(np.stack([below.to_numpy(float), above.to_numpy(float)]), nan=0.0)
+
+
 def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Each measurable quality metric against forward passes per image (log x), one panel per metric and one
-    row per mask group; a line per sampling family and K, argmax as a single point, Algorithm 1 ringed."""
+    row per mask group; a line per sampling family and K, argmax as a single point, Algorithm 1 ringed; every
+    point with the error bar of its paired difference from Algorithm 1, filled where that difference survives the
+    family's correction."""
     frame = _check(frame)
     metrics = [m for m in QUALITY if frame[m].notna().any()]
     if not metrics:
@@ -91,20 +140,31 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     axes = fig.subplots(len(groups), len(metrics), squeeze=False)
     styles = {"tokens_per_step": ("o", "-", "N tokens/step"), "cosine": ("s", "--", "cosine, S steps")}
     colours = {k: f"C{i}" for i, k in enumerate(sorted(frame["top_k"].dropna().unique()))}
+
+    def survives(rows: pd.DataFrame, metric: str) -> np.ndarray:
+        column = f"{metric}_significant"
+        return rows[column].fillna(False).astype(bool).to_numpy() if column in rows else np.zeros(len(rows), bool)
+
     for row, group in zip(axes, groups):
         part = frame[frame["group"] == group]
         for ax, metric in zip(row, metrics):
             for (family, k), line in part[part["family"] != "argmax"].groupby(["family", "top_k"], sort=False):
                 marker, dash, name = styles[family]
                 line = line.sort_values("forward_passes")
-                ax.plot(line["forward_passes"], line[metric], marker=marker, linestyle=dash, color=colours[k],
-                        label=f"{name}, K={int(k)}")
+                ax.errorbar(line["forward_passes"], line[metric], yerr=error_bars(line, metric), marker=marker,
+                            linestyle=dash, color=colours[k], mfc="white", capsize=2, elinewidth=0.8,
+                            label=f"{name}, K={int(k)}")
+                strong = survives(line, metric)
+                ax.plot(line["forward_passes"][strong], line[metric][strong], marker=marker, linestyle="",
+                        color=colours[k])
                 for _, r in line.iterrows():  # N or S beside each point
                     ax.annotate(str(int(r["value"])), (r["forward_passes"], r[metric]), xytext=(3, 3),
                                 textcoords="offset points", fontsize=6, color=colours[k])
-            for _, r in part[part["family"] == "argmax"].iterrows():
-                ax.plot([r["forward_passes"]], [r[metric]], marker="*", markersize=12, color="black", linestyle="",
-                        label="argmax, all at once")
+            argmax = part[part["family"] == "argmax"]
+            if len(argmax):
+                ax.errorbar(argmax["forward_passes"], argmax[metric], yerr=error_bars(argmax, metric), marker="*",
+                            markersize=12, color="black", linestyle="", capsize=2, elinewidth=0.8,
+                            label="argmax, all at once")
             for _, r in part[(part["family"] == "tokens_per_step") & (part["value"] == 1)].iterrows():
                 ax.plot([r["forward_passes"]], [r[metric]], marker="o", markersize=15, fillstyle="none",
                         color="crimson", linestyle="", label="1 token/step (Algorithm 1)" if r["top_k"] == min(

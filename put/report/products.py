@@ -18,13 +18,17 @@ TOPICS = {
     "seeds": "Seed replicates: per variant, metric and mask group, the mean, standard deviation and interval over "
              "the training seeds, beside the mean image-bootstrap half-width (seed spread against test-image spread).",
     "differences": "Paired differences of every ablation from PUT on the same test images, masks and sample draws: "
-                   "the mean per-image difference, its bootstrap interval, and whether it excludes zero.",
+                   "the mean per-image difference, its bootstrap interval over the images' sources (and seed "
+                   "replicates, where there are several), its raw and family-adjusted p-values, and whether it "
+                   "survives the family's correction (Holm by default).",
     "cost": "What each preset costs to train and sample: GPU-hours and wall time per stage and for the ablation DAG, "
             "from the measured training and sampling steps and the presets' schedules.",
     "cost_layouts": "The measured GPU layouts of the training stages: GPUs, batch per GPU, seconds per step, peak "
                     "memory, wall time and GPU-hours of one training job.",
     "cost_sampling": "Top-K sampling of the evaluation set's three Table 1 mask groups per variant on one device: ours "
                      "beside the authors' released loop.",
+    "cost_evaluation": "The evaluate stage of one variant: per-image metrics, bootstrap intervals, Inception "
+                       "features and LPIPS, counted from each preset and timed on the machines named.",
     "frontier": "The sampling frontier of the full model: quality and time against transformer forward passes "
                 "per image (N tokens per step, cosine schedules, top-K).",
     "curves_psnr_ssim_mae": "PSNR, SSIM and MAE against the hole ratio (fine bins), one line per variant.",

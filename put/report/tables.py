@@ -3,7 +3,8 @@
 Each builder returns a pandas Styler (formats, bold best values, "n/a" for unavailable values and a
 default caption that lists why); `write_latex` renders it with booktabs rules under a provenance header.
 A measured value carries its interval as a small "+-" half-width (`<metric>_lo`, `<metric>_hi` of the
-metrics frame); Table 3 marks the ablations whose paired difference from PUT is significant.
+metrics frame), or a footnote saying why it has none; Table 3 marks the ablations whose paired difference from
+PUT survives the family-wise correction (put/report/differences.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pandas.io.formats.style import Styler
 from put.config.params import OFFICIAL_PREFIX
 from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
+from put.metrics.bootstrap import printed_decimals
+from put.report.differences import family_sentence
 from put.report.reported import (
     DATASETS,
     LOWER_IS_BETTER,
@@ -51,7 +54,7 @@ CONTEXT_METHODS: dict[str, tuple[str, ...]] = {"all": ("DFv2", "EC", "MED", "ICT
 BOLD = "textbf:--rwrap;"
 NA = "n/a"
 MEASURED_COLUMNS = ("variant", "group", "mode", *METRICS)
-SIGNIFICANT = r"$^{\dagger}$"  # Table 3: the paired interval of the difference from PUT excludes zero
+SIGNIFICANT = r"$^{\dagger}$"  # Table 3: the difference from PUT survives the family-wise correction
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
@@ -83,27 +86,34 @@ def _reason(row: pd.Series | None, metric: str) -> str:
     return str(reason) if isinstance(reason, str) and reason.strip() else "not measured"
 
 
-def _measured(metrics: pd.DataFrame, variant: str, mode: str, metric: str) -> tuple[list[float], list[str],
-                                                                                   list[float]]:
-    """One table row of measured values over GROUPS, for each missing value why ("" where present), and each
-    value's half interval width (NaN where there is none)."""
-    values, reasons, halves = [], [], []
+def _no_interval(row: pd.Series, metric: str) -> str:
+    """Why a measured value has no interval ("" when it has one, or when nothing says why)."""
+    reason = row.get(f"{metric}_no_interval")
+    return str(reason) if isinstance(reason, str) and pd.isna(row.get(f"{metric}_lo", np.nan)) else ""
+
+
+def _measured(metrics: pd.DataFrame, variant: str, mode: str,
+              metric: str) -> tuple[list[float], list[str], list[float], list[float]]:
+    """One table row of measured values over GROUPS; for each missing value, or value without an interval, why
+    ("" where both are present); each value's half interval width and the Monte-Carlo error of its bounds (NaN
+    where there is none)."""
+    values, reasons, halves, errors = [], [], [], []
     for group in GROUPS:
         hit = metrics[(metrics["variant"] == variant) & (metrics["mode"] == mode) & (metrics["group"] == group)]
         row = hit.iloc[0] if len(hit) else None
         value = float(row[metric]) if row is not None and pd.notna(row[metric]) else float("nan")
         values.append(value)
-        reasons.append(_reason(row, metric) if np.isnan(value) else "")
-        lo, hi = (row.get(f"{metric}_{end}", np.nan) if row is not None else np.nan for end in ("lo", "hi"))
+        reasons.append(_reason(row, metric) if np.isnan(value) else _no_interval(row, metric))
+        lo, hi, mc = (row.get(f"{metric}_{end}", np.nan) if row is not None else np.nan for end in ("lo", "hi", "mc"))
         halves.append((float(hi) - float(lo)) / 2 if pd.notna(lo) and pd.notna(hi) else float("nan"))
-    return values, reasons, halves
+        errors.append(float(mc) if pd.notna(mc) else float("nan"))
+    return values, reasons, halves, errors
 
 
-def half_width_text(half: float, max_decimals: int = 6) -> str:
+def half_width_text(half: float, max_decimals: int = 6, mc_error: float | None = None) -> str:
     """A half interval width (or a spread) to two significant digits (three and more for widths of 100 and
-    above), with at most `max_decimals` decimals."""
-    decimals = max(0, 1 - int(np.floor(np.log10(abs(half))))) if half > 0 else 0
-    return f"{half:.{min(decimals, max_decimals)}f}"
+    above), with at most `max_decimals` decimals and no digit finer than the Monte-Carlo error of the bounds."""
+    return f"{half:.{printed_decimals(half, mc_error, max_decimals)}f}"
 
 
 def reason_latex(reason: str) -> str:
@@ -124,23 +134,28 @@ def footnotes(reasons: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def cell_text(values: pd.DataFrame, decimals: np.ndarray, marks: pd.DataFrame, halves: pd.DataFrame | None = None,
-              bold: np.ndarray | None = None, flags: pd.DataFrame | None = None) -> pd.DataFrame:
+              bold: np.ndarray | None = None, flags: pd.DataFrame | None = None,
+              errors: pd.DataFrame | None = None) -> pd.DataFrame:
     """Numbers at their printed precision (`decimals` per cell), bold where `bold`, a mark where `flags`, the
-    half interval width in small type where `halves` has one; NaN as n/a with its footnote mark."""
+    half interval width in small type where `halves` has one (no digit finer than `errors`, the Monte-Carlo
+    error of its bounds); NaN as n/a with its footnote mark, and a value's own footnote mark (why it has no
+    interval) after it."""
     shape = values.shape
     halves = halves.to_numpy() if halves is not None else np.full(shape, np.nan)
+    errors = errors.to_numpy() if errors is not None else np.full(shape, np.nan)
     bold = bold if bold is not None else np.zeros(shape, bool)
     flags = flags.to_numpy() if flags is not None else np.zeros(shape, bool)
 
-    def text(v: float, d: int, m: str, h: float, b: bool, f: bool) -> str:
+    def text(v: float, d: int, m: str, h: float, e: float, b: bool, f: bool) -> str:
         if pd.isna(v):
             return f"{NA}{m}"
         number = f"{v:.{d}f}"
+        width = half_width_text(h, mc_error=e if pd.notna(e) else None)
         return ((rf"\textbf{{{number}}}" if b else number) + (SIGNIFICANT if f else "")
-                + (rf"{{\scriptsize$\pm${half_width_text(h)}}}" if pd.notna(h) else ""))
+                + (rf"{{\scriptsize$\pm${width}}}" if pd.notna(h) else "") + m)
 
     cells = [[text(*cell) for cell in zip(*row)] for row in zip(values.to_numpy(), decimals, marks.to_numpy(),
-                                                                    halves, bold, flags)]
+                                                                    halves, errors, bold, flags)]
     return pd.DataFrame(cells, index=values.index, columns=values.columns)
 
 
@@ -172,15 +187,18 @@ def interval_sentence(metrics: pd.DataFrame, level: float = 0.95) -> str:
     """What the small +- numbers are, when any measured value has an interval."""
     if not any(f"{m}_lo" in metrics.columns and metrics[f"{m}_lo"].notna().any() for m in METRICS):
         return ""
-    return (rf" Small type: $\pm$ half the width of the {level:.0%} percentile bootstrap interval of the value over "
-            "the test images (images resampled with their masks and samples; FID recomputed on the resampled "
-            "Inception features).").replace("%", r"\%")
+    return (rf" Small type: $\pm$ half the width of the {level:.0%} bootstrap interval (expanded percentile) of the "
+            "value over "
+            "the test images (a cluster bootstrap: each source of test images, e.g. the photograph crops were cut "
+            "from, resampled with all its images, masks and samples; FID recomputed on the resampled Inception "
+            "features), to no digit finer than its Monte-Carlo error; it covers the choice of test images, not "
+            "training randomness.").replace("%", r"\%")
 
 
 # --------------------------------------------------------------------------------------------- styling
 
 def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.DataFrame | None = None,
-           flags: pd.DataFrame | None = None) -> Styler:
+           flags: pd.DataFrame | None = None, errors: pd.DataFrame | None = None) -> Styler:
     """Per-metric number formats, the best measured values in bold, intervals in small type, n/a with one
     footnote per reason; the helper index levels `metric_key` and `measured` are dropped from what is shown
     (they drive formats and bolding). The notes end the caption and are kept on the styler, so that
@@ -190,7 +208,7 @@ def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.
     best = best_cells(frame, decimals, np.asarray(metric_of_row.isin(LOWER_IS_BETTER)), np.asarray(metric_of_row),
                       np.asarray(frame.index.get_level_values("measured")))
     marks, notes = footnotes(reasons)
-    shown = cell_text(frame, decimals, marks, halves, best, flags).droplevel(["metric_key", "measured"])
+    shown = cell_text(frame, decimals, marks, halves, best, flags, errors).droplevel(["metric_key", "measured"])
     styler = shown.style
     styler.hide(axis="index", names=True)
     # The row labels wrap (a released-weights entry's name is long); the table breaks across pages (render_latex).
@@ -202,21 +220,23 @@ def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.
     return styler.set_caption(f"{caption} {notes}".strip())
 
 
-# metric, block, label, values, reasons (None: reported), half interval widths (None: none)
-Row = tuple[str, str, str, list[float], list[str] | None, list[float] | None]
+# metric, block, label, values, reasons (None: reported), half interval widths and their Monte-Carlo errors
+# (None: none)
+Row = tuple[str, str, str, list[float], list[str] | None, list[float] | None, list[float] | None]
 
 
-def _frame(rows: list[Row], level_names: tuple[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """rows -> (values, reasons, half widths) indexed by (metric_key, measured, Metric, block, row), the groups
-    as columns."""
+def _frame(rows: list[Row], level_names: tuple[str, str]) -> tuple[pd.DataFrame, ...]:
+    """rows -> (values, reasons, half widths, their errors) indexed by (metric_key, measured, Metric, block, row),
+    the groups as columns."""
     index = pd.MultiIndex.from_tuples(
-        [(m, reasons is not None, METRIC_LABELS[m], block, label) for m, block, label, _, reasons, _ in rows],
+        [(m, reasons is not None, METRIC_LABELS[m], block, label) for m, block, label, _, reasons, *_ in rows],
         names=["metric_key", "measured", "Metric", *level_names])
     columns = pd.Index(list(GROUPS), name=r"Mask ratio (\%)")
     values = pd.DataFrame([r[3] for r in rows], index=index, columns=columns, dtype=float)
     reasons = pd.DataFrame([r[4] or [""] * len(GROUPS) for r in rows], index=index, columns=columns)
-    halves = pd.DataFrame([r[5] or [np.nan] * len(GROUPS) for r in rows], index=index, columns=columns, dtype=float)
-    return values, reasons, halves
+    halves, errors = (pd.DataFrame([r[k] or [np.nan] * len(GROUPS) for r in rows], index=index, columns=columns,
+                                   dtype=float) for k in (5, 6))
+    return values, reasons, halves, errors
 
 
 def _reported_values(table: pd.DataFrame, key: str, name: str, metric: str, dataset: str) -> list[float]:
@@ -257,14 +277,14 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
                 rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
-                             _reported_values(reported, "method", name, metric, dataset), None, None))
+                             _reported_values(reported, "method", name, metric, dataset), None, None, None))
     released = (" Released-weights rows: the authors' released checkpoints, imported and evaluated under our "
                 "protocol." if official else "")
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
                f"our reproduction; reported rows: numbers printed in the paper.{released} {_BOLD_RULE}"
                f"{_sample_sizes(metrics, ['put', *official])}{interval_sentence(metrics, level)}")
-    values, reasons, halves = _frame(rows, ("Sampling", "Method"))
-    return _style(values, reasons, caption, halves)
+    values, reasons, halves, errors = _frame(rows, ("Sampling", "Method"))
+    return _style(values, reasons, caption, halves, errors=errors)
 
 
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
@@ -272,14 +292,15 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
     """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
     reported rows for the matching dataset (FFHQ's, labelled, for the demo preset; none for ImageNet,
     which the paper did not ablate). `differences` (put.report.differences.paired_differences): an ablation's
-    value is marked where the paired interval of its difference from PUT excludes zero."""
+    value is marked where its difference from PUT survives the family's correction."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
     has_reported = dataset in TABLE3_DATASETS
+    family = differences[differences["mode"] == "k50"] if differences is not None else None
     significant = set()
-    if differences is not None and len(differences):
-        hits = differences[differences["excludes_zero"] & (differences["mode"] == "k50")]
+    if family is not None:
+        hits = family[family["significant"]]
         significant = set(zip(hits["variant"], hits["metric"], hits["group"]))
     rows: list[Row] = []
     flags: list[list[bool]] = []
@@ -289,22 +310,24 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
             flags.append([(variant, metric, g) in significant for g in GROUPS])
         if has_reported:
             rows += [(metric, f"reported, {dataset}", VARIANT_LABELS[v],
-                      _reported_values(reported, "variant", v, metric, dataset), None, None) for v in VARIANT_ORDER]
+                      _reported_values(reported, "variant", v, metric, dataset), None, None, None)
+                     for v in VARIANT_ORDER]
             flags += [[False] * len(GROUPS)] * len(VARIANT_ORDER)
     where = (_dataset_sentence(preset, dataset, own) if has_reported else
              f"preset \\texttt{{{latex_escape(preset)}}} ({dataset}; the paper reports no ablation on it)")
     tested = ""
-    if differences is not None:
-        tested = (f" {SIGNIFICANT}: the ablation differs from PUT at {level:.0%}: the paired percentile bootstrap "
-                  "interval of its mean per-image difference from PUT (same test images, masks and sample draws, "
-                  "images resampled) excludes zero" + (f" ({len(significant)} of "
-                  f"{int(differences['mode'].eq('k50').sum())} differences tested)" if len(differences) else "") +
-                  "; unmarked: the difference is not distinguishable from image-sampling noise. FID has no per-image "
-                  "value and is not tested.").replace("%", r"\%")
+    if family is not None and len(family):
+        covers = "; ".join(dict.fromkeys(family["variation"]))
+        tested = " " + SIGNIFICANT + reason_latex(
+            family_sentence(family, family["method"].iloc[0], level, "the ablation differs from PUT") +
+            f" The family: every ablation x PSNR, SSIM, MAE x mask group at K = 50 (the paired difference of its "
+            f"mean per-image value from PUT's on the same test images, masks and sample draws); its intervals cover "
+            f"{covers}. Unmarked: not distinguishable from that noise. FID is not tested.")
     caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}. {_BOLD_RULE}"
                f"{_sample_sizes(metrics, VARIANT_ORDER)}{interval_sentence(metrics, level)}{tested}")
-    values, reasons, halves = _frame(rows, ("Source", "Variant"))
-    return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns))
+    values, reasons, halves, errors = _frame(rows, ("Source", "Variant"))
+    return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns),
+                  errors)
 
 
 TRANSFORMER = "UQ-Transformer (tokens/s)"

@@ -3,48 +3,48 @@
 Per table group and mode: mean PSNR, SSIM, MAE (scikit-image, under the recorded protocol) and FID
 (torch-fidelity) against the ground truth. Per fine bin: mean PSNR, SSIM, MAE over all samples, FID of
 each image's first sample and the mean pairwise LPIPS of its samples (diversity). Every value has its 95%
-bootstrap interval over the test images (put/metrics/bootstrap.py).
+bootstrap interval over the sources of the test images (put/metrics/bootstrap.py), or, with too few sources,
+the reason it has none. This module reads and writes files; the numbers come from put/metrics/summary.py.
 
 Four files (names in put.paths):
 - `<label>.json`: only metrics, nested {mode: {group: {metric: value, metric_lo: .., metric_hi: ..}}} plus
   {"bins": {bin: {...}}}, which is what `dvc metrics show` lists; a metric that could not be measured is absent.
 - `<label>_info.json`: the variant and seed replicate, the protocol, the sampling settings, the number of test
-  images behind each cell (`n`) and why each absent value is absent.
+  images behind each cell (`n`), why each absent value is absent, and per interval the units (sources) it
+  resampled, its resamples and Monte-Carlo error, or why there is none (`intervals`).
 - `<label>_bins.csv`: one row per fine bin, x = hole-ratio bin centre (`hole_ratio`), for `dvc plots`.
-- `<label>_images.csv`: every per-image value behind the means (one row per result; LPIPS per input on the row
-  of its first sample): what the report's paired differences between variants are computed from.
+- `<label>_images.csv`: every per-image value behind the means (one row per result with its image's source;
+  LPIPS per input on the row of its first sample): what the report's paired differences are computed from.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from put.config.evaluation import MetricProtocol
 from put.config.params import Params
 from put.errors import FileMismatchError
 from put.fileio import atomic_write_text, read_csv, read_json
 from put.masks.bins import FINE_BINS, TABLE_GROUPS
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.metrics import MetricValue
-from put.metrics.bootstrap import mean_interval
 from put.metrics.diversity import diversity_lpips_per_input
-from put.metrics.fid import fid, fid_with_interval
+from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table
+from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.stages.sample import TABLE_MODES, read_samples
 from put.tracking.runs import NullTracker, stage_tracker, tracked
 
-PIXEL_METRICS = ("psnr", "ssim", "mae")
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
 BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
-IMAGE_COLUMNS = ("mode", "group", "image", "sample", *PIXEL_METRICS, "lpips")
-Bounds = tuple[float, float] | None
+IMAGE_COLUMNS = ("mode", "group", "image", "source", "sample", *PIXEL_METRICS, "lpips")
+NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
 def mode_label(mode: str, top_k: int) -> str:
@@ -52,48 +52,20 @@ def mode_label(mode: str, top_k: int) -> str:
     return "all" if mode == "all" else f"k{top_k}"
 
 
-def linked_folder(files: list[Path], root: Path) -> Path:
-    """A folder holding exactly `files` (as symlinks, named in their order): FID compares whole folders."""
-    root.mkdir(parents=True, exist_ok=True)
-    for i, f in enumerate(files):
-        (root / f"{i:05d}.png").symlink_to(Path(f).resolve())
-    return root
-
-
-def pixel_means(per_image: pd.DataFrame) -> dict[str, float]:
-    """Mean PSNR, SSIM and MAE of a `metrics_table` (a perfect result's infinite PSNR left out)."""
-    return {m: float(per_image[m].replace(np.inf, np.nan).mean()) for m in PIXEL_METRICS}
-
-
-def pixel_metrics(results: list[Path], targets: list[Path], protocol: MetricProtocol) -> dict[str, float]:
-    """Mean PSNR, SSIM and MAE over result/target pairs."""
-    return pixel_means(metrics_table(list(zip(results, targets)), protocol))
-
-
-def files_fid(results: list[Path], targets: list[Path], protocol: MetricProtocol) -> MetricValue:
-    with tempfile.TemporaryDirectory() as tmp:
-        return fid(linked_folder(results, Path(tmp) / "result"), linked_folder(targets, Path(tmp) / "target"),
-                   protocol)
-
-
-def files_fid_interval(results: list[Path], targets: list[Path],
-                       protocol: MetricProtocol) -> tuple[MetricValue, Bounds]:
-    """FID and its bootstrap interval over the (result, target) pairs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        return fid_with_interval(linked_folder(results, Path(tmp) / "result"),
-                                 linked_folder(targets, Path(tmp) / "target"), protocol)
-
-
 class Cells:
-    """Numbers by key path (for the metrics file), each with its interval when given; for each value that
-    could not be measured, why; and the number of test images behind each cell."""
+    """Numbers by key path (for the metrics file), each with its interval's bounds when there is one; for each
+    value that could not be measured, why; for each interval, what it resampled or why there is none; and the
+    number of test images behind each cell."""
 
     def __init__(self) -> None:
         self.values: dict = {}
         self.unavailable: dict[str, str] = {}
+        self.intervals: dict[str, dict] = {}
         self.counts: dict = {}
 
-    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue, bounds: Bounds = None) -> None:
+    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue | Summary) -> None:
+        interval = value.interval if isinstance(value, Summary) else None
+        value = value.value if isinstance(value, Summary) else value
         if isinstance(value, MetricValue):
             if not value.available:
                 self.unavailable["/".join((*keys, name))] = value.unavailable
@@ -104,8 +76,10 @@ class Cells:
             for key in keys:
                 node = node.setdefault(key, {})
             node[name] = value if isinstance(value, int) else float(value)
-            if bounds is not None:
-                node.update({f"{name}_{end}": float(b) for end, b in zip(BOUNDS, bounds)})
+            if interval is not None:
+                self.intervals["/".join((*keys, name))] = interval.record()
+                if interval.available:
+                    node.update({f"{name}_{end}": float(b) for end, b in zip(BOUNDS, (interval.lo, interval.hi))})
 
     def count(self, keys: tuple[str, ...], n: int) -> None:
         node = self.counts
@@ -118,7 +92,9 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
                  tags: dict[str, str] | None = None) -> dict:
     with tracked(stage_tracker(params.preset, variant, "evaluate", params.dag_id(), tags,
                                labels=params.evaluated_labels(), seed=params.seed)) as tracker:
+        started = time.perf_counter()
         metrics = evaluate_variant(params, variant, samples, masks, out)
+        tracker.log_metrics({"stage/wall_seconds": time.perf_counter() - started}, step=0)
         log_outputs(tracker, params, Path(masks), Path(out))
         return metrics
 
@@ -133,31 +109,43 @@ def log_outputs(tracker: NullTracker, params: Params, masks: Path, out: Path) ->
         tracker.log_artifact(Path(path))
 
 
+def evaluation_jobs(samples: Path, masks: Path) -> pd.DataFrame:
+    """The sample stage's results, each with its target and its test image's source."""
+    sources = read_manifest(masks).drop_duplicates("image").set_index("image")["image_source"]
+    jobs = read_samples(samples)
+    jobs["result"] = [samples / o for o in jobs["output"]]
+    jobs["target"] = [masks / "gt" / f"{Path(m).stem}.png" for m in jobs["mask"]]
+    jobs["source"] = jobs["image"].map(sources)
+    if jobs["source"].isna().any():
+        raise FileMismatchError(f"{samples}: image {jobs.loc[jobs['source'].isna(), 'image'].iloc[0]!r} is not in "
+                                f"{Path(masks) / MANIFEST}: samples and masks of different runs")
+    return jobs
+
+
 def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, out: Path) -> dict:
     """Writes the four files; returns the metrics file's content."""
     preset = params.resolved()
     protocol, top_k = preset.evaluate, preset.sample.top_k
-    boot = protocol.bootstrap()
+    boot, fid_boot = protocol.bootstrap(), protocol.bootstrap(fid=True)
     samples, masks, out = Path(samples), Path(masks), Path(out)
-    read_manifest(masks)  # the folder `put masks` wrote, or an error saying so
-    jobs = read_samples(samples)
-    jobs["result"] = [samples / o for o in jobs["output"]]
-    jobs["target"] = [masks / "gt" / f"{Path(m).stem}.png" for m in jobs["mask"]]
+    jobs = evaluation_jobs(samples, masks)
     cells, per_image = Cells(), []
 
-    def measure(rows: pd.DataFrame, keys: tuple[str, str]) -> pd.DataFrame:
-        """PSNR/SSIM/MAE of every result of `rows`, their means and intervals (images resampled)."""
+    def measure(rows: pd.DataFrame, keys: tuple[str, str], fid_rows: pd.DataFrame) -> pd.DataFrame:
+        """PSNR/SSIM/MAE of every result of `rows` and FID of `fid_rows` (one result per image), with their
+        intervals; returns the per-image values."""
         values = metrics_table(list(zip(rows["result"], rows["target"])), protocol)
-        for metric, mean in pixel_means(values).items():
-            cells.put(keys, metric, mean, mean_interval(values[metric].to_numpy(), rows["image"].to_numpy(), boot))
-        frame = rows[["image", "sample"]].reset_index(drop=True).assign(mode=keys[0], group=keys[1])
+        summaries = pixel_summaries(values, rows["source"].to_numpy(), boot, rows["image"].nunique())
+        for metric, summary in summaries.items():
+            cells.put(keys, metric, summary)
+        features = fid_features(list(fid_rows["result"]), list(fid_rows["target"]), protocol)
+        cells.put(keys, "fid", fid_summary(features, fid_rows["source"].to_numpy(), fid_boot))
+        cells.count(keys, rows["image"].nunique())
+        frame = rows[["image", "source", "sample"]].reset_index(drop=True).assign(mode=keys[0], group=keys[1])
         return pd.concat([frame, values[list(PIXEL_METRICS)]], axis=1)
 
     for (group, mode), rows in jobs[jobs["mode"].isin(TABLE_MODES)].groupby(["group", "mode"], sort=False):
-        keys = (mode_label(mode, top_k), group)
-        per_image.append(measure(rows, keys))
-        cells.put(keys, "fid", *files_fid_interval(list(rows["result"]), list(rows["target"]), protocol))
-        cells.count(keys, rows["image"].nunique())
+        per_image.append(measure(rows, (mode_label(mode, top_k), group), rows))
 
     diversity = jobs[jobs["mode"] == "diversity"]
     for bin_name in FINE_BINS:
@@ -165,28 +153,28 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
         if rows.empty:
             continue
         keys = (BINS, bin_name)
-        frame = measure(rows, keys)
-        first = rows[rows["sample"] == 0]
-        cells.put(keys, "fid", *files_fid_interval(list(first["result"]), list(first["target"]), protocol))
+        frame = measure(rows, keys, rows[rows["sample"] == 0])
         inputs = list(rows.groupby("image", sort=True))
         lpips = diversity_lpips_per_input([list(g["result"]) for _, g in inputs], protocol, seed=preset.sample.seed)
         if isinstance(lpips, MetricValue):
-            cells.put(keys, "lpips", lpips)
+            cells.put(keys, "lpips", unmeasured(lpips))
         else:
-            cells.put(keys, "lpips", float(np.mean(lpips)), mean_interval(lpips, None, boot))
+            sources = np.array([g["source"].iloc[0] for _, g in inputs])
+            cells.put(keys, "lpips", mean_summary(lpips, sources, boot, len(inputs)))
             first_rows = frame.index[frame["sample"] == 0]
             frame.loc[first_rows, "lpips"] = pd.Series(lpips, index=[name for name, _ in inputs]).reindex(
                 frame.loc[first_rows, "image"]).to_numpy()
         per_image.append(frame)
-        cells.count(keys, len(inputs))
 
     info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
             "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
-            "interval": f"{protocol.interval_level:.0%} percentile bootstrap over the test images "
-                        f"({protocol.bootstrap_resamples} resamples, FID {protocol.fid_bootstrap_resamples}, "
-                        f"seed {protocol.bootstrap_seed})",
-            "n": cells.counts, "unavailable": cells.unavailable}
+            "interval": f"{protocol.interval_level:.0%} expanded percentile bootstrap over the sources of the test "
+                        "images "
+                        f"({jobs['source'].nunique()} sources of {jobs['image'].nunique()} images; "
+                        f"{protocol.bootstrap_resamples} resamples, FID {protocol.fid_bootstrap_resamples}, "
+                        f"seed {protocol.bootstrap_seed}; none below {protocol.min_units} sources)",
+            "n": cells.counts, "unavailable": cells.unavailable, "intervals": cells.intervals}
     images = pd.concat(per_image, ignore_index=True).reindex(columns=list(IMAGE_COLUMNS))
     atomic_write_text(metrics_info_file(out), json.dumps(info, indent=2) + "\n")
     atomic_write_text(metrics_bins_file(out), bins_frame(variant, cells.values.get(BINS, {})).to_csv(index=False))
@@ -208,8 +196,8 @@ def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
 def read_images(metrics: Path) -> pd.DataFrame:
     """The per-image values written beside a metrics file."""
     path = metrics_images_file(metrics)
-    frame = read_csv(path, "the per-image values `put evaluate` writes", dtype={"image": str, "group": str,
-                                                                                  "mode": str})
+    frame = read_csv(path, "the per-image values `put evaluate` writes",
+                     dtype={"image": str, "group": str, "mode": str, "source": str})
     missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
     if missing:
         raise FileMismatchError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
@@ -219,7 +207,9 @@ def read_images(metrics: Path) -> pd.DataFrame:
 def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The evaluate stage's files (all of `preset`, when given) -> (table rows, curve rows) for the report: one
     row per variant x seed x group x mode (resp. fine bin) with each metric, its interval (`<metric>_lo`,
-    `<metric>_hi`), the number of test images `n`, NaN where absent, and `<metric>_unavailable` saying why."""
+    `<metric>_hi`), the Monte-Carlo error of its bounds (`<metric>_mc`) and the units it resampled
+    (`<metric>_units`), the number of test images `n`, NaN where absent, `<metric>_unavailable` saying why a value
+    is absent and `<metric>_no_interval` why a value has no interval."""
     table, curves = [], []
     for path in map(Path, files):
         values = read_json(path, "a metrics file written by `put evaluate`")
@@ -230,10 +220,15 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
                              "is not) -- re-run the evaluate stage")
         if preset is not None and info.get("preset") != preset:
             raise FileMismatchError(f"{path}: metrics of the {info.get('preset')!r} preset, expected {preset!r}")
-        reasons: dict[tuple[str, str], dict[str, str]] = {}
+        reasons: dict[tuple[str, str], dict] = {}
         for key, reason in info["unavailable"].items():
             *cell, metric = key.split("/")
             reasons.setdefault(tuple(cell), {})[f"{metric}_unavailable"] = reason
+        for key, record in info.get("intervals", {}).items():
+            *cell, metric = key.split("/")
+            reasons.setdefault(tuple(cell), {}).update(
+                {f"{metric}_units": record.get("units"), f"{metric}_mc": record.get("mc_error"),
+                 f"{metric}_{NO_INTERVAL}": record.get("reason") or ""})
         cells = {tuple(cell) for cell in reasons} | {(mode, group) for mode, groups in values.items()
                                                       for group in groups}
         for mode, group in sorted(cells):
@@ -249,8 +244,8 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
 def _complete(frame: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
     """Every metric, bound and reason column present (NaN / "" where nothing was recorded)."""
     for metric in metrics:
-        for column in (metric, *(f"{metric}_{end}" for end in BOUNDS)):
+        for column in (metric, *(f"{metric}_{end}" for end in (*BOUNDS, "mc", "units"))):
             frame[column] = frame[column].astype(float) if column in frame else np.nan
-        reason = f"{metric}_unavailable"
-        frame[reason] = frame[reason].fillna("") if reason in frame else ""
+        for reason in (f"{metric}_unavailable", f"{metric}_{NO_INTERVAL}"):
+            frame[reason] = frame[reason].fillna("") if reason in frame else ""
     return frame

@@ -4,10 +4,15 @@ Each sampling setting (N tokens per step, a cosine confidence schedule over S st
 and argmax all at once) inpaints the evaluation masks of the chosen groups; the stage times it on the device
 at hand, counts the transformer forward passes each image needs (from `step_counts`, the function the
 sampler itself follows) and measures PSNR/SSIM/MAE, LPIPS diversity and FID (the last two where their
-weights exist) with the evaluate stage's code, under the same protocol.
+weights exist) with the evaluate stage's code, under the same protocol. Every setting's value gets the paired
+interval of its difference from the exact schedule (one token per step, Algorithm 1, at the same K; argmax
+against the preset's K), resampling the test images' sources, and the family of these differences is corrected
+as Table 3's (`evaluate.multiplicity`).
 
 Files in `out`: metrics.json (numbers only, {setting: {group: {metric: value}}}, for `dvc metrics`),
-frontier.csv (one row per setting and group, with why a value is absent), frontier.tex and frontier.png; the
+frontier.csv (one row per setting and group, with why a value is absent and, per metric, the difference from
+its reference: `<metric>_diff`, `_diff_lo`, `_diff_hi`, `_p`, `_p_adjusted`, `_significant`, `_no_interval`),
+frontier.tex and frontier.png (error bars: the paired intervals); the
 inpainted images in a separate folder, <samples>/<setting>/<group>/<stem>_<sample>.png.
 """
 
@@ -21,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
@@ -33,16 +39,22 @@ from put.fileio import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
-from put.metrics.diversity import diversity_lpips
+from put.metrics.bootstrap import Bootstrap, Interval, finite_mean
+from put.metrics.diversity import diversity_lpips_per_input
+from put.metrics.fid import Features, fid_features, fid_of_features
+from put.metrics.image import metrics_table
+from put.metrics.multiplicity import mark
+from put.metrics.summary import PIXEL_METRICS, fid_difference, mean_difference
 from put.model_io import load_put_model
 from put import paths
 from put.models.put_model import PUTModel
-from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table, plot_frontier
+from put.report.frontier import (DIFFERENCE_COLUMNS, FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table,
+                                 plot_frontier)
 from put.report.tables import write_latex
 from put.sampling import SamplingOptions, step_counts
 from put.sampling_engine import Sampler, inpaint_batch
 from put.seeding import derive_seed
-from put.stages.evaluate import Cells, files_fid, pixel_metrics
+from put.stages.evaluate import Cells
 from put.tracking.names import metric_names
 from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.tracking.source import git_commit
@@ -87,8 +99,8 @@ def forward_passes(masked: torch.Tensor, setting: Setting) -> torch.Tensor:
 
 
 def frontier_inputs(masks: Path, config: FrontierConfig) -> pd.DataFrame:
-    """image, mask, group, stem: the first `config.images` test images (by name) of each chosen group."""
-    manifest = read_manifest(masks)
+    """image, mask, group, stem, source: the first `config.images` test images (by name) of each chosen group."""
+    manifest = read_manifest(masks).rename(columns={"source": "mask_source", "image_source": "source"})
     rows = manifest[manifest["group"].isin(config.groups)].sort_values(["group", "image"])
     if config.images is not None:
         rows = rows.groupby("group", sort=False).head(config.images)
@@ -96,13 +108,14 @@ def frontier_inputs(masks: Path, config: FrontierConfig) -> pd.DataFrame:
 
 
 def diversity(setting: Setting, groups: list[list[Path]], protocol: MetricProtocol, samples: int,
-              seed: int) -> MetricValue:
+              seed: int) -> np.ndarray | MetricValue:
+    """LPIPS diversity per input, or why it is not measured."""
     if setting.options is None:
         return MetricValue.missing("argmax is deterministic: every sample of an input is the same")
     if samples * (samples - 1) // 2 < protocol.lpips_pairs:
         return MetricValue.missing(f"LPIPS diversity needs {protocol.lpips_pairs} distinct sample pairs per input; "
                                    f"frontier.samples = {samples} gives {samples * (samples - 1) // 2}")
-    return diversity_lpips(groups, protocol, seed)
+    return diversity_lpips_per_input(groups, protocol, seed)
 
 
 def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, masks: Path, samples_dir: Path,
@@ -145,6 +158,90 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
     return rows.assign(forward_passes=passes), per_image
 
 
+@dataclass
+class Measured:
+    """One setting's results in one mask group: per-result PSNR/SSIM/MAE with each image's source, the Inception
+    features of each image's first result and its target, and LPIPS diversity per input (or why not)."""
+
+    per_image: pd.DataFrame
+    features: Features | MetricValue
+    lpips: pd.DataFrame | MetricValue  # image, source, lpips
+
+
+def measure_group(setting: Setting, part: pd.DataFrame, protocol: MetricProtocol, samples: int,
+                  seed: int) -> Measured:
+    values = metrics_table(list(zip(part["result"], part["target"])), protocol)
+    per_image = pd.concat([part[["image", "source", "sample"]].reset_index(drop=True), values[list(PIXEL_METRICS)]],
+                          axis=1)
+    first = part[part["sample"] == 0]
+    inputs = list(part.groupby("image", sort=True))
+    lpips = diversity(setting, [list(g["result"]) for _, g in inputs], protocol, samples, seed)
+    if not isinstance(lpips, MetricValue):
+        lpips = pd.DataFrame({"image": [name for name, _ in inputs], "source": [g["source"].iloc[0] for _, g in inputs],
+                              "lpips": lpips})
+    return Measured(per_image, fid_features(list(first["result"]), list(first["target"]), protocol), lpips)
+
+
+def values_of(measured: Measured) -> dict[str, MetricValue]:
+    """The values of a setting and group (their intervals are the paired ones of `frontier_differences`)."""
+    found = {m: MetricValue(finite_mean(measured.per_image[m])) for m in PIXEL_METRICS}
+    found["lpips"] = measured.lpips if isinstance(measured.lpips, MetricValue) else \
+        MetricValue(finite_mean(measured.lpips["lpips"]))
+    return {**found, "fid": fid_of_features(measured.features)}
+
+
+def reference_of(setting: Setting, chosen: list[Setting], top_k: int) -> str | None:
+    """The exact schedule a setting is compared with: one token per step at its K (argmax: at the preset's K, or
+    the first measured); None for that schedule itself, or when it was not measured."""
+    exact = {s.top_k: s.name for s in chosen if s.family == "tokens_per_step" and s.value == 1}
+    k = setting.top_k if setting.top_k is not None else (top_k if top_k in exact else next(iter(exact), None))
+    name = exact.get(k)
+    return None if name == setting.name else name
+
+
+def difference(metric: str, a: Measured, b: Measured, boot: Bootstrap,
+               fid_boot: Bootstrap) -> tuple[float, Interval] | None:
+    """Setting a's value minus its reference b's, with the paired interval over the images' sources; None where
+    either has no value."""
+    if metric == "fid":
+        if isinstance(a.features, MetricValue) or isinstance(b.features, MetricValue):
+            return None
+        first = a.per_image[a.per_image["sample"] == 0]
+        return fid_difference(a.features, b.features, first["source"].to_numpy(), fid_boot)
+    if metric == "lpips":
+        if isinstance(a.lpips, MetricValue) or isinstance(b.lpips, MetricValue):
+            return None
+        x, y = a.lpips, b.lpips
+    else:
+        x, y = a.per_image, b.per_image
+    return mean_difference(x[metric], y[metric], x["source"].to_numpy(), y["source"].to_numpy(), boot,
+                           x["image"].nunique())
+
+
+def frontier_differences(measured: dict[tuple[str, str], Measured], references: dict[str, str | None],
+                         protocol: MetricProtocol) -> pd.DataFrame:
+    """One row per setting (that has a reference) x group x metric: the paired difference from the reference,
+    its interval and p-value, and the p-value adjusted over the whole family, with whether it survives."""
+    boot, fid_boot = protocol.bootstrap(), protocol.bootstrap(fid=True)
+    rows = []
+    for (name, group), a in measured.items():
+        reference = references[name]
+        if reference is None or (reference, group) not in measured:
+            continue
+        for metric in QUALITY:
+            if (found := difference(metric, a, measured[(reference, group)], boot, fid_boot)) is None:
+                continue
+            value, bounds = found
+            rows.append({"setting": name, "group": group, "metric": metric, "reference": reference,
+                         "diff": value, "diff_lo": bounds.lo, "diff_hi": bounds.hi, "p": bounds.p,
+                         "resamples": bounds.resamples or np.nan, "no_interval": bounds.reason or ""})
+    frame = pd.DataFrame(rows, columns=["setting", "group", "metric", "reference", "diff", "diff_lo", "diff_hi", "p",
+                                        "resamples", "no_interval"])
+    frame["p_adjusted"], frame["significant"] = mark(frame["p"].to_numpy(float), protocol.multiplicity,
+                                                     protocol.interval_level)
+    return frame
+
+
 def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, samples_dir: Path,
                      device: str | None = None, pvqvae: Path | None = None) -> tuple[pd.DataFrame, Cells]:
     preset = params.resolved()
@@ -160,29 +257,46 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
         measure_setting(model, chosen[0], inputs.head(config.batch_size), masks, Path(tmp), config,
                         preset.sample.composite, dev)
 
-    cells, rows = Cells(), []
+    cells, rows, measured = Cells(), [], {}
     for setting in tqdm(chosen, desc=f"frontier {variant}", unit="setting"):
         results, seconds = measure_setting(model, setting, inputs, masks, samples_dir, config,
                                            preset.sample.composite, dev)
         for group, part in results.groupby("group", sort=False):
             keys = (setting.name, group)
             first = part[part["sample"] == 0]
+            measured[keys] = measure_group(setting, part, protocol, config.samples, preset.sample.seed)
             cells.put(keys, "forward_passes", float(first["forward_passes"].mean()))
             cells.put(keys, "seconds_per_image", seconds)
-            for metric, value in pixel_metrics(list(part["result"]), list(part["target"]), protocol).items():
+            for metric, value in values_of(measured[keys]).items():
                 cells.put(keys, metric, value)
-            per_input = [list(g["result"]) for _, g in part.groupby("image", sort=True)]
-            cells.put(keys, "lpips", diversity(setting, per_input, protocol, config.samples, preset.sample.seed))
-            cells.put(keys, "fid", files_fid(list(first["result"]), list(first["target"]), protocol))
-            measured = cells.values[setting.name][group]
+            values = cells.values[setting.name][group]
             rows.append({"setting": setting.name, "label": setting.label, "family": setting.family,
                          "value": setting.value, "top_k": setting.top_k, "group": group, "n": len(first),
-                         **{m: measured.get(m, float("nan")) for m in VALUES},
+                         "sources": first["source"].nunique(),
+                         **{m: values.get(m, float("nan")) for m in VALUES},
                          **{f"{m}_unavailable": cells.unavailable.get(f"{setting.name}/{group}/{m}", "")
                             for m in QUALITY},
                          "samples": int(part["sample"].max()) + 1, "batch_size": config.batch_size,
                          "device": device_name(dev), "precision": "bf16-autocast" if dev.type == "cuda" else "fp32"})
-    return pd.DataFrame(rows), cells
+    references = {s.name: reference_of(s, chosen, preset.sample.top_k) for s in chosen}
+    differences = frontier_differences(measured, references, protocol)
+    frame = pd.DataFrame(rows).assign(reference=lambda f: f["setting"].map(references), method=protocol.multiplicity)
+    return with_differences(frame, differences), cells
+
+
+def with_differences(frame: pd.DataFrame, differences: pd.DataFrame) -> pd.DataFrame:
+    """The frontier rows with each metric's difference columns (`<metric>_diff`, ..., blank for a reference)."""
+    wide = differences.pivot(index=["setting", "group"], columns="metric",
+                             values=list(DIFFERENCE_COLUMNS)) if len(differences) else None
+    for metric in QUALITY:
+        for column in DIFFERENCE_COLUMNS:
+            name = f"{metric}_{column}"
+            if wide is not None and (column, metric) in wide.columns:
+                frame[name] = [wide[(column, metric)].get((s, g), np.nan) for s, g in zip(frame["setting"],
+                                                                                           frame["group"])]
+            else:
+                frame[name] = np.nan
+    return frame
 
 
 def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, out_dir: Path, samples_dir: Path,
@@ -195,7 +309,8 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
         started = time.perf_counter()
         frame, cells = measure_frontier(params, variant, checkpoint, masks, samples_dir, device, pvqvae)
         atomic_write_text(out_dir / CSV_FILE, frame.to_csv(index=False))
-        write_latex(frontier_table(frame, params.preset, variant), out_dir / FRONTIER_TABLE, None, "tab:frontier", command,
+        write_latex(frontier_table(frame, params.preset, variant, params.resolved().evaluate.interval_level),
+                    out_dir / FRONTIER_TABLE, None, "tab:frontier", command,
                     git_commit() or "unknown")
         plot_frontier(frame, out_dir / FRONTIER_FIGURE)
         atomic_write_text(out_dir / METRICS_FILE, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.data.images import write_image
-from put.data.split import read_split
+from put.data.split import read_sources, read_split
 from put.fileio import atomic_dir
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskFolder
@@ -26,7 +26,8 @@ def run_masks(params: Params, split_dir: Path, out_dir: Path) -> Path:
     dataset = ImageListDataset(test_csv, preset.model.image_size, train=False,
                                resize_filter=preset.data.resize_filter)
     with atomic_dir(out_dir) as staging:
-        manifest = write_eval_masks(test_images, staging, size, preset.masks.seed, pconv)
+        manifest = write_eval_masks(test_images, staging, size, preset.masks.seed, pconv,
+                                    sources=read_sources(test_csv))
         stems = read_manifest(staging).drop_duplicates("image").set_index("image")["mask"].map(
             lambda mask: Path(mask).stem)
         for index, image in enumerate(test_images):

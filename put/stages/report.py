@@ -3,8 +3,9 @@ tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pd
 speed table and, when given, the speed/quality frontier. A curve that cannot be drawn (FID, LPIPS without
 their pretrained weights) is not drawn: the document says why in one line instead.
 
-Uncertainty: every measured value carries its bootstrap interval over the test images; Table 3 marks the
-ablations whose paired difference from PUT excludes zero (differences.csv); with seed replicates, seeds.tex
+Uncertainty: every measured value carries its bootstrap interval over the test images' sources (or says why it
+has none); Table 3 marks the ablations whose paired difference from PUT survives the family-wise correction
+(differences.csv: raw and adjusted p-values; with seed replicates, over replicates and images); seeds.tex
 gives each metric's mean, spread and interval over the seeds beside the image-sampling spread (seeds.csv).
 Tables 1 and 3 and the curves show the base run (seed 0). The appendix lists the software versions."""
 
@@ -20,13 +21,13 @@ import numpy as np
 import pandas as pd
 
 from put.config import VARIANTS
-from put.config.params import Params
+from put.config.params import Params, replicate_label
 from put.data.images import read_rgb
 from put.fileio import atomic_dir, atomic_write_text, read_json
 from put.masks.io import read_mask
 from put.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
-from put.report.cost import cost_table, layouts_table, table_topk_table
+from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.differences import paired_differences
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
@@ -129,8 +130,10 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     metrics, curves = read_metrics(metrics_files, preset)
     base, base_curves = metrics[metrics["seed"] == 0], curves[curves["seed"] == 0]
     protocol = params.resolved().evaluate
-    images = {Path(f).stem: read_images(Path(f)) for f in metrics_files if Path(f).stem in VARIANTS}  # base run
-    differences = paired_differences(images, PIXEL_METRICS, protocol.bootstrap())
+    files = {Path(f).stem: Path(f) for f in metrics_files}
+    labels = {(v, s): replicate_label(v, s) for v in VARIANTS for s in (0, *params.seeds)}
+    images = {key: read_images(files[label]) for key, label in labels.items() if label in files}
+    differences = paired_differences(images, PIXEL_METRICS, protocol.bootstrap(), protocol.multiplicity)
     replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
     composited = params.resolved().sample.composite
@@ -154,10 +157,12 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
                 stylers["cost_layouts"] = layouts_table(cost)
             if cost.get("table_topk"):
                 stylers["cost_sampling"] = table_topk_table(cost)
+            if cost.get("evaluation"):
+                stylers["cost_evaluation"] = evaluation_table(cost)
         own = list(stylers)  # the frontier's LaTeX table is its stage's, copied below
         if frontier is not None:
             frame = pd.read_csv(Path(frontier) / Path(FRONTIER_CSV).name)
-            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(frame, preset)
+            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(frame, preset, level=protocol.interval_level)
         for name, styler in stylers.items():  # HTML beside each LaTeX table: viewable in a browser and the
             write_html(styler, staging / f"{name}.html")  # Snakemake report
         tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)

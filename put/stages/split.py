@@ -6,6 +6,7 @@ from pathlib import Path
 
 from put.config.params import Params
 from put.data.demo import build_demo
+from put.data.groups import image_sources
 from put.data.sources import list_dataset
 from put.data.split import write_split
 from put.errors import InputError
@@ -27,4 +28,5 @@ def run_split(params: Params, out_dir: Path) -> dict:
     info = {"dataset": data.dataset}  # which split a run used (e.g. places2 vs places2_nature) ...
     if data.dataset.startswith("places2"):  # ... and which Places365 training set and image folders
         info.update(places_train=data.places_train, places_images=data.places_images)
-    return write_split(files, Path(out_dir), info=info)
+    sources = image_sources(data.dataset, root, files, data.sources)  # checked before anything is written
+    return write_split(files, Path(out_dir), info=info, sources=sources)

@@ -1,0 +1,129 @@
+"""What the evaluate stage costs (`put bench fid-interval`, `put bench evaluate`): one FID interval at the scale of a
+real evaluation, beside the method it replaced, and the parts of one variant's evaluation (per-image PSNR/SSIM/MAE,
+Inception features and LPIPS by random-weight networks of the real architectures, the mean and FID intervals), from
+which put/bench_cost.py models the stage.
+
+Features and images are synthetic (correlated Gaussian features, random images): the speed depends on their
+sizes, not their content.
+"""
+
+from __future__ import annotations
+
+import time
+from unittest import mock
+
+import numpy as np
+import torch
+
+from put.bench import environment, synchronize
+from put.config import preset as load_preset
+from put.metrics.bootstrap import Bootstrap, printed_decimals, workers
+from put.metrics.coverage import GaussianPair
+from put.metrics.fid_bootstrap import Grams, fid_interval
+
+INCEPTION_SIZE = 299  # torch-fidelity resizes every image to this
+PREVIOUS_RESAMPLES = 2000  # what the FID interval drew before (an SVD of an n x n matrix per resample)
+
+
+def fid_gathered(grams: Grams, idx: np.ndarray) -> np.ndarray:
+    """The previous method, kept to time it and to check the new one against: FID of the resampled rows idx
+    (b, n) from the Gram matrices gathered at them, tr sqrt(S1 S2) as the sum of the singular values of the
+    centred n x n cross Gram matrix."""
+    n = idx.shape[-1]
+    g11, g22, g12 = (k[idx[..., :, None], idx[..., None, :]] for k in (grams.k11, grams.k22, grams.k12))
+    total = lambda g: g.sum(axis=(-2, -1))  # noqa: E731
+    trace = lambda g: np.trace(g, axis1=-2, axis2=-1)  # noqa: E731
+    mean_gap = (total(g11) + total(g22) - 2 * total(g12)) / n ** 2
+    tr1 = (trace(g11) - total(g11) / n) / (n - 1)
+    tr2 = (trace(g22) - total(g22) / n) / (n - 1)
+    centred = (g12 - g12.mean(axis=-1, keepdims=True) - g12.mean(axis=-2, keepdims=True)
+               + g12.mean(axis=(-2, -1), keepdims=True))
+    return mean_gap + tr1 + tr2 - 2 * np.linalg.svd(centred / (n - 1), compute_uv=False).sum(axis=-1)
+
+
+def bench_fid_interval(n: int, dim: int, resamples: int, previous_resamples: int = 8, seed: int = 0) -> dict:
+    """One FID interval of n paired dim-d feature sets with `resamples` resamples on this CPU (all its cores), and
+    the previous method's time per resample (measured on `previous_resamples` of them, one core as it ran)."""
+    f1, f2 = GaussianPair(dim).draw(np.random.default_rng(seed), n)
+    started = time.perf_counter()
+    grams = Grams.of(f1, f2)
+    gram_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    found = fid_interval(f1, f2, None, Bootstrap(resamples=resamples, min_units=2, seed=seed))
+    seconds = time.perf_counter() - started
+    idx = np.random.default_rng(seed).integers(0, n, size=(previous_resamples, n))
+    started = time.perf_counter()
+    fid_gathered(grams, idx)
+    previous = (time.perf_counter() - started) / previous_resamples
+    half = (found.hi - found.lo) / 2
+    return {"benchmark": "fid_interval", "n": n, "dim": dim, "resamples": resamples, "workers": workers(),
+            "seconds": seconds + gram_seconds, "gram_seconds": gram_seconds,
+            "seconds_per_resample": seconds / resamples, "previous_seconds_per_resample": previous,
+            "previous_resamples": PREVIOUS_RESAMPLES, "previous_seconds": previous * PREVIOUS_RESAMPLES,
+            "half_width": half, "mc_error": found.mc_error,
+            "printed_half_width": f"{half:.{printed_decimals(half, found.mc_error)}f}",
+            **environment(torch.device("cpu"), False)}
+
+
+def _seconds(run, repeats: int = 3) -> float:
+    """Best of `repeats` runs (a shared machine's noise only ever adds time)."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def inception(device: torch.device) -> torch.nn.Module:
+    """torch-fidelity's FID Inception (its real architecture) with random weights: its pretrained file need not be
+    on this machine to time it."""
+    import torch_fidelity.feature_extractor_inceptionv3 as module
+
+    with mock.patch.object(torch.nn.Module, "load_state_dict", lambda self, *a, **k: None), \
+            mock.patch.object(module, "load_state_dict_from_url", lambda *a, **k: {}):
+        return module.FeatureExtractorInceptionV3("inception-v3-compat", ["2048"]).eval().to(device)
+
+
+def bench_evaluate(preset: str, device: torch.device, images: int = 16, seed: int = 0) -> dict:
+    """The parts of one variant's evaluation of `preset`, per unit: PSNR/SSIM/MAE per result (the preset's image
+    size and protocol; CPU), Inception features per image and LPIPS per pair on `device`, a mean interval over
+    the preset's test images (all samples of the fine bins' images: the largest) and one FID interval at that
+    n (CPU). The counts of each come from put/bench_cost.py."""
+    from put.metrics.bootstrap import mean_interval
+    from put.metrics.diversity import lpips_model
+    from put.metrics.image import image_metrics
+
+    config = load_preset(preset)
+    size, protocol = config.model.image_size, config.evaluate
+    rng = np.random.default_rng(seed)
+    pictures = rng.integers(0, 256, size=(images, size, size, 3), dtype=np.uint8)
+    per_result = _seconds(lambda: [image_metrics(a, b, protocol) for a, b in zip(pictures, pictures[::-1])]) / images
+
+    batch = torch.rand(images, 3, size, size, device=device)
+    net = inception(device)
+    with torch.no_grad():
+        def extract() -> None:
+            net((batch * 255).to(torch.uint8))
+            synchronize(device)
+        per_image = _seconds(extract) / images
+        lpips = lpips_model(protocol.lpips_net, protocol.lpips_spatial, random_backbone=True).to(device)
+        per_pair = _seconds(lambda: (lpips(batch * 2 - 1, batch.flip(0) * 2 - 1), synchronize(device))) / images
+
+    n = config.data.eval_count or _test_images(config.data.dataset)
+    rows = n * config.sample.diversity_samples
+    values, units = rng.normal(20, 3, rows), np.repeat(np.arange(n), config.sample.diversity_samples)
+    mean_seconds = _seconds(lambda: mean_interval(values, units, protocol.bootstrap()), repeats=1)
+    fid = bench_fid_interval(n, 2048, protocol.fid_bootstrap_resamples, previous_resamples=1)
+    return {"benchmark": "evaluate", "preset": preset, "image_size": size, "test_images": n,
+            "seconds_per_result": per_result, "inception_seconds_per_image": per_image,
+            "lpips_seconds_per_pair": per_pair, "mean_interval_seconds": mean_seconds,
+            "fid_interval_seconds": fid["seconds"], "fid_resamples": protocol.fid_bootstrap_resamples,
+            "bootstrap_resamples": protocol.bootstrap_resamples, "cpu_workers": workers(),
+            **environment(device, False)}
+
+
+def _test_images(dataset: str) -> int:
+    from put.bench_cost import TEST_IMAGES
+
+    return TEST_IMAGES[dataset]

@@ -1,0 +1,165 @@
+"""The coverage study (`put coverage`): every check of put/metrics/coverage.py over a grid of n, the minimum number
+of units it supports, and docs/coverage.md (the table, the command that made it, what it means)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from put.metrics.bootstrap import Bootstrap
+from put.metrics.coverage import (DISTRIBUTIONS, GaussianPair, Result, difference_coverage, expected_fid,
+                                  fid_coverage, fwer, mean_coverage)
+from put.metrics.multiplicity import METHODS
+
+SIZES = (5, 10, 20, 30, 50, 100, 200)
+TOLERANCE = 0.02  # coverage within 2 points of nominal: the precision the study measures to
+CLUSTERED = next(name for name in DISTRIBUTIONS if name.startswith("clustered"))
+FAMILY_SIZES_FROM = 10  # the null families are simulated at the grid's n from this one on
+
+
+def run_study(sets: int, resamples: int, fid_sets: dict[int, int], fid_dim: int, fid_resamples: int,
+              families: int, sizes: tuple[int, ...] = SIZES, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """Every check; one row each (put.metrics.coverage.Result)."""
+    boot = Bootstrap(level, resamples, seed, 2)
+    results: list[Result] = []
+    for n in sizes:
+        for name in DISTRIBUTIONS:
+            results += [mean_coverage(name, n, sets, boot, seed), difference_coverage(name, n, sets, boot, seed)]
+        results.append(mean_coverage(CLUSTERED, n, sets, boot, seed, ignore_units=True))
+        print(f"coverage at n = {n} done", flush=True)
+    results += [r for n in sizes if n >= FAMILY_SIZES_FROM for r in fwer(n, families, boot, METHODS, seed)]
+    pair = GaussianPair(fid_dim)
+    for n, count in fid_sets.items():
+        expected = expected_fid(pair, n, max(count, 200), seed)
+        results += fid_coverage(pair, n, count, Bootstrap(level, fid_resamples, seed, 2), expected, seed,
+                                progress=True)
+    return pd.DataFrame([r.row() for r in results])
+
+
+def minimum_units(frame: pd.DataFrame, tolerance: float = TOLERANCE) -> int | None:
+    """The smallest n of the grid from which on every mean and paired-difference interval (sources respected)
+    covers within `tolerance` of its nominal level, and Holm's family-wise error rate (where simulated) stays
+    within `tolerance` of its nominal level; None if no n does."""
+    intervals = frame[frame["check"].isin(["mean", "paired difference"])]
+    holm = frame[frame["check"] == "family-wise error, holm"]
+    ok = pd.concat([intervals.assign(ok=intervals["observed"] >= intervals["nominal"] - tolerance),
+                    holm.assign(ok=holm["observed"] <= holm["nominal"] + tolerance)])
+    ok = ok.groupby("n")["ok"].all().sort_index()
+    for n in ok.index:
+        if ok[ok.index >= n].all():
+            return int(n)
+    return None
+
+
+MADE_BY = "Made by `{}`"
+
+
+def made_by(markdown: str) -> str:
+    """The command an earlier docs/coverage.md was made by."""
+    found = re.search(MADE_BY.format("(.+?)"), markdown)
+    if not found:
+        raise ValueError("no 'Made by `...`' line in the coverage table; run the study again")
+    return found.group(1)
+
+
+def rows_at(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The mean and paired-difference rows (sources respected) at n."""
+    return frame[frame["check"].isin(["mean", "paired difference"]) & (frame["n"] == n)]
+
+
+def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
+    """docs/coverage.md: the tables and what they mean."""
+    def pct(v: float) -> str:
+        return f"{100 * v:.1f}"
+
+    level = frame["nominal"].iloc[0]
+    means = frame[frame["check"].str.startswith(("mean", "paired"))]
+    wide = means.pivot_table(index=["check", "distribution"], columns="n", values="observed", sort=False)
+    lines = ["| check | distribution | " + " | ".join(f"n = {n}" for n in wide.columns) + " |",
+             "|---|---|" + "---:|" * len(wide.columns)]
+    lines += [f"| {check} | {dist} | " + " | ".join(pct(v) for v in row) + " |"
+              for (check, dist), row in wide.iterrows()]
+    sets = int(means["sets"].iloc[0])
+    half = 1.96 * np.sqrt(level * (1 - level) / sets)
+    minimum = minimum_units(frame)
+    family = frame[frame["check"].str.startswith("family-wise")]
+    rates = family.assign(method=family["check"].str.split(", ").str[1]).pivot_table(
+        index="method", columns="n", values="observed", sort=False)
+    big = [n for n in rates.columns if minimum is not None and n >= minimum]
+    fid = frame[frame["check"].str.startswith("FID")]
+    population = fid.loc[fid["check"] == "FID: population FID", "observed"]
+    of_n = fid.loc[fid["check"] != "FID: population FID", "observed"]
+    smallest = int(means["n"].min())
+    worst_small = rows_at(means, smallest)["observed"].min()
+    ignored = means.loc[means["check"] == "mean, sources ignored", "observed"]
+    return "\n".join([
+        "# Coverage of the evaluation's intervals",
+        "",
+        "<!-- generated by `put coverage`; do not edit by hand -->",
+        MADE_BY.format(command) + " (put/metrics/coverage.py, put/report/coverage.py). Every row runs the "
+        "evaluation's own "
+        "interval functions on synthetic test sets whose truth is known and counts how often the "
+        f"{level:.0%} interval holds it.",
+        "",
+        f"## Means and paired differences (nominal {pct(level)}%)",
+        "",
+        f"Percent of {sets} simulated test sets whose interval holds the true value (each estimate within "
+        f"+-{100 * half:.1f} points, 95% confidence); expanded percentile bootstrap (put/metrics/bootstrap.py), "
+        f"{int(means['resamples'].iloc[0])} "
+        "resamples; n: independent "
+        "units (images, or sources for the clustered rows, each with 3 images sharing half their variance). The "
+        "paired difference: two variants on the same images, a true difference of 0.5 on top of a shared "
+        "per-image difficulty.",
+        "",
+        *lines,
+        "",
+        f"**Minimum n: {minimum}.** The smallest n of the grid from which every mean and paired-difference interval "
+        f"above (normal, skewed, heavy-tailed and clustered values, sources respected) covers within "
+        f"{100 * TOLERANCE:.0f} points of {pct(level)}% and Holm keeps a null family's family-wise error rate "
+        f"within {100 * TOLERANCE:.0f} points of {pct(1 - level)}% (below); under it the bootstrap covers "
+        f"less than its label (at n = {smallest} as little as {pct(worst_small)}%). `evaluate.min_units` is set to "
+        "it: below that many sources a cell prints no interval and sets no mark, and says why. The row 'mean, "
+        "sources ignored' resamples the images of the clustered sets as if independent, as the evaluation did "
+        f"before sources were recorded: {pct(ignored.min())} to {pct(ignored.max())}%, which is why the bootstrap "
+        "resamples sources.",
+        "",
+        "## Multiplicity: a null family of 45 comparisons",
+        "",
+        f"{int(family['sets'].iloc[0])} simulated Table-3-like families per n (5 variants x 9 metric-group cells, "
+        "each against the same reference, n images per cell, no true difference anywhere): the percent of families "
+        f"with at least one mark (the family-wise error rate), nominal {pct(1 - level)}%; p-values from the same "
+        "bootstrap (Student's t on its standard error), whose far tail must be right too: Holm's strictest "
+        "threshold over 45 differences is 5% / 45 = 0.11%.",
+        "",
+        "| method | " + " | ".join(f"n = {n}" for n in rates.columns) + " |",
+        "|---|" + "---:|" * len(rates.columns),
+        *(f"| {method} | " + " | ".join(pct(v) for v in row) + " |" for method, row in rates.iterrows()),
+        "",
+        f"From n = {minimum} on, Holm keeps the chance of any false mark at {pct(rates.loc['holm', big].max())}% "
+        f"or less and Bonferroni at {pct(rates.loc['bonferroni', big].max())}% or less (at n = {rates.columns[0]}: "
+        f"{pct(rates.loc['holm'].iloc[0])}% and {pct(rates.loc['bonferroni'].iloc[0])}%). Benjamini-Hochberg "
+        "controls the false "
+        "discovery rate instead, which on a family with no true difference equals the family-wise rate. Without "
+        f"correction {pct(rates.loc['none', big].min())}% or more of the null families get at least one mark."
+        if minimum is not None else "No n of the grid keeps the family-wise error rate near its level.",
+        "",
+        "## FID",
+        "",
+        f"Paired Gaussian features ({fid['distribution'].iloc[0]}) whose population FID is known in closed form; "
+        f"the bias-shifted expanded percentile interval, {int(fid['resamples'].iloc[0])} resamples.",
+        "",
+        "| n | sets | holds the population FID (%) | holds the expected FID of n images (%) |",
+        "|---:|---:|---:|---:|",
+        *(f"| {n} | {int(rows['sets'].iloc[0])} | {pct(rows['observed'].iloc[0])} | {pct(rows['observed'].iloc[1])} |"
+          for n, rows in fid.groupby("n")),
+        "",
+        "FID is biased upwards at any finite n (the estimated covariances are noisy, and the noise adds to the trace "
+        f"terms): the interval held the population FID in {pct(population.min())} to {pct(population.max())}% of "
+        f"the sets and the FID expected of n images in {pct(of_n.min())} to {pct(of_n.max())}%. So the interval is an "
+        "interval for the FID of another set of n test images drawn the same way (FID's own bias included), which "
+        "is what comparing models at the same n needs, as every FID of the report is; it is not an interval for "
+        "FID at infinite n, and an FID of one n is not comparable with an FID of another.",
+        "",
+    ])
