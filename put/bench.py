@@ -163,12 +163,13 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     with autocast(dev, bf16):
-        sample_tokens(model, features, known(1), tokens, options, seed, kind)
+        sample_tokens(model, features, known(1), tokens, options, seed, kind, known_fraction=known(1).float())
         synchronize(dev)
         warmup = time.perf_counter() - started
         clock = StepClock(dev)
         clock.mark()
-        sample_tokens(model, features, known(steps), tokens, options, seed, kind, progress=clock.mark)
+        sample_tokens(model, features, known(steps), tokens, options, seed, kind, progress=clock.mark,
+                      known_fraction=known(steps).float())
     times = clock.intervals()
     per_step = statistics.median(times)
     memory = peak_memory_fields(dev)

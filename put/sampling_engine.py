@@ -85,12 +85,12 @@ class SamplingEngine:
 
     @torch.inference_mode()
     def run(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor, seed: int | None = None,
-            progress: Progress | None = None) -> torch.Tensor:
+            progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
         """As put/sampling.py `sample_iterative`, on this engine's buffers."""
         if self.captured and self.graph is None:
             self._capture()  # on whatever the buffers hold: they are loaded below
         b, _, h, w = features.shape
-        x, code_inputs, positions = sampler_inputs(self.model(), features)
+        x, code_inputs, positions = sampler_inputs(self.model(), features, known_fraction)
         self.x.copy_(x)
         self.code_inputs.copy_(code_inputs)
         self.positions.copy_(positions)
@@ -140,13 +140,13 @@ def resolve_engine(engine: str, device: torch.device) -> str:
 @torch.inference_mode()
 def sample_tokens(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
                   options: SamplingOptions = SamplingOptions(), seed: int | None = None, engine: str = "auto",
-                  progress: Progress | None = None) -> torch.Tensor:
+                  progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
     """Iterative sampling (see put/sampling.py) by the engine `engine` names; the same tokens whichever runs it."""
     kind = resolve_engine(engine, features.device)
     if kind == "eager":
-        return sample_iterative(model, features, known, tokens, options, seed, progress)
+        return sample_iterative(model, features, known, tokens, options, seed, progress, known_fraction)
     return engine_for(model, features.shape[0], tuple(features.shape[-2:]), options, kind).run(
-        features, known, tokens, seed, progress)
+        features, known, tokens, seed, progress, known_fraction)
 
 
 @torch.inference_mode()
@@ -156,12 +156,13 @@ def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor
     """images (B, 3, H, W) in [-1, 1], keep_mask (B, 1, H, W) -> inpainted images in [-1, 1].
     `progress(done, total)` is called after each forward pass."""
     features, known, tokens = model.transformer_inputs(images, keep_mask)
+    fraction = model.pvqvae.known_fraction(keep_mask)
     if mode == "all":
-        tokens = sample_all_at_once(model, features, known, tokens)
+        tokens = sample_all_at_once(model, features, known, tokens, fraction)
         if progress is not None:
             progress(1, 1)
     elif mode == "iterative":
-        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress)
+        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress, fraction)
     else:
         raise ValueError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
     return model.decode(tokens, keep_mask, images, composite=composite)

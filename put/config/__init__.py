@@ -1,6 +1,7 @@
 """Configuration: model sizes and ablation switches, training settings, presets (each defined once)."""
 
 from put.config.model import (
+                              GENERATION_NAMES,
                               PVQVAE_OF_VARIANT,
                               PVQVAE_VARIANTS,
                               VARIANTS,
@@ -11,12 +12,13 @@ from put.config.model import (
                               TransformerConfig,
                               Variant,
                               apply_variant,
+                              Generation,
 )
 from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_config, preset
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig
 
 __all__ = [
-    "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANTS", "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
+    "GENERATION_NAMES", "Generation", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANTS", "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
     "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
     "model_config", "preset", "PVQVAETrainConfig", "TrainConfig", "TransformerTrainConfig",
 ]

@@ -22,7 +22,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
+from put.config.model import TPAMI_VARIANT, VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
 from put.yamlfile import YamlFileError, read_yaml_mapping
 
@@ -34,6 +34,15 @@ class ParamsError(ValueError):
 # The preset sections whose `seed` a seed replicate shifts: training and sampling randomness. The data split and
 # the evaluation masks keep theirs, so that every replicate is measured on the same test images and masks.
 REPLICATED_SEEDS = ("pvqvae_train", "transformer_train", "sample")
+# What the `tpami` variant takes from its TPAMI preset (the model, and how both stages train); data, masks,
+# sampling and evaluation stay the preset's, so both generations are measured alike. The resolved parameter
+# file holds them under `tpami.` (`settings_prefix`), where the DAG's tpami stages read them.
+TPAMI_SECTIONS = ("pvqvae_train", "transformer_train")
+
+
+def settings_prefix(variant: str) -> str:
+    """Where a variant's training sections lie in the resolved parameters: at the top, or under `tpami.`."""
+    return f"{TPAMI_VARIANT}." if variant == TPAMI_VARIANT else ""
 
 
 def deep_merge(base: dict, changes: dict) -> dict:
@@ -164,6 +173,39 @@ class Params(StrictModel):
             raise ParamsError(describe(err, f"official.{name}.model", self.source)) from None
         return apply_variant(base, entry.variant)
 
+    def tpami_source(self) -> Preset:
+        """The preset the tpami variant takes its model and training from: the base preset's `tpami_preset`, or
+        the base preset itself when it is a TPAMI preset."""
+        base = self.resolved()
+        if base.tpami_preset is None:
+            if base.model.generation != "tpami2024":
+                raise ParamsError(f"{self.source}: preset {self.preset!r} names no TPAMI preset (tpami_preset), which its "
+                                  f"`{TPAMI_VARIANT}` variant needs; expected one of "
+                                  f"{', '.join(n for n, p in PRESETS.items() if p.model.generation == 'tpami2024')}")
+            return base
+        if base.tpami_preset not in PRESETS:
+            raise ParamsError(f"{self.source}: tpami_preset: unknown preset {base.tpami_preset!r}; expected one of "
+                              f"{', '.join(PRESETS)}")
+        return self._replicated(PRESETS[base.tpami_preset])
+
+    def resolved_for(self, variant: str) -> Preset:
+        """The preset a variant's stages read: the resolved preset, with the tpami variant's model and training
+        sections from its TPAMI preset (`TPAMI_SECTIONS`)."""
+        preset = self.resolved()
+        if variant != TPAMI_VARIANT or preset.tpami_preset is None:
+            return preset
+        linked = self.tpami_source()
+        return preset.model_copy(update={"model": linked.model,
+                                         **{name: getattr(linked, name) for name in TPAMI_SECTIONS}})
+
+    def _replicated(self, preset: Preset) -> Preset:
+        """The preset with this replicate's shift of the training and sampling seeds."""
+        if not self.seed:
+            return preset
+        shifted = {name: getattr(preset, name).model_copy(update={"seed": getattr(preset, name).seed + self.seed})
+                   for name in REPLICATED_SEEDS}
+        return preset.model_copy(update=shifted)
+
     def resolved(self) -> Preset:
         if self.preset not in PRESETS:
             raise ParamsError(f"{self.source}: preset: unknown preset {self.preset!r}; "
@@ -173,16 +215,14 @@ class Params(StrictModel):
                                                       without_unset(self.overrides, Preset)))
         except ValidationError as err:
             raise ParamsError(describe(err, "overrides", self.source)) from None
-        if not self.seed:
-            return preset
-        shifted = {name: getattr(preset, name).model_copy(update={"seed": getattr(preset, name).seed + self.seed})
-                   for name in REPLICATED_SEEDS}
-        return preset.model_copy(update=shifted)
+        return self._replicated(preset)
 
     def variant_config(self, variant: str) -> ModelConfig:
         if variant not in VARIANTS:
             raise ParamsError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-        base = apply_variant(self.resolved().model, variant)
+        if variant == TPAMI_VARIANT:
+            self.tpami_source()  # a CVPR preset without a TPAMI link: the error names the presets that fit
+        base = apply_variant(self.resolved_for(variant).model, variant)
         try:
             return ModelConfig.model_validate(deep_merge(base.model_dump(),
                                                          without_unset(self.variants.get(variant, {}), ModelConfig)))
@@ -193,8 +233,10 @@ class Params(StrictModel):
         """Every value the stages use, resolved: the preset's sections with the overrides applied, and each
         variant's complete model config under `variants`. The `config` stage writes it as the file whose
         sections DVC tracks per stage; the Snakefile takes its rules' params from it."""
+        tpami = self.resolved_for(TPAMI_VARIANT)
         return {"preset": self.preset, "seeds": list(self.seeds), **self.resolved().model_dump(mode="json"),
                 "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS},
+                TPAMI_VARIANT: {name: getattr(tpami, name).model_dump(mode="json") for name in TPAMI_SECTIONS},
                 "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
                                     "model": self.official_config(name).model_dump(mode="json")}
                              for name, entry in self.official.items()}}

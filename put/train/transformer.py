@@ -64,7 +64,8 @@ class TransformerTask:
         rows = slice(self.dist.rank * len(images), (self.dist.rank + 1) * len(images))
         with autocast(self.dist.device):
             features, known, target = self.model.transformer_batch(images, keep, draws[rows].to(self.dist.device))
-            loss = masked_token_loss(self.transformer(features), target, known, self.masked_per_process(known))
+            logits = self.transformer(features, self.model.pvqvae.known_fraction(keep))
+            loss = masked_token_loss(logits, target, known, self.masked_per_process(known), t.poly_epsilon)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -81,10 +82,10 @@ class TransformerTask:
 
     @torch.inference_mode()
     def evaluate(self) -> dict[str, float]:
-        """Held-out masked-token cross-entropy and accuracy (chance: log K and 1/K)."""
+        """Held-out masked-token cross-entropy (also under PolyLoss training) and accuracy (chance: log K and 1/K)."""
         self.model.transformer.eval()
         features, known, target = self.model.transformer_batch(self.eval_images, self.eval_keep)
-        logits = self.model.transformer(features)
+        logits = self.model.transformer(features, self.model.pvqvae.known_fraction(self.eval_keep))
         loss = masked_token_loss(logits, target, known)
         hits = (logits.argmax(-1).view_as(target) == target)[~known].float().mean()
         self.model.transformer.train()
