@@ -25,7 +25,7 @@ import yaml
 from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.dag import dvc_plots, dvc_yaml
-from put.dag.declaration import CONFIG, STAGES
+from put.dag.declaration import CONFIG, REPLICATED, STAGES
 from put.dag.graph import downstream, instances, output_paths
 from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file, path_of,
                        pvqvae_checkpoint, report_dir, samples_dir, split_dir, transformer_checkpoint)
@@ -113,7 +113,8 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
         repo = working_copy(tmp_path / "repo")
         with_seeds(repo, [1, 2])
         expected |= replicate_keys([1, 2])
-        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * 22
+        per_seed = sum(len(stage.variants) for stage in REPLICATED)  # 5 P-VQVAEs, 7 transformers, samples, evaluations
+        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * per_seed
     dvc = dvc_stages(repo)
     plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]

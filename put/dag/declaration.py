@@ -22,6 +22,7 @@ from typing import Literal
 
 from put import paths
 from put.config import PVQVAE_VARIANTS, VARIANTS
+from put.config.params import settings_prefix
 
 FanOut = Literal["none", "variants", "pvqvae_variants", "official", "seeds"]
 
@@ -66,7 +67,8 @@ class Stage:
     command: str                                  # `python -m put <command>`
     inputs: dict[str, Input]                      # option -> path pattern
     outputs: dict[str, Output]                    # option (or name, see Output) -> output
-    params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed)
+    params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed, and
+                                                  # {settings}: where the variant's training sections lie)
     fan_out: FanOut = "none"
     training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
     tracked: bool = False                         # logs to MLflow; takes --tag (the DVC stage / Snakemake rule)
@@ -102,7 +104,8 @@ def for_seeds(stage: Stage, variant: str) -> Stage:
                            for o, p in stage.inputs.items()},
                    outputs={o: replace(out, pattern=paths.with_replicate(out.pattern, variant))
                             for o, out in stage.outputs.items()},
-                   params=tuple(p.replace("{variant}", variant) for p in stage.params))
+                   params=tuple(p.replace("{variant}", variant).replace("{settings}", settings_prefix(variant))
+                                for p in stage.params))
 
 
 CONFIG = Stage(
@@ -124,14 +127,14 @@ TRAIN_PVQVAE = Stage(
     "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
     outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
              "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
+    params=("variants.{variant}", "data", "masks", "{settings}pvqvae_train"), fan_out="pvqvae_variants", training=True,
     tracked=True, replicated=True)
 TRAIN_TRANSFORMER = Stage(
     "train_transformer", "train-transformer",
     inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
     outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
              "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
+    params=("variants.{variant}", "data", "masks", "{settings}transformer_train"), fan_out="variants", training=True,
     tracked=True, replicated=True)
 REPLICATED = (TRAIN_PVQVAE, TRAIN_TRANSFORMER, SAMPLE, EVALUATE)
 

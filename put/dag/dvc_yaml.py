@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
-from put.config.params import OFFICIAL_PREFIX
+from put.config.params import OFFICIAL_PREFIX, settings_prefix
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
 from put.dag.dvc_plots import template_name
@@ -29,7 +29,7 @@ HEADER = """\
 # of the parameters it reads (results/<preset>/resolved_params.yaml, written by the `config` stage).
 """
 DVC_FIELDS = {"{preset}": "${preset}", "{variant}": "${key}", "{pvqvae}": "${item.pvqvae}", "{official}": "${key}",
-              "{seed}": "${item}"}
+              "{seed}": "${item}", "{settings}": "${item.settings}"}
 INSTANCE = {"variants": "${key}", "pvqvae_variants": "${key}", "official": "${key}", "seeds": "${item}"}
 
 
@@ -83,7 +83,8 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
     if stage.fan_out in ("official", "seeds"):
         return {"foreach": f"${{{stage.fan_out}}}", "do": entry}
     if stage.variants:
-        return {"foreach": {v: {"pvqvae": PVQVAE_OF_VARIANT[v]} for v in stage.variants}, "do": entry}
+        return {"foreach": {v: {"pvqvae": PVQVAE_OF_VARIANT[v], "settings": settings_prefix(v)} for v in stage.variants},
+                "do": entry}
     return entry
 
 
