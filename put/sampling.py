@@ -28,34 +28,13 @@ from typing import Literal
 
 import torch
 
+from put.config.evaluation import parse_schedule
 from put.models.put_model import PUTModel
 from put.seeding import run_seed, step_uniform
 
 
 # Called as progress(done, total) after each forward pass of a sampling call (a server's progress display).
 Progress = Callable[[int, int], None]
-
-
-ALL_AT_ONCE = 2 ** 31  # tokens per step that fixes every masked position in one forward
-RELEASED_SCHEDULES = ("cosine", "linear", "average", "cosine-1", "linear-1")  # their num_token_per_iter names
-SCHEDULE_FORMS = ("an integer N (N tokens per forward; N <= 0: all in one forward) or NAME_S with NAME one of "
-                  f"{', '.join(RELEASED_SCHEDULES)} (S forwards)")
-
-
-class ScheduleError(ValueError):
-    pass
-
-
-def parse_schedule(text: str) -> tuple[str, int]:
-    """A schedule string of the TPAMI release's `num_token_per_iter` -> ("tokens", N) or (NAME, S)."""
-    text = str(text).strip()
-    if re.fullmatch(r"-?\d+", text):
-        n = int(text)
-        return "tokens", n if n > 0 else ALL_AT_ONCE
-    found = re.fullmatch(r"([a-z]+(?:-1)?)_(\d+)", text)
-    if found is None or found[1] not in RELEASED_SCHEDULES or int(found[2]) < 1:
-        raise ScheduleError(f"unknown sampling schedule {text!r}: expected {SCHEDULE_FORMS}")
-    return found[1], int(found[2])
 
 
 @dataclass(frozen=True)

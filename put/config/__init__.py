@@ -4,6 +4,7 @@ from put.config.model import (
                               GENERATION_NAMES,
                               PVQVAE_OF_VARIANT,
                               PVQVAE_VARIANTS,
+                              TPAMI_VARIANT,
                               VARIANTS,
                               LossConfig,
                               ModelConfig,
@@ -18,7 +19,8 @@ from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_co
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig
 
 __all__ = [
-    "GENERATION_NAMES", "Generation", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANTS", "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
+    "GENERATION_NAMES", "Generation", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "TPAMI_VARIANT", "VARIANTS",
+    "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
     "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
     "model_config", "preset", "PVQVAETrainConfig", "TrainConfig", "TransformerTrainConfig",
 ]

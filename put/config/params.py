@@ -164,6 +164,14 @@ class Params(StrictModel):
         entry = self.official.get(label.removeprefix(OFFICIAL_PREFIX))
         return entry.variant if entry is not None and label.startswith(OFFICIAL_PREFIX) else None
 
+    def label_generation(self, label: str) -> str | None:
+        """The architecture (cvpr2022 / tpami2024) a checkpoint evaluated under `label` must have; None for an
+        official_NAME without an entry here."""
+        if label in VARIANTS:
+            return self.variant_config(label).generation
+        name = label.removeprefix(OFFICIAL_PREFIX)
+        return self.official_config(name).generation if label != name and name in self.official else None
+
     def official_config(self, name: str) -> ModelConfig:
         """The model an official entry is imported into: the preset's, the entry's overrides, its variant."""
         entry = self.official[name]

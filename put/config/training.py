@@ -52,7 +52,7 @@ class GumbelConfig(StrictModel):
             return None
         (first, last), (start, end) = self.scale, self.ramp
         progress = min(1.0, max(0.0, (step - start) / max(1, end - start)))
-        return first + (last - first) * progress
+        return last + (first - last) * (1 - progress)  # the released value_scheduler's arithmetic
 
 
 class PVQVAETrainConfig(TrainConfig):

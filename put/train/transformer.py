@@ -11,7 +11,7 @@ import torch
 from put.checkpoint import Checkpoint, CheckpointError, relative_reference
 from put.config import ModelConfig, TransformerTrainConfig
 from put.fileio import file_sha256
-from put.model_io import load_pvqvae
+from put.model_io import check_generation, checkpoint_config, load_pvqvae
 from put.models.put_model import PUTModel, masked_token_loss
 from put.seeding import derive_seed
 from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
@@ -27,7 +27,8 @@ class TransformerTask:
                  train_images, test_images, masks, dist: Distributed, labels: dict[str, str] | None = None):
         self.config, self.train, self.dist, self.labels = config, train, dist, labels or {}
         self.train_images, self.masks, self.out = train_images, masks, Path(out)
-        pvqvae, _ = load_pvqvae(pvqvae_path)  # first: its errors name a missing or wrong file
+        pvqvae, ckpt = load_pvqvae(pvqvae_path)  # first: its errors name a missing or wrong file
+        check_generation(checkpoint_config(ckpt), config.generation, pvqvae_path, "this variant's transformer")
         self.pvqvae_path, self.pvqvae_sha256 = Path(pvqvae_path), file_sha256(pvqvae_path)
         if pvqvae.config != config.pvqvae:
             raise CheckpointError(f"{pvqvae_path}: its P-VQVAE config differs from the one this variant needs "
