@@ -85,10 +85,11 @@ def program() -> str:
 
 
 def network(config, module: torch.nn.Module) -> dict:
-    """What was timed: the transformer's depth and width, the image size and the module's parameters."""
+    """What was timed: the release whose architecture it is, the transformer's depth and width, the image size and
+    the module's parameters."""
     t = config.transformer
-    return {"n_layer": t.n_layer, "n_embd": t.n_embd, "image_size": config.image_size,
-            "parameters": sum(p.numel() for p in module.parameters())}
+    return {"generation": config.generation, "n_layer": t.n_layer, "n_embd": t.n_embd,
+            "image_size": config.image_size, "parameters": sum(p.numel() for p in module.parameters())}
 
 
 @lru_cache(maxsize=1)

@@ -193,3 +193,43 @@ def test_a_prepared_cache_of_another_size_is_refused(tmp_path, capsys):
     message = capsys.readouterr().err.strip().splitlines()
     assert len(message) == 1 and "prepared with other settings" in message[0] and "64" in message[0]
     assert not out.exists()
+
+
+def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_path):
+    """The report's comparison: CVPR and TPAMI rows per metric and mode with their intervals, a dagger where the
+    paired difference excludes zero; diversity per bin; the two frontiers in one figure."""
+    import pandas as pd
+
+    from put.report.generations import diversity_table, generations_table, plot_generations_frontier
+    from put.report.tables import render_latex
+    from tests.test_report import synthetic_curves, synthetic_metrics
+
+    metrics = synthetic_metrics()
+    metrics = pd.concat([metrics, metrics[metrics["variant"] == "put"].assign(variant="tpami", psnr=30.123)])
+    metrics["psnr_lo"], metrics["psnr_hi"] = metrics["psnr"] - 0.5, metrics["psnr"] + 0.5
+    differences = pd.DataFrame([{"variant": "tpami", "reference": "put", "mode": "k50", "group": "40-60",
+                                 "metric": "psnr", "excludes_zero": True}])
+    latex = render_latex(generations_table(metrics, "demo", differences, SampleConfig()))
+    assert latex.count("PUT, CVPR 2022") == 8 and latex.count("PUT, TPAMI 2024") == 8  # 4 metrics x 2 modes
+    assert r"\textbf{30.123}$^{\dagger}${\scriptsize$\pm$0.50}" in latex and latex.count(r"$^{\dagger}$") == 2
+    curves = pd.concat([synthetic_curves(lpips_unavailable=False)]).query("variant == 'put'")
+    curves = pd.concat([curves, curves.assign(variant="tpami", lpips=0.2)])
+    assert render_latex(diversity_table(curves, "demo")).count("0.2000") == 5
+    frame = pd.DataFrame([{"setting": "tps1_k50", "label": "1", "family": "tokens_per_step", "value": 1,
+                           "top_k": 50, "group": "40-60", "forward_passes": f, "seconds_per_image": 0.1,
+                           "psnr": p, "ssim": 0.5, "mae": 0.1, "lpips": float("nan"), "fid": float("nan")}
+                          for f, p in ((10, 20.0), (2, 18.0))])
+    assert plot_generations_frontier({"put": frame, "tpami": frame.assign(psnr=21.0)},
+                                     tmp_path / "both.png").stat().st_size > 0
+
+
+def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
+    from put.report.tables import render_latex, speed_table
+    from tests.test_report import bench_result
+
+    rows = [bench_result("ffhq", tokens_per_second=0.9, generation="cvpr2022"),
+            bench_result("ffhq_tpami256", tokens_per_second=1.4, generation="tpami2024"),
+            bench_result("ffhq_tpami512", tokens_per_second=1.3, generation="tpami2024")]
+    latex = render_latex(speed_table(rows))
+    assert "TPAMI 2024 size, 12 layers x 768, 256 px" in latex and "TPAMI 2024 size, 12 layers x 768, 512 px" in latex
+    assert "paper size, 30 layers x 512, 256 px" in latex

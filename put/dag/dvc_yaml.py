@@ -57,6 +57,8 @@ def command(stage: Stage) -> str:
         parts.append(f"--variant {stage.variant} --seed ${{item}}")
     elif stage.variants:
         parts.append("--variant ${key}")
+    elif stage.variant:
+        parts.append(f"--variant {stage.variant}")
     parts += [f"{option} {input_value(pattern)}" for option, pattern in stage.inputs.items()]
     parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items() if option.startswith("--")]
     if stage.tracked:

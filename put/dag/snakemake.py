@@ -98,7 +98,9 @@ def label_option(stage: Stage) -> str:
         return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
     if stage.fan_out == "seeds":
         return f" --variant {stage.variant} --seed {{wildcards.seed}}"
-    return " --variant {wildcards.variant}" if stage.variants else ""
+    if stage.variants:
+        return " --variant {wildcards.variant}"
+    return f" --variant {stage.variant}" if stage.variant else ""
 
 
 @dataclass

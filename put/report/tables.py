@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.config import GENERATION_NAMES
 from put.config.params import OFFICIAL_PREFIX
 from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
@@ -26,6 +27,7 @@ from put.report.reported import (
     METRICS,
     MODE_METHOD,
     PRESET_DATASET,
+    SCALE_DATASET,
     SPEED_DEVICE,
     TABLE3_DATASETS,
     reference_dataset,
@@ -310,15 +312,17 @@ PVQVAE = "P-VQVAE (images/s)"
 
 
 def _timed_network(b: dict) -> tuple[str, str]:
-    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size; any other preset's
-    model (the demo's) is named as what it is, so no one reads it as a paper row."""
+    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size (a TPAMI preset's, the
+    TPAMI release's); any other preset's model (the demo's) is named as what it is, so no one reads it as a
+    paper row."""
     size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
         f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
-    dataset = PRESET_DATASET.get(b["preset"])
+    dataset = PRESET_DATASET.get(b["preset"]) or SCALE_DATASET.get(b["preset"])
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, f"paper size, {size}"
+        release = "paper" if b.get("generation", "cvpr2022") == "cvpr2022" else GENERATION_NAMES[b["generation"]]
+        return dataset, f"{release} size, {size}"
     return f"{b['preset']} preset", f"{size}; not a paper model, not comparable"
 
 
