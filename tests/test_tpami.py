@@ -233,3 +233,25 @@ def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
     latex = render_latex(speed_table(rows))
     assert "TPAMI 2024 size, 12 layers x 768, 256 px" in latex and "TPAMI 2024 size, 12 layers x 768, 512 px" in latex
     assert "paper size, 30 layers x 512, 256 px" in latex
+
+
+def test_an_official_entry_runs_their_tpami_weights_under_a_cvpr_presets_protocol(tmp_path):
+    """params.yaml's `official` entry names the preset its weights belong to: `put import-official --official`
+    converts their TPAMI checkpoint layout (the parity weights) and the stages then expect a TPAMI model."""
+    import json
+
+    import yaml
+
+    from tests.official_fixtures import TPAMI_MANIFEST, write_official
+
+    source = write_official(tmp_path / "vit.pth", "transformer_vit", TPAMI_MANIFEST)
+    entry = {"transformer": str(source), "preset": "demo_tpami",
+             "model": TPAMI_MANIFEST["overrides"]["transformer_vit"]}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"preset": "demo", "official": {"release": entry}}))
+    assert main(["import-official", "--params", str(path), "--official", "release", "--out", str(tmp_path / "o")]) == 0
+    params = load_params(path)
+    assert params.label_generation("official_release") == "tpami2024" and params.label_generation("put") == "cvpr2022"
+    model = load_put_model(tmp_path / "o" / "transformer.pt", generation=params.label_generation("official_release"),
+                           label="official_release")
+    assert model.config.transformer.mask_embedding and json.dumps(params.resolved_document())

@@ -115,6 +115,8 @@ class OfficialCheckpoint(StrictModel):
 
     transformer: str = Field(description="path to their transformer .pth")
     variant: Variant = Field("put", description="the ablation it was trained as (tok and qua0 look like put)")
+    preset: str | None = Field(None, description="the preset whose model it is, e.g. ffhq_tpami256 for their TPAMI "
+                               "2024 weights (None: this run's preset); sampled and evaluated as this run's")
     model: dict[str, Any] = Field(default_factory=dict, description="ModelConfig fields over the preset's, for "
                                   "checkpoints whose sizes differ from the preset's")
 
@@ -175,8 +177,12 @@ class Params(StrictModel):
     def official_config(self, name: str) -> ModelConfig:
         """The model an official entry is imported into: the preset's, the entry's overrides, its variant."""
         entry = self.official[name]
+        if entry.preset is not None and entry.preset not in PRESETS:
+            raise ParamsError(f"{self.source}: official.{name}.preset: unknown preset {entry.preset!r}; expected one "
+                              f"of {', '.join(PRESETS)}")
+        model = PRESETS[entry.preset].model if entry.preset is not None else self.resolved().model
         try:
-            base = ModelConfig.model_validate(deep_merge(self.resolved().model.model_dump(), entry.model))
+            base = ModelConfig.model_validate(deep_merge(model.model_dump(), entry.model))
         except ValidationError as err:
             raise ParamsError(describe(err, f"official.{name}.model", self.source)) from None
         return apply_variant(base, entry.variant)
@@ -246,6 +252,7 @@ class Params(StrictModel):
                 "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS},
                 TPAMI_VARIANT: {name: getattr(tpami, name).model_dump(mode="json") for name in TPAMI_SECTIONS},
                 "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
+                                    "preset": entry.preset,
                                     "model": self.official_config(name).model_dump(mode="json")}
                              for name, entry in self.official.items()}}
 
