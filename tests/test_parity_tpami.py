@@ -22,10 +22,10 @@ from put.models.transformer import count_parameters
 from put.official import import_official
 from put.official.keys import KeyMappingError, check_against, pvqvae_state, split_transformer_checkpoint, \
     transformer_state
-from put.sampling import SamplingOptions, sample_iterative
+from put.sampling import SamplingOptions
 from tests.official_fixtures import FIXTURES, TPAMI_FIXTURES, TPAMI_MANIFEST, inputs, write_official
 from tests.official_fixtures import outputs as read_outputs
-from tests.test_parity_transformer import png_difference
+from tests.test_parity_transformer import greedy, png_difference
 
 ATOL = 1e-5
 PRESET = "demo_tpami"  # the fixtures' sizes are given as overrides of this TPAMI preset
@@ -121,31 +121,12 @@ def ranks(filled: torch.Tensor) -> torch.Tensor:
     return torch.where(filled >= 0, torch.searchsorted(steps, filled.clamp_min(0)), -1)
 
 
-def greedy(model: PUTModel, schedule: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Our top-1 sampling under their schedule (batch scope, as released): tokens (B, L) and fill steps."""
-    images, keep, _ = inputs()
-    features, known, tokens = model.transformer_inputs(images, keep)
-    seen = []
-    forward = model.transformer.forward_embedded
-    model.transformer.forward_embedded = lambda x: seen.append(x.clone()) or forward(x)
-    try:
-        options = SamplingOptions(top_k=1, schedule=schedule, schedule_scope="batch")
-        result = sample_iterative(model, features, known, tokens, options,
-                                  known_fraction=model.pvqvae.known_fraction(keep))
-    finally:
-        del model.transformer.forward_embedded
-    filled = torch.where(known.flatten(1), -1, len(seen) - 1)
-    for step in range(len(seen) - 2, -1, -1):
-        filled[(seen[step + 1] != seen[step]).any(-1)] = step
-    return result.flatten(1), filled
-
-
 @pytest.mark.parametrize("schedule", [str(s) for s in TPAMI_MANIFEST["schedules"]])
 def test_greedy_tokens_of_their_sample_under_each_schedule(imported, schedule):
     model = load_put_model(imported["transformer_vit"])
     theirs = outputs("transformer_vit")
     key = schedule.replace("-1", "all")
-    tokens, filled = greedy(model, schedule)
+    tokens, filled = greedy(model, SamplingOptions(top_k=1, schedule=schedule, schedule_scope="batch"))
     assert torch.equal(tokens, theirs[f"sample_{key}_tokens"])
     assert torch.equal(ranks(filled), ranks(theirs[f"sample_{key}_fill_step"]))
 

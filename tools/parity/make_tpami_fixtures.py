@@ -186,20 +186,12 @@ def sample(model, images: torch.Tensor, keep: torch.Tensor, schedule) -> tuple[n
     """Their sample() with top-1 (filter_ratio 1): tokens (B, L), fill steps, completed images (uint8)."""
     from image_synthesis.modeling.utils.misc import get_token_type
 
-    captured = {}
-    decode = model.content_codec.decode
-
-    def spy_decode(token, **kwargs):
-        captured["tokens"] = token.clone()
-        return decode(token, **kwargs)
-
-    model.content_codec.decode = spy_decode
+    captured: dict = {}
     seen: list = []
     torch.manual_seed(SEED)
-    with recording_block_inputs(model, seen):
+    with recording_block_inputs(model, seen), cvpr.decoded_tokens(model, captured):
         out = model.generate_content({"image": images.clone(), "mask": keep.clone()}, filter_ratio=1,
                                      filter_type="count", num_token_per_iter=schedule, calculate_acc_and_prob=False)
-    del model.content_codec.decode
     known = (get_token_type(keep, model.content_codec.token_shape)[0] == 1).view(len(images), -1)
     completed = out["completed"].permute(0, 2, 3, 1).numpy().astype(np.uint8)
     return captured["tokens"].view(len(images), -1).numpy(), fill_steps(known, seen), completed
