@@ -193,8 +193,8 @@ class Params(StrictModel):
         base = self.resolved()
         if base.tpami_preset is None:
             if base.model.generation != "tpami2024":
-                raise ParamsError(f"{self.source}: preset {self.preset!r} names no TPAMI preset (tpami_preset), which its "
-                                  f"`{TPAMI_VARIANT}` variant needs; expected one of "
+                raise ParamsError(f"{self.source}: preset {self.preset!r} names no TPAMI preset (tpami_preset), "
+                                  f"which its `{TPAMI_VARIANT}` variant needs; expected one of "
                                   f"{', '.join(n for n, p in PRESETS.items() if p.model.generation == 'tpami2024')}")
             return base
         if base.tpami_preset not in PRESETS:

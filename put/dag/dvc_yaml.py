@@ -85,8 +85,8 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
     if stage.fan_out in ("official", "seeds"):
         return {"foreach": f"${{{stage.fan_out}}}", "do": entry}
     if stage.variants:
-        return {"foreach": {v: {"pvqvae": PVQVAE_OF_VARIANT[v], "settings": settings_prefix(v)} for v in stage.variants},
-                "do": entry}
+        items = {v: {"pvqvae": PVQVAE_OF_VARIANT[v], "settings": settings_prefix(v)} for v in stage.variants}
+        return {"foreach": items, "do": entry}
     return entry
 
 

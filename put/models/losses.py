@@ -10,11 +10,11 @@ the pixel loss is not divided by a hole fraction and the style loss covers the w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from collections.abc import Callable
 
 from put.config import LossConfig
 from put.models.pvqvae import Reconstruction

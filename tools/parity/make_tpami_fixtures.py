@@ -119,7 +119,8 @@ def codec_outputs(codec, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out.update(features=got["feature"], tokens=got["token"], token_known=(token_type == 1)[:, 0],
                    unmask_ratio=unmask_ratio[:, 0])
         out["target_tokens"] = codec.get_features(images, return_token=True)["token"]
-        quant = codec.post_quant_conv(codec.quantize.get_codebook_entry(got["token"].view(-1), shape=got["token"].shape))
+        codes = codec.quantize.get_codebook_entry(got["token"].view(-1), shape=got["token"].shape)
+        quant = codec.post_quant_conv(codes)
         out["decoded"] = codec.decoder(quant, codec.multi_pixels_with_mask(codec.pre_process(images), keep), mask=keep)
         spread = np.random.RandomState(SEED + 1).normal(0, 3, out["features"].shape).astype(np.float32)
         out["search_features"] = out["features"] + torch.from_numpy(spread)
@@ -232,7 +233,8 @@ def full_size(official: Path) -> dict:
     result = {}
     for name, res in FULL_SIZE:
         entry = {}
-        for kind, file in (("pvqvae", f"p_vqvae_{name}_res{res}.yaml"), ("transformer", f"vit_base_{name}_res{res}.yaml")):
+        for kind, file in (("pvqvae", f"p_vqvae_{name}_res{res}.yaml"),
+                           ("transformer", f"vit_base_{name}_res{res}.yaml")):
             with open(official / "configs/put_tpami2024" / name / file) as f:
                 config = yaml.load(f, Loader=yaml.FullLoader)["model"]
             config["params"].get("content_codec_config", {}).get("params", {}).pop("ckpt_path", None)
