@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -77,15 +76,14 @@ def released_counts(name: str, steps: int, masked: int) -> list[int]:
     (masked_image_inpainting_transformer.py `sample`): weights per step, scaled to `masked` and rounded half to
     even, the rounding error then moved one position at a time, starting at the second step. Where theirs fails
     (average with fewer positions than steps: a division by zero), one position per step."""
+    if name == "average" and masked < steps:
+        return [1] * masked + [0] * (steps - masked)
     if name.startswith("cosine"):
         weights: list = [math.cos(math.pi * s / steps) + 1 for s in range(steps)]
     elif name.startswith("linear"):
         weights = list(range(steps, 0, -1))
     else:  # average: in their code these are tensors, so the scaling runs in float32
-        total = torch.tensor(masked)
-        weights = [total // steps for _ in range(steps)]
-    if masked < steps and name == "average":
-        return [1] * masked + [0] * (steps - masked)
+        weights = [torch.tensor(masked) // steps for _ in range(steps)]
     factor = float(masked) / sum(weights)
     counts = [round(float(w * factor)) for w in weights]
     diff, index = sum(counts) - masked, 0
@@ -104,7 +102,7 @@ def released_table(name: str, steps: int, length: int) -> torch.Tensor:
 
 
 def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | None = None,
-                schedule: str | None = None, scope: str = "image") -> torch.Tensor:
+                schedule: str | None = None, scope: str = "image", length: int | None = None) -> torch.Tensor:
     """(B,) masked-position counts -> (S, B): how many positions step s fixes in row b; columns sum to `masked`.
 
     Without `steps`: `tokens_per_step` per step until none is left (the released code's N per step).
@@ -112,12 +110,14 @@ def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | Non
     each fixing at least one; beyond that one, the other masked_b - S positions are spread so that the
     share still masked after step s follows cos(pi/2 * s/S), MaskGIT's cosine schedule.
     With `schedule` NAME_S: the TPAMI release's counts for each row's masked count (scope image), or those of
-    the batch's largest, each row fixing what it has left (scope batch, as released).
+    the batch's largest, each row fixing what it has left (scope batch, as released); `length`, the positions
+    of a row, sizes the table of counts (default: the largest masked count).
     """
     masked = masked.long()
     if schedule is not None:
         name, count = parse_schedule(schedule)
-        table = released_table(name, count, int(masked.max()) if masked.numel() else 0).to(masked.device)
+        size = length if length is not None else int(masked.max()) if masked.numel() else 0
+        table = released_table(name, count, size).to(masked.device)
         if scope == "batch":
             done = table[masked.max()].unsqueeze(1).minimum(masked)
         else:
@@ -158,7 +158,7 @@ def plan(remaining: torch.Tensor, options: SamplingOptions) -> torch.Tensor:
     """(B, L) positions still masked -> (S, B) positions each step fixes per row; a step no row needs is
     dropped (it would cost a forward for nothing). One host sync."""
     counts = step_counts(remaining.sum(1), min(options.tokens_per_step, remaining.shape[1]), options.steps,
-                         options.schedule, options.schedule_scope)
+                         options.schedule, options.schedule_scope, remaining.shape[1])
     return counts[counts.amax(1) > 0]
 
 
