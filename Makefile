@@ -109,7 +109,7 @@ bench: $(STAMP)
 	$(BIN)/put bench train --preset demo --steps 10 --out reports/benchmarks/train_demo_cpu.json
 	$(BIN)/put bench sampling --preset ffhq_tpami256 ffhq_tpami512 --steps 5 --out reports/benchmarks/sampling_tpami_cpu.json
 	$(BIN)/put bench pvqvae --preset ffhq_tpami256 ffhq_tpami512 --batch 4 --out reports/benchmarks/pvqvae_tpami_cpu.json
-	$(BIN)/put bench sampling --preset demo_tpami --steps 20 --batch 1 16 --engine eager graph \
+	$(BIN)/put bench sampling --preset demo_tpami --steps 3 --batch 1 16 --tokens-per-step 1 20 --engine eager graph \
 	  --out reports/benchmarks/sampling_demo_tpami_cpu.json
 	$(BIN)/put bench pvqvae --preset demo_tpami --batch 16 --out reports/benchmarks/pvqvae_demo_tpami_cpu.json
 	$(BIN)/put bench train --preset demo_tpami --steps 10 --out reports/benchmarks/train_demo_tpami_cpu.json
