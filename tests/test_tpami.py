@@ -229,8 +229,10 @@ def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
 
     rows = [bench_result("ffhq", tokens_per_second=0.9, generation="cvpr2022"),
             bench_result("ffhq_tpami256", tokens_per_second=1.4, generation="tpami2024"),
-            bench_result("ffhq_tpami512", tokens_per_second=1.3, generation="tpami2024")]
+            bench_result("ffhq_tpami512", tokens_per_second=1.3, generation="tpami2024"),
+            bench_result("demo_tpami", tokens_per_second=70.0, generation="tpami2024")]
     latex = render_latex(speed_table(rows))
+    assert r"demo\_tpami preset" in latex  # a preset name with an underscore, escaped for LaTeX
     assert "TPAMI 2024 size, 12 layers x 768, 256 px" in latex and "TPAMI 2024 size, 12 layers x 768, 512 px" in latex
     assert "paper size, 30 layers x 512, 256 px" in latex
 

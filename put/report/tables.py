@@ -323,7 +323,7 @@ def _timed_network(b: dict) -> tuple[str, str]:
     if dataset:
         release = "paper" if b.get("generation", "cvpr2022") == "cvpr2022" else GENERATION_NAMES[b["generation"]]
         return dataset, f"{release} size, {size}"
-    return f"{b['preset']} preset", f"{size}; not a paper model, not comparable"
+    return f"{latex_escape(b['preset'])} preset", f"{size}; not a paper model, not comparable"
 
 
 def _timed_code(b: dict) -> str:
