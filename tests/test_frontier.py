@@ -114,6 +114,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     assert lpips[("tps1_k5", "20-40")] == ""
     table = (out / "frontier.tex").read_text()
     assert r"\textbf" in table and "1 token/step" in table and r"cosine, 2 steps, $\mathcal{K}=5$" in table
+    assert r"TPAMI linear, 2 steps, $\mathcal{K}=5$" in table
     assert table.count("argmax is deterministic") == 1  # one footnote per reason, not per cell
     assert r"FID not measured: Inception" in table and "FID $" not in table  # no column of n/a
     assert "n/a$^{a}$" in table and r"LPIPS $\uparrow$" in table and "0.1250" in table

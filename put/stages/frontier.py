@@ -76,8 +76,8 @@ def settings(config: FrontierConfig, sample: SamplingOptions) -> list[Setting]:
                           SamplingOptions(tokens_per_step=n, **base)) for n in config.tokens_per_step]
         found += [Setting(f"cosine{s}_k{k}", f"cosine, {s} steps", "cosine", s, SamplingOptions(steps=s, **base))
                   for s in config.schedule_steps]
-        found += [Setting(f"{name}_k{k}", f"{name} (TPAMI)", "schedule", parse_schedule(name)[1],
-                          SamplingOptions(schedule=name, **base)) for name in config.schedules]
+        found += [Setting(f"{name}_k{k}", "TPAMI {}, {} steps".format(*parse_schedule(name)), "schedule",
+                          parse_schedule(name)[1], SamplingOptions(schedule=name, **base)) for name in config.schedules]
     return found
 
 
