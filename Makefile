@@ -148,6 +148,12 @@ bench: $(STAMP)
 	$(BIN)/put bench train --preset demo --steps 10 --out reports/benchmarks/train_demo_cpu.json
 	$(BIN)/put bench fid-interval --images 1000 --dim 2048 --resamples 1000 --out reports/benchmarks/fid_interval_cpu.json
 	$(BIN)/put bench evaluate --preset demo ffhq places2 imagenet --out reports/benchmarks/evaluate_cpu.json
+	$(BIN)/put bench sampling --preset ffhq_tpami256 ffhq_tpami512 --steps 5 --out reports/benchmarks/sampling_tpami_cpu.json
+	$(BIN)/put bench pvqvae --preset ffhq_tpami256 ffhq_tpami512 --batch 4 --out reports/benchmarks/pvqvae_tpami_cpu.json
+	$(BIN)/put bench sampling --preset demo_tpami --steps 3 --batch 1 16 --tokens-per-step 1 20 --engine eager graph \
+	  --out reports/benchmarks/sampling_demo_tpami_cpu.json
+	$(BIN)/put bench pvqvae --preset demo_tpami --batch 16 --out reports/benchmarks/pvqvae_demo_tpami_cpu.json
+	$(BIN)/put bench train --preset demo_tpami --steps 10 --out reports/benchmarks/train_demo_tpami_cpu.json
 	if [ -d $(GPU_DIR)/authors ]; then $(BIN)/python tools/gpu/authors_bench.py --official $(GPU_DIR)/authors \
 	  --device cpu --batch 1 --masked 3 --repeats 1 --out reports/benchmarks/authors_sampling_cpu.json; \
 	  else echo "the authors' loop not timed: no $(GPU_DIR)/authors (make gpu-prepare)"; fi

@@ -78,7 +78,10 @@ def declare_rule(stage):
         threads: resources["cpus_per_task"]
         resources:
             **resources,
-        retries: rule_retries(RESOURCES, PRESET, stage.replica_of or stage.name)
+        # Only the main Snakemake retries: a Slurm job's own Snakemake (the job step) would honour a rule's
+        # retries too and restart a failed attempt inside the same allocation, so a job whose node was killed
+        # never failed, and the attempts multiplied (retries x retries).
+        retries: rule_retries(RESOURCES, PRESET, stage.replica_of or stage.name) if workflow.is_main_process else 0
         wildcard_constraints:
             **spec.wildcard_constraints,
         shell:

@@ -86,10 +86,11 @@ def program() -> str:
 
 
 def network(config, module: torch.nn.Module) -> dict:
-    """What was timed: the transformer's depth and width, the image size and the module's parameters."""
+    """What was timed: the release whose architecture it is, the transformer's depth and width, the image size and
+    the module's parameters."""
     t = config.transformer
-    return {"n_layer": t.n_layer, "n_embd": t.n_embd, "image_size": config.image_size,
-            "parameters": sum(p.numel() for p in module.parameters())}
+    return {"generation": config.generation, "n_layer": t.n_layer, "n_embd": t.n_embd,
+            "image_size": config.image_size, "parameters": sum(p.numel() for p in module.parameters())}
 
 
 @lru_cache(maxsize=1)
@@ -164,12 +165,13 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     with autocast(dev, bf16):
-        sampler(features, known(1), tokens, options, seed)
+        sampler(features, known(1), tokens, options, seed, known_fraction=known(1).float())
         synchronize(dev)
         warmup = time.perf_counter() - started
         clock = StepClock(dev)
         clock.mark()
-        sampler(features, known(steps), tokens, options, seed, progress=clock.mark)
+        sampler(features, known(steps), tokens, options, seed, progress=clock.mark,
+                known_fraction=known(steps).float())
     kind = sampler.kind  # "eager" when building or capturing the engine failed (said on stderr)
     times = clock.intervals()
     per_step = statistics.median(times)

@@ -1,5 +1,6 @@
 """What each preset costs: GPU-hours and wall time of every stage of the ablation DAG (4 P-VQVAEs, 6 transformers,
-6 samplings of the evaluation set), from measured benchmark rows (`put bench train`, `put bench sampling`),
+6 samplings of the evaluation set; a CVPR preset's tpami variant costs what its TPAMI preset's rows say, which are
+rows of their own), from measured benchmark rows (`put bench train`, `put bench sampling`),
 the presets' schedules and the GPU counts of workflow/resources.yaml. `put cost` writes the result to
 reports/benchmarks/cost.json, from which the report's cost table and the README's are rendered.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from put.config import PVQVAE_VARIANTS, VARIANTS, model_config, preset as load_preset
+from put.config import PVQVAE_OF_VARIANT, TPAMI_VARIANT, VARIANTS, model_config, preset as load_preset
 from put.data.sources import FFHQ_SIZE, FFHQ_TEST_START, IMAGENET_EVAL_COUNT, PLACES2_NATURE_CATEGORIES
 from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS
 from put.masks.generate import mask_with_ratio
@@ -31,7 +32,9 @@ from put.report.benchmarks import of_kind
 TEST_IMAGES = {"ffhq": FFHQ_SIZE - FFHQ_TEST_START, "imagenet": IMAGENET_EVAL_COUNT,
                "places2_nature": 100 * len(PLACES2_NATURE_CATEGORIES)}  # Places365 val: 100 per category
 MASKS_PER_GROUP = 64
-STAGE_JOBS = {"train_pvqvae": len(PVQVAE_VARIANTS), "train_transformer": len(VARIANTS), "sample": len(VARIANTS)}
+ABLATION_DAG = [v for v in VARIANTS if v != TPAMI_VARIANT]  # put and its five ablations
+STAGE_JOBS = {"train_pvqvae": len({PVQVAE_OF_VARIANT[v] for v in ABLATION_DAG}), "train_transformer": len(ABLATION_DAG),
+              "sample": len(ABLATION_DAG)}
 TRAIN_STAGE = {"train_pvqvae": "pvqvae", "train_transformer": "transformer"}
 
 
@@ -185,7 +188,7 @@ def evaluation_cost(rows: list[dict], preset: str, gpus: int) -> dict:
               "inception_images": 2 * (images * cells + diversity * len(FINE_BINS)),
               "lpips_pairs": diversity * P.evaluate.lpips_pairs * len(FINE_BINS),
               "mean_intervals": cells * 3 + len(FINE_BINS) * 4, "fid_intervals": cells + len(FINE_BINS)}
-    base = {"preset": preset, "stage": "evaluate", "jobs": len(VARIANTS), "gpus": gpus, **counts}
+    base = {"preset": preset, "stage": "evaluate", "jobs": len(ABLATION_DAG), "gpus": gpus, **counts}
     cpu = _preferred([r for r in of_kind(rows, "evaluate") if r["preset"] == preset and r["device"] == "cpu"])
     command = f"put bench evaluate --preset {preset} --device {_device_type(gpus)}"
     if cpu is None:

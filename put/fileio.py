@@ -34,6 +34,22 @@ def temporary_name(path: Path, what: str = "tmp") -> Path:
     return path.with_name(f".{path.name}.{what}-{os.getpid()}")
 
 
+def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """`target` replaced atomically by a hard link to `source` (a copy where the file system has no hard links)."""
+    target = Path(target)
+    tmp = temporary_name(target, "link")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[Path]:
     """Yields a temporary path beside `path`; it replaces `path` when the block succeeds and is removed

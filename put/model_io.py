@@ -15,7 +15,7 @@ from put.checkpoint import (
     resolve_pvqvae,
     save_checkpoint,
 )
-from put.config import ModelConfig
+from put.config import GENERATION_NAMES, ModelConfig
 from put.fileio import file_sha256
 from put.models.put_model import PUTModel
 from put.models.pvqvae import PVQVAE
@@ -37,6 +37,15 @@ def check_variant(ckpt: Checkpoint, expected: str, asked: str) -> None:
                               f"{expected!r}; pass that variant's checkpoint, or the variant this one was trained as")
 
 
+def check_generation(config: ModelConfig, expected: str, path: str | os.PathLike, needed_by: str) -> None:
+    """Refuses a checkpoint whose model is of the other release (a TPAMI model where a CVPR one is expected, or the
+    reverse): one line naming both."""
+    if config.generation != expected:
+        raise CheckpointError(f"{path}: holds a {GENERATION_NAMES[config.generation]} model, but {needed_by} expects "
+                              f"a {GENERATION_NAMES[expected]} one; pass a checkpoint of that release or choose a "
+                              f"preset of this one")
+
+
 def load_pvqvae(path: str | os.PathLike) -> tuple[PVQVAE, Checkpoint]:
     ckpt = load_checkpoint(path, kind="pvqvae")
     model = PVQVAE(checkpoint_config(ckpt).pvqvae)
@@ -46,13 +55,16 @@ def load_pvqvae(path: str | os.PathLike) -> tuple[PVQVAE, Checkpoint]:
 
 def load_put_model(transformer_path: str | os.PathLike, pvqvae_path: str | os.PathLike | None = None,
                    device: str | torch.device = "cpu", variant: str | None = None,
-                   label: str | None = None) -> PUTModel:
+                   label: str | None = None, generation: str | None = None) -> PUTModel:
     """A transformer checkpoint plus the exact P-VQVAE it was trained on (verified by SHA-256); with `variant`,
-    the checkpoint must record that variant (`label`: the --variant that asked for it)."""
+    the checkpoint must record that variant (`label`: the --variant that asked for it), with `generation`, be a
+    model of that release."""
     ckpt = load_checkpoint(transformer_path, kind="transformer")
     if variant is not None:
         check_variant(ckpt, variant, f"--variant {label or variant}")
     config = checkpoint_config(ckpt)
+    if generation is not None:
+        check_generation(config, generation, transformer_path, f"--variant {label or variant}")
     pvqvae_file = resolve_pvqvae(ckpt, pvqvae_path)
     pvqvae, pvqvae_ckpt = load_pvqvae(pvqvae_file)
     if pvqvae.config != config.pvqvae:

@@ -30,6 +30,8 @@ FRONTIER_DIR = "results/{preset}/frontier"  # metrics, table, figure (small: kep
 FRONTIER_METRICS = FRONTIER_DIR + "/metrics.json"
 FRONTIER_CSV = FRONTIER_DIR + "/frontier.csv"
 FRONTIER_SAMPLES = "results/{preset}/frontier_samples"
+# The tpami variant's frontier (the TPAMI 2024 model beside the CVPR one): the same files under these folders.
+FRONTIER_TPAMI_DIR, FRONTIER_TPAMI_SAMPLES = FRONTIER_DIR + "_tpami", FRONTIER_SAMPLES + "_tpami"
 TRAIN_CURVE, EVAL_CURVE = "train.csv", "eval.csv"
 REPORT_DIR = "reports/{preset}"
 # Compiled from REPORT_DIR/report.tex when pdflatex exists. Outside REPORT_DIR, which the DAG's front ends

@@ -4,9 +4,10 @@
   with the largest max-logit (or max probability), draw from its top-K, and replace that position's
   input by the code's embedding. One token per step is the paper's setting; N per step trades
   quality for speed, as the paper's conclusion proposes; a confidence schedule (`steps`) instead fixes
-  every masked position in exactly S steps, with per-step counts following a cosine (MaskGIT). How many
-  positions each step fixes is one pure function, `step_counts`. Pluralistic results: replicate the
-  input B times. All of it is batched: no Python loop over batch elements or positions inside a step.
+  every masked position in exactly S steps, with per-step counts following a cosine (MaskGIT); the TPAMI
+  release's schedules (`schedule`: cosine_S, linear_S, average_S) fix them in S steps by its own arithmetic.
+  How many positions each step fixes is one pure function, `step_counts`. Pluralistic results: replicate
+  the input B times. All of it is batched: no Python loop over batch elements or positions inside a step.
 - `sample_all_at_once`: deterministic PUT_all, every masked position from one forward, argmax.
 
 A step is `choose` (positions and tokens, fp32, static shapes) then `write_back`; the captured engine
@@ -17,6 +18,7 @@ tokens for the same seed.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from typing import Literal
 
 import torch
 
+from put.config.evaluation import parse_schedule
 from put.errors import InputError
 from put.models.put_model import PUTModel
 from put.seeding import run_seed, step_uniform
@@ -41,8 +44,22 @@ class SamplingOptions:
     tokens_per_step: int = 1
     position_rule: Literal["logit", "prob"] = "logit"
     steps: int | None = None  # cosine schedule over exactly this many steps; replaces tokens_per_step
+    # A TPAMI release schedule string (cosine_S, linear_S, average_S, an integer): replaces tokens_per_step;
+    # an integer is stored as tokens_per_step. Its counts come from each image's masked count (`image`) or, as
+    # released, from the batch's largest (`batch`: an image's schedule then depends on its batch-mates).
+    schedule: str | None = None
+    schedule_scope: Literal["image", "batch"] = "image"
 
     def __post_init__(self) -> None:
+        if self.schedule is not None:
+            if self.steps is not None:
+                raise ValueError("give steps or schedule, not both")
+            kind, value = parse_schedule(self.schedule)
+            if kind == "tokens":  # one form of the same thing: N tokens per step
+                object.__setattr__(self, "tokens_per_step", value)
+                object.__setattr__(self, "schedule", None)
+        if self.schedule_scope not in ("image", "batch"):
+            raise ValueError(f"schedule_scope must be 'image' or 'batch', got {self.schedule_scope!r}")
         if self.top_k < 1:
             raise InputError(f"top_k must be >= 1, got {self.top_k}")
         if self.tokens_per_step < 1:
@@ -55,15 +72,58 @@ class SamplingOptions:
             raise InputError(f"steps must be >= 1 (or None for tokens_per_step), got {self.steps}")
 
 
-def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | None = None) -> torch.Tensor:
+def released_counts(name: str, steps: int, masked: int) -> list[int]:
+    """The TPAMI release's positions per step for `masked` positions under schedule NAME_steps, with its arithmetic
+    (masked_image_inpainting_transformer.py `sample`): weights per step, scaled to `masked` and rounded half to
+    even, the rounding error then moved one position at a time, starting at the second step. Where theirs fails
+    (average with fewer positions than steps: a division by zero), one position per step."""
+    if name == "average" and masked < steps:
+        return [1] * masked + [0] * (steps - masked)
+    if name.startswith("cosine"):
+        weights: list = [math.cos(math.pi * s / steps) + 1 for s in range(steps)]
+    elif name.startswith("linear"):
+        weights = list(range(steps, 0, -1))
+    else:  # average: in their code these are tensors, so the scaling runs in float32
+        weights = [torch.tensor(masked) // steps for _ in range(steps)]
+    factor = float(masked) / sum(weights)
+    counts = [round(float(w * factor)) for w in weights]
+    diff, index = sum(counts) - masked, 0
+    while diff != 0:
+        index = (index + 1) % len(counts)
+        counts[index] += 1 if diff < 0 else -1
+        diff += 1 if diff < 0 else -1
+    return counts[::-1] if name.endswith("-1") else counts
+
+
+@lru_cache(maxsize=32)
+def released_table(name: str, steps: int, length: int) -> torch.Tensor:
+    """(length + 1, steps + 1) positions fixed after each step, for every masked count 0..length."""
+    done = [[0, *itertools.accumulate(released_counts(name, steps, m))] for m in range(length + 1)]
+    return torch.tensor(done)
+
+
+def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | None = None,
+                schedule: str | None = None, scope: str = "image", length: int | None = None) -> torch.Tensor:
     """(B,) masked-position counts -> (S, B): how many positions step s fixes in row b; columns sum to `masked`.
 
     Without `steps`: `tokens_per_step` per step until none is left (the released code's N per step).
     With `steps` = S: exactly S steps (S_b = min(S, masked_b) for rows with fewer positions than steps),
     each fixing at least one; beyond that one, the other masked_b - S positions are spread so that the
     share still masked after step s follows cos(pi/2 * s/S), MaskGIT's cosine schedule.
+    With `schedule` NAME_S: the TPAMI release's counts for each row's masked count (scope image), or those of
+    the batch's largest, each row fixing what it has left (scope batch, as released); `length`, the positions
+    of a row, sizes the table of counts (default: the largest masked count).
     """
     masked = masked.long()
+    if schedule is not None:
+        name, count = parse_schedule(schedule)
+        size = length if length is not None else int(masked.max()) if masked.numel() else 0
+        table = released_table(name, count, size).to(masked.device)
+        if scope == "batch":
+            done = table[masked.max()].unsqueeze(1).minimum(masked)
+        else:
+            done = table[masked].t()
+        return done.diff(dim=0)
     if steps is None:
         total = -(-int(masked.max()) // tokens_per_step) if masked.numel() else 0
         done = (torch.arange(total + 1, device=masked.device)[:, None] * tokens_per_step).minimum(masked)
@@ -80,6 +140,9 @@ def static_shape(options: SamplingOptions, length: int) -> tuple[int, int]:
     """(most steps, most positions per step) any run over `length` positions can take under `options`: the
     static shapes of the captured engine, and the number of positions every step ranks (eager and engine
     alike, so that both break ties between equal scores the same way)."""
+    if options.schedule is not None:
+        name, steps = parse_schedule(options.schedule)
+        return steps, int(released_table(name, steps, length).diff(dim=1).max())
     if options.steps is None:
         per_step = min(options.tokens_per_step, length)
         return -(-length // per_step), per_step
@@ -95,7 +158,8 @@ def _cosine_width(steps: int, length: int) -> int:
 def plan(remaining: torch.Tensor, options: SamplingOptions) -> torch.Tensor:
     """(B, L) positions still masked -> (S, B) positions each step fixes per row; a step no row needs is
     dropped (it would cost a forward for nothing). One host sync."""
-    counts = step_counts(remaining.sum(1), min(options.tokens_per_step, remaining.shape[1]), options.steps)
+    counts = step_counts(remaining.sum(1), min(options.tokens_per_step, remaining.shape[1]), options.steps,
+                         options.schedule, options.schedule_scope, remaining.shape[1])
     return counts[counts.amax(1) > 0]
 
 
@@ -118,12 +182,15 @@ def position_scores(logits: torch.Tensor, rule: str) -> torch.Tensor:
     return max_logit if rule == "logit" else torch.exp(max_logit - logits.logsumexp(-1))
 
 
-def sampler_inputs(model: PUTModel, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """features (B, C, h, w) -> transformer inputs x (B, L, D), each code's input emb_proj(e) (K, D) and the
-    position embeddings (L, D), all fp32."""
+def sampler_inputs(model: PUTModel, features: torch.Tensor, known_fraction: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """features (B, C, h, w) (and each patch's known fraction (B, h, w), for a transformer with a mask
+    embedding) -> transformer inputs x (B, L, D), each code's input emb_proj(e) (K, D) and the position
+    embeddings (L, D), all fp32. A sampled position's input is its code's: no mask embedding (released)."""
     transformer = model.transformer
     grid = tuple(features.shape[-2:])
-    x = transformer.embed(features.flatten(2).transpose(1, 2), grid)
+    fraction = known_fraction.flatten(1) if known_fraction is not None else None
+    x = transformer.embed(features.flatten(2).transpose(1, 2), grid, fraction)
     return x, transformer.project(model.pvqvae.codebook.unmasked_book), transformer.position_embedding(grid)[0]
 
 
@@ -155,11 +222,12 @@ def write_back(x: torch.Tensor, tokens: torch.Tensor, remaining: torch.Tensor, w
 @torch.inference_mode()
 def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
                      options: SamplingOptions = SamplingOptions(), seed: int | None = None,
-                     progress: Progress | None = None) -> torch.Tensor:
+                     progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
     """features (B, C, h, w), known (B, h, w), tokens (B, h, w) valid where known -> tokens everywhere.
-    `seed` (None: one from torch's global generator) fixes every draw; `progress(done, total)` is called after each step."""
+    `seed` (None: one from torch's global generator) fixes every draw; `progress(done, total)` is called after each
+    step; `known_fraction` (B, h, w): see `sampler_inputs`."""
     b, _, h, w = features.shape
-    x, code_inputs, positions = sampler_inputs(model, features)
+    x, code_inputs, positions = sampler_inputs(model, features, known_fraction)
     tokens = torch.where(known, tokens, torch.zeros_like(tokens)).flatten(1).clone()
     remaining = ~known.flatten(1)
     seed = run_seed(seed)
@@ -176,8 +244,9 @@ def sample_iterative(model: PUTModel, features: torch.Tensor, known: torch.Tenso
 
 
 @torch.inference_mode()
-def sample_all_at_once(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+def sample_all_at_once(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
+                       known_fraction: torch.Tensor | None = None) -> torch.Tensor:
     """Deterministic PUT_all: argmax for every masked position from a single forward."""
-    logits = model.transformer(features)
+    logits = model.transformer(features, known_fraction)
     best = logits.argmax(-1).view_as(tokens)
     return torch.where(known, tokens, best)

@@ -99,11 +99,11 @@ class SamplingEngine:
 
     @torch.inference_mode()
     def run(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor, seed: int | None = None,
-            progress: Progress | None = None) -> torch.Tensor:
+            progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
         """As put/sampling.py `sample_iterative`, on this engine's buffers (captured first if not yet)."""
         self.capture()
         b, _, h, w = features.shape
-        x, code_inputs, positions = sampler_inputs(self.model, features)
+        x, code_inputs, positions = sampler_inputs(self.model, features, known_fraction)
         self.x.copy_(x)
         self.code_inputs.copy_(code_inputs)
         self.positions.copy_(positions)
@@ -138,11 +138,11 @@ class Sampler:
     @torch.inference_mode()
     def __call__(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
                  options: SamplingOptions = SamplingOptions(), seed: int | None = None,
-                 progress: Progress | None = None) -> torch.Tensor:
+                 progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
         engine = None if self.kind == "eager" else self.engine(features.shape[0], tuple(features.shape[-2:]), options)
         if engine is None:
-            return sample_iterative(self.model, features, known, tokens, options, seed, progress)
-        return engine.run(features, known, tokens, seed, progress)
+            return sample_iterative(self.model, features, known, tokens, options, seed, progress, known_fraction)
+        return engine.run(features, known, tokens, seed, progress, known_fraction)
 
     def engine(self, batch: int, grid: tuple[int, int], options: SamplingOptions) -> SamplingEngine | None:
         """The engine for these shapes, settings and the current autocast state, built and captured on first use;
@@ -177,11 +177,13 @@ def resolve_engine(engine: str, device: torch.device) -> str:
 @torch.inference_mode()
 def sample_tokens(model: PUTModel, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor,
                   options: SamplingOptions = SamplingOptions(), seed: int | None = None,
-                  engine: str | Sampler = "auto", progress: Progress | None = None) -> torch.Tensor:
+                  engine: str | Sampler = "auto", progress: Progress | None = None,
+                  known_fraction: torch.Tensor | None = None) -> torch.Tensor:
     """Iterative sampling (see put/sampling.py) by `engine`: a caller's Sampler (its engines reused), or an engine's
-    name (a sampler for this call only); the same tokens whichever runs it."""
+    name (a sampler for this call only); the same tokens whichever runs it. `known_fraction` (B,): each image's
+    known pixel fraction, which the TPAMI model's mask embedding reads (None for the CVPR model)."""
     sampler = engine if isinstance(engine, Sampler) else Sampler(model, engine)
-    return sampler(features, known, tokens, options, seed, progress)
+    return sampler(features, known, tokens, options, seed, progress, known_fraction)
 
 
 @torch.inference_mode()
@@ -194,10 +196,11 @@ def inpaint_batch(model: PUTModel, images: torch.Tensor, keep_mask: torch.Tensor
     if mode not in ("all", "iterative"):
         raise InputError(f"sampling mode must be 'iterative' or 'all', got {mode!r}")
     features, known, tokens = model.transformer_inputs(images, keep_mask)
+    fraction = model.pvqvae.known_fraction(keep_mask)
     if mode == "all":
-        tokens = sample_all_at_once(model, features, known, tokens)
+        tokens = sample_all_at_once(model, features, known, tokens, fraction)
         if progress is not None:
             progress(1, 1)
     else:
-        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress)
+        tokens = sample_tokens(model, features, known, tokens, options, seed, engine, progress, fraction)
     return model.decode(tokens, keep_mask, images, composite=composite)

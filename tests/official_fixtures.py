@@ -20,6 +20,9 @@ from put.official.keys import DROPPED_PREFIXES
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests/fixtures/parity/models"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
+# The TPAMI 2024 release's (branch main) fixtures: tools/parity/make_tpami_fixtures.py
+TPAMI_FIXTURES = ROOT / "tests/fixtures/parity/tpami"
+TPAMI_MANIFEST = json.loads((TPAMI_FIXTURES / "manifest.json").read_text())
 DEMO_OVERRIDES = FIXTURES / "official_demo_overrides.json"
 TINY_OVERRIDES = FIXTURES / "official_tiny_overrides.json"
 PVQVAE_VARIANTS = ("put", "conv", "one", "no_ref")
@@ -34,22 +37,22 @@ def seeded_weights():
     return module
 
 
-def official_state(name: str) -> dict[str, torch.Tensor]:
+def official_state(name: str, manifest: dict = MANIFEST) -> dict[str, torch.Tensor]:
     """Their state dict `name` of the manifest (e.g. pvqvae_conv, transformer_put), seeded as the script did.
     The loss module's VGG19 copies and BCE labels, which the importer drops, are zero-stride stand-ins."""
-    layout = MANIFEST["layouts"][name]
+    layout = manifest["layouts"][name]
     dropped = {k: torch.zeros(()).expand(shape) for k, shape in layout.items() if k.startswith(DROPPED_PREFIXES)}
-    return seeded_weights().seeded_state(layout, MANIFEST["seed"], dropped, MANIFEST["aliases"].get(name, ()))
+    return seeded_weights().seeded_state(layout, manifest["seed"], dropped, manifest.get("aliases", {}).get(name, ()))
 
 
-def write_official(path: Path, name: str) -> Path:
+def write_official(path: Path, name: str, manifest: dict = MANIFEST) -> Path:
     """A checkpoint in their trainer's format (Solver.save) holding the seeded model `name`."""
-    torch.save({"last_epoch": 0, "last_iter": 0, "spend_time": 0.0, "model": official_state(name)}, path)
+    torch.save({"last_epoch": 0, "last_iter": 0, "spend_time": 0.0, "model": official_state(name, manifest)}, path)
     return path
 
 
-def outputs(name: str) -> dict[str, torch.Tensor]:
-    with np.load(FIXTURES / f"{name}.npz") as data:
+def outputs(name: str, folder: Path = FIXTURES) -> dict[str, torch.Tensor]:
+    with np.load(folder / f"{name}.npz") as data:
         return {k: torch.from_numpy(data[k]) for k in data.files}
 
 

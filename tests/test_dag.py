@@ -26,7 +26,7 @@ import yaml
 from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.dag import dvc_plots, dvc_yaml
-from put.dag.declaration import CONFIG, STAGES
+from put.dag.declaration import CONFIG, REPLICATED, STAGES
 from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
 from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file,
@@ -117,7 +117,8 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
         repo = working_copy(tmp_path / "repo")
         with_seeds(repo, [1, 2])
         expected |= replicate_keys([1, 2])
-        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * 22
+        per_seed = sum(len(stage.variants) for stage in REPLICATED)  # 5 P-VQVAEs, 7 transformers, samples, evaluations
+        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * per_seed
     dvc = dvc_stages(repo)
     plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
@@ -230,12 +231,12 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
     assert out_of_date(repo) == (set(), set())
 
     per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
-    training_onwards = ({"masks", "frontier", "report"} | per_variant("train_pvqvae")
+    training_onwards = ({"masks", "frontier", "frontier_tpami", "report"} | per_variant("train_pvqvae")
                         | per_variant("train_transformer") | per_variant("sample") | per_variant("evaluate"))
     code_edits = {
         "put/config/presets.py": ALL,                     # every stage reads its settings through it
         "put/masks/generate.py": training_onwards,        # masks, training masks, and readers of the manifest
-        "put/report/plots.py": {"frontier", "report"},    # the two stages that draw figures
+        "put/report/plots.py": {"frontier", "frontier_tpami", "report"},  # the stages that draw figures
     }
     for name, expected in code_edits.items():
         with edited(repo / name, '"""', '"""Edited. '):
@@ -388,8 +389,9 @@ def flat_numbers(data, prefix: str = "") -> dict[str, float]:
     return {prefix: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else {}
 
 
-# MLflow's run names of one DAG run's stages: `<stage> <variant>`, the report's `report`; the frontier measures put.
-TRACKED = {f"{stage.name} {name or 'put'}" if stage.name != "report" else "report"
+# MLflow's run names of one DAG run's stages: `<stage> <variant>`, the report's `report`; the frontiers measure put
+# and tpami (stage `frontier_tpami` runs as `frontier tpami`).
+TRACKED = {f"{stage.replica_of or stage.name} {name or stage.variant or 'put'}" if stage.name != "report" else "report"
            for stage, name in instances() if stage.tracked}
 DVC_STAGES = {stage.key(name) for stage, name in instances() if stage.tracked}  # their tags dvc_stage
 
@@ -411,7 +413,7 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
         experiment = client.get_experiment_by_name("put-demo")
         assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
         runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id], max_results=1000)}
-        (parent,) = [name for name in runs if name.startswith("demo · 6 variants · ")]
+        (parent,) = [name for name in runs if name.startswith(f"demo · {len(VARIANTS)} variants · ")]
         assert set(runs) == TRACKED | {parent}
         models = client.search_logged_models([experiment.experiment_id], max_results=100)
         assert sorted((m.tags["put.kind"], m.tags["put.variant"]) for m in models) == sorted(
@@ -523,12 +525,14 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert first.stdout.strip().splitlines()[-1].startswith("MLflow, the variants side by side: `make mlflow`")
     for variant in VARIANTS:
         assert (repo / metrics_file("demo", variant)).is_file()
-    for name in ("table1.tex", "table3.tex", "speed.tex", "frontier.tex", "frontier.png", "metrics.csv",
+    for name in ("table1.tex", "table3.tex", "generations.tex", "generations_diversity.tex", "speed.tex",
+                 "frontier.tex", "frontier.png", "frontier_tpami.tex", "generations_frontier.png", "metrics.csv",
                  "curves_psnr_ssim_mae.png", "samples_put.png", "resolved_params.yaml"):
         assert (repo / report_dir("demo") / name).is_file(), name
     # The tables carry the measured numbers of the metrics files, and the document compiled.
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
     table3 = (repo / report_dir("demo") / "table3.tex").read_text()
+    generations = (repo / report_dir("demo") / "generations.tex").read_text()  # the CVPR and TPAMI models
     for variant in VARIANTS:
         metrics = json.loads((repo / metrics_file("demo", variant)).read_text())  # {mode: {group: {metric: value}}}
         for mode, groups in metrics.items():
@@ -536,7 +540,9 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
                 if variant == "put" and mode != "bins":
                     assert f"{cell['psnr']:.3f}" in table1 and f"{cell['mae']:.4f}" in table1
                 if mode == "k50":
-                    assert f"{cell['ssim']:.3f}" in table3
+                    assert f"{cell['ssim']:.3f}" in (generations if variant == "tpami" else table3)
+                if variant in ("put", "tpami") and mode != "bins":
+                    assert f"{cell['psnr']:.3f}" in generations
     if shutil.which("pdflatex"):
         assert (repo / path_of(REPORT_PDF, "demo")).read_bytes()[:4] == b"%PDF"
         assert "runs off the page" not in first.stdout + first.stderr  # put/report/document.py layout_problems
@@ -553,7 +559,9 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert "(0 tested; 0 marked;" in table3 and "Holm's step-down procedure" in table3
     differences = pd.read_csv(repo / report_dir("demo") / "differences.csv")
     assert {"p", "p_adjusted", "significant", "family", "method"} <= set(differences.columns)
-    assert len(differences[differences["mode"] == "k50"]) == 45 and not differences["significant"].any()
+    k50 = differences[differences["mode"] == "k50"]
+    assert len(k50[k50["variant"] != "tpami"]) == 45 and len(k50[k50["variant"] == "tpami"]) == 9  # two families
+    assert not differences["significant"].any()
     # The prepare stage wrote every split image once, and the trainings read them and logged their wait for data.
     manifest = json.loads((repo / path_of(PREPARED_DIR, "demo") / "manifest.json").read_text())
     for split in ("train", "test"):

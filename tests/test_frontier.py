@@ -81,8 +81,8 @@ def test_diversity_needs_enough_samples_and_is_none_for_argmax():
 def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
     samples = 4
     model, _, transformer = tiny_checkpoints
-    config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], top_k=[5], groups=["20-40", "40-60"],
-                            images=2, samples=samples, batch_size=3, timing_repeats=2)
+    config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], schedules=["linear_2"], top_k=[5],
+                            groups=["20-40", "40-60"], images=2, samples=samples, batch_size=3, timing_repeats=2)
     raw = yaml.safe_load(params.source and Path(params.source).read_text())
     raw["overrides"]["frontier"] = config.model_dump(mode="json")
     Path(params.source).write_text(yaml.safe_dump(raw))
@@ -94,11 +94,12 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
 
     metrics = json.loads((out / stage.METRICS_FILE).read_text())
     assert only_numbers(metrics)  # what `dvc metrics show` can list: no lists, no strings
-    assert set(metrics) == {"argmax", "tps1_k5", "tps3_k5", "cosine2_k5"}
+    assert set(metrics) == {"argmax", "tps1_k5", "tps3_k5", "cosine2_k5", "linear_2_k5"}
     assert all(set(groups) == {"20-40", "40-60"} for groups in metrics.values())
     for group in ("20-40", "40-60"):
         cell = {name: metrics[name][group] for name in metrics}
         assert cell["argmax"]["forward_passes"] == 1 and cell["cosine2_k5"]["forward_passes"] == 2
+        assert cell["linear_2_k5"]["forward_passes"] == 2  # the TPAMI release's schedule: 2 forwards
         assert cell["tps1_k5"]["forward_passes"] > cell["tps3_k5"]["forward_passes"] > 1
         assert all({"psnr", "ssim", "mae", "seconds_per_image"} <= set(c) for c in cell.values())
         assert not any("n" in c for c in cell.values())  # a count, not a metric: it is in the CSV
@@ -108,7 +109,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     assert not (out / "samples").exists()  # the folder kept in git holds no images
 
     csv = pd.read_csv(out / stage.CSV_FILE)
-    assert len(csv) == len(frame) == 8
+    assert len(csv) == len(frame) == 10
     assert set(csv["n"]) == {2}
     lpips = csv.set_index(["setting", "group"])["lpips_unavailable"].fillna("")
     assert "deterministic" in lpips[("argmax", "20-40")]
@@ -130,6 +131,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
         re.findall(r"\\textbf\{[^}]*\}(\$\^\{\\dagger\}\$)?", table))
     assert "the setting differs from Algorithm 1: a mark where" in table
     assert "Bold: the best quality per column and mask group, only where" in table
+    assert r"TPAMI linear, 2 steps, $\mathcal{K}=5$" in table
     assert table.count("argmax is deterministic") == 1  # one footnote per reason, not per cell
     assert r"FID not measured: Inception" in table and "FID $" not in table  # no column of n/a
     assert "n/a$^{a}$" in table and r"LPIPS $\uparrow$" in table and "0.1250" in table

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 from put.config import LossConfig, apply_variant
 from put.models.discriminator import PatchDiscriminator
-from put.models.losses import GeneratorLoss, discriminator_loss, gradient_loss, pixel_loss, style_loss, to_unit
+from put.models.losses import (GeneratorLoss, discriminator_loss, discriminator_view, gradient_loss, pixel_loss,
+                               style_loss, to_unit)
 from put.models.pvqvae import PVQVAE
 from put.models.vgg import VGG19Features
 from put.pretrained import VGG19, MissingWeightsError
@@ -66,7 +67,7 @@ def test_discriminator_input_range(inputs):
     images, keep = random_batch()
     rec = model(images, keep, keep)
     disc = Spy()
-    discriminator_loss(disc, rec, inputs).backward()
+    discriminator_loss(disc, rec, discriminator_view(LossConfig(discriminator_inputs=inputs))).backward()
     GeneratorLoss(LossConfig(delayed_start=0, perceptual=0, style=0), None)(rec, disc, step=0)
     assert len(seen) == 3 and 0 <= seen[2][0] and seen[2][1] <= 1  # the generator step's call
     assert all(lo >= 0 and hi <= 1 for lo, hi in seen[:2]) == (inputs == "unit")

@@ -44,7 +44,8 @@ def test_every_key_of_the_full_size_models_maps_with_nothing_left_over(preset):
     with torch.device("meta"):
         model, disc = PUTModel(PRESETS[preset].model), PatchDiscriminator()
     pvqvae = meta_state(official["pvqvae"])
-    assert infer_pvqvae_variant(pvqvae, model.config.pvqvae.codebook_size) == "put"
+    sizes = model.config.pvqvae.codebook_size, model.config.pvqvae.masked_book_size
+    assert infer_pvqvae_variant(pvqvae, *sizes) == "put"
     ours, theirs_disc = pvqvae_state(pvqvae)
     ours.add("codebook.initialized", model.pvqvae.codebook.initialized, "(set by the importer)")
     check_against(ours, model.pvqvae.state_dict(), "P-VQVAE")

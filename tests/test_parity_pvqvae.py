@@ -10,7 +10,7 @@ from put.checkpoint import load_checkpoint
 from put.config import LossConfig
 from put.model_io import load_pvqvae
 from put.models.discriminator import PatchDiscriminator
-from put.models.losses import GeneratorLoss, discriminator_loss
+from put.models.losses import GeneratorLoss, discriminator_loss, discriminator_view
 from put.models.pvqvae import PVQVAE
 from put.models.vgg import VGG19Features
 from put.official import import_official, read_overrides
@@ -87,7 +87,7 @@ def test_training_step_losses_and_ema_match_the_released_code(imported, vgg, var
     released.train(), disc.train()
     rec = released(images, erase, keep)
     terms = GeneratorLoss(config, vgg)(rec, disc, step=MANIFEST["loss_start"])
-    d_loss = discriminator_loss(disc, rec, config.discriminator_inputs)
+    d_loss = discriminator_loss(disc, rec, discriminator_view(config))
 
     assert max_diff(rec.images, theirs["train_reconstruction"]) <= ATOL
     for their_name, ours in LOSS_TERMS.items():

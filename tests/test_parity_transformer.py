@@ -41,17 +41,18 @@ def test_logits_and_loss_match_the_released_code(imported, variant):
     torch.testing.assert_close(masked_token_loss(logits, target, known), theirs["loss"], rtol=1e-5, atol=0)
 
 
-def greedy(model, tokens_per_step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Our top-1 iterative sampling: (tokens (B, L), step at which each position was filled, -1 if known).
-    A position was filled at step s when its input changed between the forwards of steps s and s + 1."""
+def greedy(model, options: SamplingOptions) -> tuple[torch.Tensor, torch.Tensor]:
+    """Our iterative sampling of the fixture's inputs (top-1 options: greedy): (tokens (B, L), step at which each
+    position was filled, -1 if known). A position was filled at step s when its input changed between the
+    forwards of steps s and s + 1."""
     images, keep, _ = inputs()
     features, known, tokens = model.transformer_inputs(images, keep)
     seen = []
     forward = model.transformer.forward_embedded
     model.transformer.forward_embedded = lambda x: seen.append(x.clone()) or forward(x)
     try:
-        result = sample_iterative(model, features, known, tokens,
-                                  SamplingOptions(top_k=1, tokens_per_step=tokens_per_step))
+        result = sample_iterative(model, features, known, tokens, options,
+                                  known_fraction=model.pvqvae.known_fraction(keep))
     finally:
         del model.transformer.forward_embedded
     filled = torch.where(known.flatten(1), -1, len(seen) - 1)
@@ -64,7 +65,7 @@ def greedy(model, tokens_per_step: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_greedy_sampling_order_and_tokens_match_the_released_code(imported, n):
     model = load_put_model(imported["put"])
     theirs = outputs("transformer_put")
-    tokens, filled = greedy(model, n)
+    tokens, filled = greedy(model, SamplingOptions(top_k=1, tokens_per_step=n))
     assert torch.equal(filled, theirs[f"sample_n{n}_fill_step"])
     assert torch.equal(tokens, theirs[f"sample_n{n}_tokens"])
 

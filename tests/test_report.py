@@ -263,7 +263,8 @@ def test_speed_table_sets_like_beside_like():
             bench_result("ffhq", "pvqvae", images_per_second=2.5), bench_result("demo", "pvqvae")]
     latex = render_latex(speed_table(rows))
     for text in ("37.138", "32.048", "17.186", "62.949", "RTX 3090", "0.570", "99.500", r"x86\_64", r"25.0\%",
-                 "30 x 512, 256 px", "35 x 1024", "not a paper model", "random weights",
+                 "paper size, 30 layers x 512, 256 px", "35 layers x 1024", "not a paper model, not comparable",
+                 "random weights",
                  "ours, eager [a]", "ours, graph [b]", "authors' loop [c]", "NVIDIA H100 80GB HBM3 & bf16-autocast",
                  "901.000", "62.300", "batch 10, 1/step", "[a] this run's bench stage",
                  r"[b] \texttt{reports/benchmarks/sampling\_cuda\_h100.json}"):
@@ -275,7 +276,7 @@ def test_speed_table_sets_like_beside_like():
     assert datasets == ["FFHQ"] * 4 + ["Places2", "Places2", "ImageNet", "ImageNet", "demo preset", "all", "all",
                         "demo preset"]
     assert "0.570" in lines[0] and "37.138" in lines[3] and "397.000" in lines[8]
-    assert "30 x 512, 256 px" in lines[0] and "reported by the paper" in lines[3]
+    assert "30 layers x 512, 256 px" in lines[0] and "reported by the paper" in lines[3]
     assert r"\textbf" not in latex
 
 

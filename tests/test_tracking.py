@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from put.config import VARIANTS
 from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
 from put.tracking.runs import MlflowTracker, tracked
 
@@ -50,7 +51,7 @@ def test_parallel_writers_on_sqlite_lose_no_run(tracking):
     found = runs(tracking)
     parents = [r for r in found if r.data.tags["put.level"] == "dag"]
     children = [r for r in found if r.data.tags["put.level"] == "stage"]
-    assert len(parents) == 1 and parents[0].info.run_name == "demo · 6 variants · dag0001"
+    assert len(parents) == 1 and parents[0].info.run_name == f"demo · {len(VARIANTS)} variants · dag0001"
     assert sorted(r.info.run_name for r in children) == sorted(f"{s} {v}" for v in variants
                                                                for s in ("train_transformer", "sample"))
     for child in children:
@@ -97,7 +98,7 @@ def test_the_report_has_its_own_run_under_the_parent(tracking, tmp_path):
 def test_metric_names_end_with_what_they_measure():
     nested = {"k50": {"10-60": {"psnr": 20.5, "ssim": 0.5}}, "bins": {"10-20": {"mae": 0.1}}}
     assert metric_names(nested) == {"k50/10-60/psnr": 20.5, "k50/10-60/ssim": 0.5, "bins/10-20/mae": 0.1}
-    assert parent_name("ffhq", "0123456789ab", None) == "ffhq · 6 variants · 0123456"
+    assert parent_name("ffhq", "0123456789ab", None) == f"ffhq · {len(VARIANTS)} variants · 0123456"
 
 
 def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(tracking, tmp_path, monkeypatch):

@@ -20,13 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Sampling speed of the paper-size transformers (random weights) and of the preset's own model, and P-VQVAE
-    throughput, on this machine: sampling.json and pvqvae.json."""
-    own = load_cli_params(args).preset
-    paper = [name for name in PRESETS if name != "demo"]
-    presets = paper + ([own] if own not in paper else [])
+    """Sampling speed of the paper-size transformers (random weights) and of the preset's own models (its tpami
+    variant's too), and P-VQVAE throughput, on this machine: sampling.json and pvqvae.json. Of the TPAMI presets
+    the FFHQ ones stand for their resolution: the three datasets' networks are the same at a resolution."""
+    params = load_cli_params(args)
+    own = [params.preset, params.resolved().tpami_preset or params.preset]
+    paper = [name for name, p in PRESETS.items()
+             if p.data.dataset != "demo" and (p.model.generation == "cvpr2022" or p.data.dataset == "ffhq")]
+    presets = list(dict.fromkeys(paper + own))
     common = dict(batch=[1], tokens_per_step=[1], engine=["auto"], device=default_device(), bf16=False)
     bench.run(argparse.Namespace(what="sampling", preset=presets, steps=BENCH_STEPS,
                                  out=Path(args.out) / "sampling.json", **common))
-    bench.run(argparse.Namespace(what="pvqvae", preset=list(dict.fromkeys(["ffhq", own])), steps=BENCH_STEPS,
+    tpami = [name for name in paper if PRESETS[name].model.generation == "tpami2024"]
+    bench.run(argparse.Namespace(what="pvqvae", preset=list(dict.fromkeys(["ffhq", *tpami, *own])), steps=BENCH_STEPS,
                                  out=Path(args.out) / "pvqvae.json", **common))

@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> None:
             raise InputError(f"--official {args.official} takes the file, variant and model from params.yaml; "
                              "do not give --transformer, --variant or --model-overrides that differ")
         transformer, variant, overrides = entry.transformer, entry.variant, entry.model
-    result = import_official(Path(args.out), params.preset, pvqvae=args.pvqvae, transformer=transformer,
+        preset = entry.preset or params.preset
+    else:
+        preset = params.preset
+    result = import_official(Path(args.out), preset, pvqvae=args.pvqvae, transformer=transformer,
                              variant=variant, model_overrides=overrides)
     print(f"variant {result.variant}: {result.pvqvae}" + (f", {result.transformer}" if result.transformer else ""))

@@ -7,9 +7,10 @@ import json
 
 import torch
 
-from put.config import PRESETS, VARIANTS, model_config, preset
+from put.config import GENERATION_NAMES, PRESETS, VARIANTS, model_config, preset
+from put.config.presets import variant_preset
 
-HELP = "parameter counts and token grid of a preset x variant"
+HELP = "parameter counts and token grid of a preset x variant (the TPAMI presets: the authors' TPAMI 2024 sizes)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +27,11 @@ def run(args: argparse.Namespace) -> dict:
     config = model_config(args.preset, args.variant)
     with torch.device("meta"):  # parameter counts without allocating memory
         model = PUTModel(config)
-        discriminator = PatchDiscriminator(width=preset(args.preset).pvqvae_train.discriminator_width)
+        trained_as = preset(variant_preset(args.preset, args.variant))  # the tpami variant: its TPAMI preset
+        discriminator = PatchDiscriminator(width=trained_as.pvqvae_train.discriminator_width)
     info = {
-        "preset": args.preset, "variant": args.variant, "image_size": config.image_size,
+        "preset": args.preset, "variant": args.variant, "generation": config.generation,
+        "image_size": config.image_size,
         "token_grid": list(config.token_grid),
         "parameters": {"transformer": count_parameters(model.transformer),
                        "pvqvae_generator": count_parameters(model.pvqvae),
@@ -39,9 +42,9 @@ def run(args: argparse.Namespace) -> dict:
         print(json.dumps(info, indent=2))
     else:
         p = info["parameters"]
-        print(f"preset {args.preset}, variant {args.variant}: {config.image_size}px, token grid "
-              f"{config.token_grid[0]}x{config.token_grid[1]}\n"
-              f"  UQ-Transformer   {p['transformer'] / 1e6:8.2f}M\n"
+        print(f"preset {args.preset}, variant {args.variant} ({GENERATION_NAMES[config.generation]}): "
+              f"{config.image_size}px, token grid {config.token_grid[0]}x{config.token_grid[1]}\n"
+              f"  transformer      {p['transformer'] / 1e6:8.2f}M\n"
               f"  P-VQVAE (G)      {p['pvqvae_generator'] / 1e6:8.2f}M\n"
               f"  discriminator    {p['discriminator'] / 1e6:8.2f}M")
     return info

@@ -10,12 +10,14 @@ from put.commands.common import default_device, device_name, positive_int
 from put.errors import InputError
 
 HELP = "inpaint an image (or a folder of images): N diverse results each as PNG files"
-SAMPLING = ("top_k", "temperature", "tokens_per_step", "steps", "position_rule")
+SAMPLING = ("top_k", "temperature", "tokens_per_step", "steps", "schedule", "position_rule")
 # Options that contradict each other (put/cli.py refuses them together): (option, the options it excludes, why).
 CONFLICTS = (
     ("deterministic", ("samples",), "argmax gives one result; more samples would be identical copies"),
     ("deterministic", SAMPLING, "argmax takes every token at once, no sampling option applies"),
-    ("steps", ("tokens_per_step",), "a cosine schedule over S steps replaces a fixed number of tokens per step"),
+    ("steps", ("tokens_per_step", "schedule"), "a cosine schedule over S steps replaces a fixed number of tokens "
+     "per step and the TPAMI release's schedules"),
+    ("schedule", ("tokens_per_step",), "a schedule replaces a fixed number of tokens per step"),
 )
 
 
@@ -38,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens-per-step", type=int, default=1, help="tokens sampled per forward pass")
     parser.add_argument("--steps", type=int, help="cosine schedule: every masked patch in exactly this many forward "
                                                   "passes (replaces --tokens-per-step)")
+    parser.add_argument("--schedule", help="the TPAMI release's schedule: cosine_S, linear_S or average_S (S forward "
+                                           "passes), or an integer (tokens per pass); replaces --tokens-per-step")
     parser.add_argument("--position-rule", choices=["logit", "prob"], default="logit",
                         help="next position: largest max-logit (released code) or max probability (paper text)")
     parser.add_argument("--deterministic", action="store_true", help="all tokens at once by argmax (PUT_all)")
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> None:
         samples=args.samples, seed=args.seed, deterministic=args.deterministic, pad=args.pad,
         batch_size=args.batch_size, options=SamplingOptions(
             top_k=args.top_k, temperature=args.temperature, tokens_per_step=args.tokens_per_step,
-            position_rule=args.position_rule, steps=args.steps))
+            position_rule=args.position_rule, steps=args.steps, schedule=args.schedule))
     request = InpaintRequest(Path(args.images if folders else args.image), Path(args.masks if folders else args.mask),
                              Path(args.out), settings, args.composite, args.mask_polarity)
     model = load_put_model(args.checkpoint, args.pvqvae, args.device)

@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="committed benchmark rows (GPU figures, the authors' loop) and `put cost`'s "
                              "cost.json")
     parser.add_argument("--frontier", help="folder written by `put frontier` (its table and figure join the report)")
+    parser.add_argument("--frontier-tpami", help="the tpami variant's `put frontier` folder (drawn beside PUT's)")
     parser.add_argument("--out", required=True, help="report folder")
     parser.set_defaults(out_folder=True)
 
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> None:
     metrics = [Path(args.metrics_dir) / f"{label}.json" for label in params.evaluated_labels()]
     out = run_report(params, metrics, Path(args.samples), Path(args.masks), optional_path(args.benchmarks),
                      Path(args.out), parse_tags(args.tag), optional_path(args.frontier),
-                     resolved_params=optional_path(args.resolved_params), measured=optional_path(args.measured))
+                     resolved_params=optional_path(args.resolved_params), measured=optional_path(args.measured),
+                     frontier_tpami=optional_path(args.frontier_tpami))
     print(f"report written to {out}")
 
 

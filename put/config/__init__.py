@@ -1,9 +1,11 @@
 """Configuration: model sizes and ablation switches, training settings, presets (each defined once)."""
 
 from put.config.model import (
+                              GENERATION_NAMES,
                               PALETTE,
                               PVQVAE_OF_VARIANT,
                               PVQVAE_VARIANTS,
+                              TPAMI_VARIANT,
                               VARIANT_COLOURS,
                               VARIANTS,
                               LossConfig,
@@ -13,12 +15,14 @@ from put.config.model import (
                               TransformerConfig,
                               Variant,
                               apply_variant,
+                              Generation,
 )
 from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_config, preset
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig
 
 __all__ = [
-    "PALETTE", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "VARIANT_COLOURS", "VARIANTS", "LossConfig", "ModelConfig",
-    "PVQVAEConfig", "StrictModel", "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
+    "GENERATION_NAMES", "Generation", "PALETTE", "PVQVAE_OF_VARIANT", "PVQVAE_VARIANTS", "TPAMI_VARIANT",
+    "VARIANT_COLOURS", "VARIANTS", "LossConfig", "ModelConfig", "PVQVAEConfig", "StrictModel",
+    "TransformerConfig", "Variant", "apply_variant", "PRESETS", "DataConfig", "MaskConfig", "Preset",
     "model_config", "preset", "PVQVAETrainConfig", "TrainConfig", "TransformerTrainConfig",
 ]

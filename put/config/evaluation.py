@@ -2,17 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from put.config.model import StrictModel
+from put.errors import InputError
+
+ALL_AT_ONCE = 2 ** 31  # tokens per step that fixes every masked position in one forward
+RELEASED_SCHEDULES = ("cosine", "linear", "average", "cosine-1", "linear-1")  # the TPAMI release's names
+SCHEDULE_FORMS = ("an integer N (N tokens per forward; N <= 0: all in one forward) or NAME_S with NAME one of "
+                  f"{', '.join(RELEASED_SCHEDULES)} (S forwards)")
+
+
+def parse_schedule(text: str) -> tuple[str, int]:
+    """A schedule string of the TPAMI release's `num_token_per_iter` -> ("tokens", N) or (NAME, S)."""
+    text = str(text).strip()
+    if re.fullmatch(r"-?\d+", text):
+        n = int(text)
+        return "tokens", n if n > 0 else ALL_AT_ONCE
+    found = re.fullmatch(r"([a-z]+(?:-1)?)_(\d+)", text)
+    if found is None or found[1] not in RELEASED_SCHEDULES or int(found[2]) < 1:
+        raise InputError(f"unknown sampling schedule {text!r}: expected {SCHEDULE_FORMS}")
+    return found[1], int(found[2])
 
 
 class SampleConfig(StrictModel):
     top_k: int = Field(50, ge=1, description="K of the pluralistic mode (Table 1: PUT_50)")
     temperature: float = Field(1.0, gt=0, description="multiplies the logits (released code)")
     tokens_per_step: int = Field(1, ge=1, description="1: Algorithm 1; N: N tokens per forward")
+    schedule: str | None = Field(None, description="the TPAMI release's schedule (cosine_S, linear_S, average_S: "
+                                 "S forwards; an integer: tokens per forward); replaces tokens_per_step")
+    schedule_scope: Literal["image", "batch"] = Field(
+        "image", description="a schedule's counts from each image's masked patches, or from the batch's most "
+                             "masked image as released (an image's result then depends on its batch)")
     position_rule: Literal["logit", "prob"] = "logit"
     diversity_samples: int = Field(10, ge=2, description="samples per input on the fine bins (paper: 10)")
     diversity_images: int | None = Field(None, ge=1, description="test images used for the fine-bin curves "
@@ -20,6 +44,13 @@ class SampleConfig(StrictModel):
     composite: bool = Field(False, description="paste known pixels back (the paper's evaluation does not)")
     batch_size: int = Field(64, ge=1)
     seed: int = 0
+
+    @field_validator("schedule")
+    @classmethod
+    def _known_schedule(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_schedule(v)
+        return v
 
 
 class MetricProtocol(StrictModel):
@@ -91,6 +122,8 @@ class FrontierConfig(StrictModel):
 
     tokens_per_step: list[int] = Field([1, 2, 4, 8, 16, 32], description="N tokens per forward (1: Algorithm 1)")
     schedule_steps: list[int] = Field([4, 8, 16], description="cosine confidence schedule over exactly S steps")
+    schedules: list[str] = Field([], description="the TPAMI release's schedules (cosine_S, linear_S, average_S), "
+                                 "each image's counts from its own masked patches")
     top_k: list[int] = Field([50, 200], description="K of every setting above (the authors' later release: 200)")
     argmax: bool = Field(True, description="also every position at once by argmax (PUT_all, one forward)")
     groups: list[str] = Field(["40-60"], description="mask groups of the evaluation masks (put.masks.bins)")
@@ -107,6 +140,14 @@ class FrontierConfig(StrictModel):
     def _positive(cls, v: list[int]) -> list[int]:
         if any(n < 1 for n in v):
             raise ValueError(f"every value must be >= 1, got {v}")
+        return v
+
+    @field_validator("schedules")
+    @classmethod
+    def _released_schedules(cls, v: list[str]) -> list[str]:
+        for text in v:
+            if parse_schedule(text)[0] == "tokens":
+                raise ValueError(f"{text!r}: list tokens per step under tokens_per_step; schedules takes NAME_S")
         return v
 
     @field_validator("groups")

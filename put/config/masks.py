@@ -30,10 +30,17 @@ class StrokeConfig(StrictModel):
     max_brush: int = Field(30, ge=1, description="maxBrushWidth")
     max_angle: int = Field(360, ge=0, description="maxAngle (degrees)")
     min_area: int = Field(64, ge=0, description="enclosed holes of a smaller contour area are filled (min_area)")
+    rectangles: tuple[int, int] = Field((0, 0), description="rectangles cleared from each stroke, a number drawn "
+                                        "from this range (minRectangle, maxRectangle; TPAMI transformers: 0-3)")
+    rectangle_ratio: tuple[float, float] = Field((0.1, 0.8), description="side of such a rectangle as a fraction "
+                                                 "of the image's (minRectangleRatio, maxRectangleRatio)")
 
     @model_validator(mode="after")
     def _ranges(self) -> "StrokeConfig":
         _check_range("keep_ratio", self.keep_ratio, 1.0)
+        _check_range("rectangle_ratio", self.rectangle_ratio, 1.0)
+        if not 0 <= self.rectangles[0] <= self.rectangles[1]:
+            raise ValueError(f"rectangles must be (lo, hi) with 0 <= lo <= hi, got {self.rectangles!r}")
         if self.min_vertices > self.max_vertices or self.min_brush > self.max_brush:
             raise ValueError(f"need min_vertices <= max_vertices and min_brush <= max_brush, got vertices "
                              f"{self.min_vertices}..{self.max_vertices}, brush {self.min_brush}..{self.max_brush}")

@@ -11,12 +11,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from put.errors import InputError
 
-Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0"]
+Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0", "tpami"]
+# The authors' two releases: the CVPR 2022 paper (branch cvpr2022) and its TPAMI 2024 extension (branch main).
+Generation = Literal["cvpr2022", "tpami2024"]
+GENERATION_NAMES: dict[str, str] = {"cvpr2022": "CVPR 2022", "tpami2024": "TPAMI 2024"}
 VARIANTS: tuple[str, ...] = get_args(Variant)
 # `tok` and `qua0` change only the transformer: they reuse the full model's P-VQVAE.
 PVQVAE_OF_VARIANT: dict[str, str] = {
-    "put": "put", "conv": "conv", "one": "one", "no_ref": "no_ref", "tok": "put", "qua0": "put",
+    "put": "put", "conv": "conv", "one": "one", "no_ref": "no_ref", "tok": "put", "qua0": "put", "tpami": "tpami",
 }
+# Not an ablation: the TPAMI 2024 model trained beside the CVPR variants on the same data (a preset's `tpami`
+# names the preset whose model and training settings it takes; put/config/params.py).
+TPAMI_VARIANT = "tpami"
+ABLATIONS: tuple[str, ...] = tuple(v for v in get_args(Variant) if v not in ("put", TPAMI_VARIANT))
 PVQVAE_VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(PVQVAE_OF_VARIANT.values()))
 # One colour per variant wherever variants are drawn side by side (dvc plots, the report's figures, the serve
 # page): Vega's and matplotlib's category10, in the variants' order; series that are not variants (official
@@ -63,8 +70,21 @@ class PVQVAEConfig(StrictModel):
     base_channels: int = Field(64, ge=1, description="channels at full resolution, doubling per level below the "
                                "token level (decoder, its reference branch, conv encoder); the released code "
                                "hard-codes 64")
-    num_res_blocks: int = Field(8, ge=0)
-    codebook_size: int = Field(512, ge=2, description="K = K': vectors per book")
+    num_res_blocks: int = Field(8, ge=0, description="res blocks of the encoder (and of the decoder at token "
+                                "resolution unless decoder_res_blocks is set)")
+    decoder_res_blocks: int | None = Field(None, ge=0, description="res blocks of the decoder at token resolution "
+                                           "(None: num_res_blocks; TPAMI: 2)")
+    decoder_level_res_blocks: int = Field(0, ge=0, description="res blocks after each upsampling, mirrored in the "
+                                          "reference branch (TPAMI: 2; their num_res_block_after_resolution_change)")
+    upsample: Literal["deconv", "nearest"] = Field(
+        "deconv", description="decoder upsampling: 4x4 transposed conv (CVPR), or nearest x2 then a 3x3 conv (TPAMI)")
+    codebook_size: int = Field(512, ge=2, description="K: vectors of book e (known patches; the transformer's "
+                               "vocabulary)")
+    masked_codebook_size: int | None = Field(None, ge=1, description="K': vectors of book e' (patches with a hole); "
+                                             "None: K (CVPR); TPAMI: 1024 beside K = 8192")
+    pixel_norm: Literal["signed", "imagenet"] = Field(
+        "signed", description="what the networks see: pixels in [-1, 1], or (x - mean) / std with ImageNet's RGB "
+        "statistics (the TPAMI ImageNet configs' im_process_info); a hole is black in either")
     encoder: Literal["patch", "conv"] = "patch"
     dual_codebook: bool = True
     reference_branch: bool = True
@@ -87,6 +107,14 @@ class PVQVAEConfig(StrictModel):
         return self
 
     @property
+    def decoder_blocks(self) -> int:
+        return self.num_res_blocks if self.decoder_res_blocks is None else self.decoder_res_blocks
+
+    @property
+    def masked_book_size(self) -> int:
+        return self.codebook_size if self.masked_codebook_size is None else self.masked_codebook_size
+
+    @property
     def num_upsamplings(self) -> int:
         return int(math.log2(self.patch_size))
 
@@ -106,6 +134,15 @@ class TransformerConfig(StrictModel):
         "unquantized", description="UQ-Transformer input (PUT) or quantized vectors (ablation `tok`)")
     random_quant_prob: float = Field(
         0.3, ge=0, le=1, description="training: p of replacing a known patch's feature by its code (`qua0`: 0)")
+    attention_bias: Literal["qkv", "qv"] = Field(
+        "qkv", description="biases of the attention's input projection: query, key and value (CVPR), or query and "
+        "value only (TPAMI, BEiT's: a key bias cannot change the softmax)")
+    drop_path: float = Field(0.0, ge=0, lt=1, description="stochastic depth of the last block, rising linearly from "
+                             "0 at the first (TPAMI: 0.1)")
+    mask_embedding: bool = Field(False, description="a learned vector mixed into each patch's input by its hole "
+                                 "fraction: x = proj(f) * known + m * (1 - known) (TPAMI's learn_mask_emb)")
+    init: Literal["gpt", "beit"] = Field("gpt", description="weight init: N(0, 0.02) (CVPR); beit: the same, then "
+                                         "each block's output projections divided by sqrt(2 * depth) (TPAMI)")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> "TransformerConfig":
@@ -117,6 +154,8 @@ class TransformerConfig(StrictModel):
 class ModelConfig(StrictModel):
     """Everything needed to build both models of one preset x variant."""
 
+    generation: Generation = Field("cvpr2022", description="whose architecture this is: the CVPR 2022 release or "
+                                   "its TPAMI 2024 extension (a label: the sizes and switches below say how)")
     image_size: int = Field(256, ge=8, description="training / evaluation resolution (square)")
     pvqvae: PVQVAEConfig = PVQVAEConfig()
     transformer: TransformerConfig = TransformerConfig()
@@ -134,7 +173,8 @@ class ModelConfig(StrictModel):
 
 
 def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
-    """The ablation switches of the paper's Table 3 on top of a preset."""
+    """The ablation switches of the paper's Table 3 on top of a preset (`put` and `tpami`: none; the tpami
+    variant's preset is chosen by the caller, see presets.variant_preset)."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     pvqvae_changes = {"conv": {"encoder": "conv"}, "one": {"dual_codebook": False},
@@ -157,9 +197,26 @@ class LossConfig(StrictModel):
     commitment: float = Field(1.0, ge=0)
     delayed_start: int = Field(5000, ge=0, description="iteration at which gradient, adversarial, "
                                "perceptual and style terms (and the discriminator) switch on")
+    adversarial_start: int | None = Field(None, ge=0, description="iteration at which the adversarial term and "
+                                          "the discriminator switch on, when later (TPAMI ImageNet: disc_start); "
+                                          "None: delayed_start")
     discriminator_inputs: Literal["unit", "released"] = Field(
         "unit", description="unit: the discriminator sees [0, 1] images in both steps; released: [0, 1] in the "
         "generator step but the unclamped [-1, 1] images in its own step (the released code's mix)")
+    image_range: Literal["unit", "model"] = Field(
+        "unit", description="what every image term sees: clamped [0, 1] images (CVPR: norm_to_0_1), or the "
+        "network's own unclamped pixel values (TPAMI: norm_to_0_1 false), the discriminator too")
+
+    @model_validator(mode="after")
+    def _adversarial_after_the_rest(self) -> "LossConfig":
+        if self.adversarial_start is not None and self.adversarial_start < self.delayed_start:
+            raise ValueError(f"adversarial_start ({self.adversarial_start}) must be at least delayed_start "
+                             f"({self.delayed_start})")
+        return self
+
+    @property
+    def adversarial_from(self) -> int:
+        return self.delayed_start if self.adversarial_start is None else self.adversarial_start
 
     @property
     def needs_vgg(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from put.config.model import VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
+from put.config.model import TPAMI_VARIANT, VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
 from put.errors import InputError
 from put.yamlfile import YamlFileError, read_yaml_mapping
@@ -35,6 +35,15 @@ class ParamsError(InputError):
 # The preset sections whose `seed` a seed replicate shifts: training and sampling randomness. The data split and
 # the evaluation masks keep theirs, so that every replicate is measured on the same test images and masks.
 REPLICATED_SEEDS = ("pvqvae_train", "transformer_train", "sample")
+# What the `tpami` variant takes from its TPAMI preset (the model, and how both stages train); data, masks,
+# sampling and evaluation stay the preset's, so both generations are measured alike. The resolved parameter
+# file holds them under `tpami.` (`settings_prefix`), where the DAG's tpami stages read them.
+TPAMI_SECTIONS = ("pvqvae_train", "transformer_train")
+
+
+def settings_prefix(variant: str) -> str:
+    """Where a variant's training sections lie in the resolved parameters: at the top, or under `tpami.`."""
+    return f"{TPAMI_VARIANT}." if variant == TPAMI_VARIANT else ""
 
 
 def deep_merge(base: dict, changes: dict) -> dict:
@@ -110,6 +119,8 @@ class OfficialCheckpoint(StrictModel):
 
     transformer: str = Field(description="path to their transformer .pth")
     variant: Variant = Field("put", description="the ablation it was trained as (tok and qua0 look like put)")
+    preset: str | None = Field(None, description="the preset whose model it is, e.g. ffhq_tpami256 for their TPAMI "
+                               "2024 weights (None: this run's preset); sampled and evaluated as this run's")
     model: dict[str, Any] = Field(default_factory=dict, description="ModelConfig fields over the preset's, for "
                                   "checkpoints whose sizes differ from the preset's")
 
@@ -159,14 +170,59 @@ class Params(StrictModel):
         entry = self.official.get(label.removeprefix(OFFICIAL_PREFIX))
         return entry.variant if entry is not None and label.startswith(OFFICIAL_PREFIX) else None
 
+    def label_generation(self, label: str) -> str | None:
+        """The architecture (cvpr2022 / tpami2024) a checkpoint evaluated under `label` must have; None for an
+        official_NAME without an entry here."""
+        if label in VARIANTS:
+            return self.variant_config(label).generation
+        name = label.removeprefix(OFFICIAL_PREFIX)
+        return self.official_config(name).generation if label != name and name in self.official else None
+
     def official_config(self, name: str) -> ModelConfig:
         """The model an official entry is imported into: the preset's, the entry's overrides, its variant."""
         entry = self.official[name]
+        if entry.preset is not None and entry.preset not in PRESETS:
+            raise ParamsError(f"{self.source}: official.{name}.preset: unknown preset {entry.preset!r}; expected one "
+                              f"of {', '.join(PRESETS)}")
+        model = PRESETS[entry.preset].model if entry.preset is not None else self.resolved().model
         try:
-            base = ModelConfig.model_validate(deep_merge(self.resolved().model.model_dump(), entry.model))
+            base = ModelConfig.model_validate(deep_merge(model.model_dump(), entry.model))
         except ValidationError as err:
             raise ParamsError(describe(err, f"official.{name}.model", self.source)) from None
         return apply_variant(base, entry.variant)
+
+    def tpami_source(self) -> Preset:
+        """The preset the tpami variant takes its model and training from: the base preset's `tpami_preset`, or
+        the base preset itself when it is a TPAMI preset."""
+        base = self.resolved()
+        if base.tpami_preset is None:
+            if base.model.generation != "tpami2024":
+                raise ParamsError(f"{self.source}: preset {self.preset!r} names no TPAMI preset (tpami_preset), "
+                                  f"which its `{TPAMI_VARIANT}` variant needs; expected one of "
+                                  f"{', '.join(n for n, p in PRESETS.items() if p.model.generation == 'tpami2024')}")
+            return base
+        if base.tpami_preset not in PRESETS:
+            raise ParamsError(f"{self.source}: tpami_preset: unknown preset {base.tpami_preset!r}; expected one of "
+                              f"{', '.join(PRESETS)}")
+        return self._replicated(PRESETS[base.tpami_preset])
+
+    def resolved_for(self, variant: str) -> Preset:
+        """The preset a variant's stages read: the resolved preset, with the tpami variant's model and training
+        sections from its TPAMI preset (`TPAMI_SECTIONS`)."""
+        preset = self.resolved()
+        if variant != TPAMI_VARIANT or preset.tpami_preset is None:
+            return preset
+        linked = self.tpami_source()
+        return preset.model_copy(update={"model": linked.model,
+                                         **{name: getattr(linked, name) for name in TPAMI_SECTIONS}})
+
+    def _replicated(self, preset: Preset) -> Preset:
+        """The preset with this replicate's shift of the training and sampling seeds."""
+        if not self.seed:
+            return preset
+        shifted = {name: getattr(preset, name).model_copy(update={"seed": getattr(preset, name).seed + self.seed})
+                   for name in REPLICATED_SEEDS}
+        return preset.model_copy(update=shifted)
 
     def resolved(self) -> Preset:
         if self.preset not in PRESETS:
@@ -177,16 +233,14 @@ class Params(StrictModel):
                                                       without_unset(self.overrides, Preset)))
         except ValidationError as err:
             raise ParamsError(describe(err, "overrides", self.source)) from None
-        if not self.seed:
-            return preset
-        shifted = {name: getattr(preset, name).model_copy(update={"seed": getattr(preset, name).seed + self.seed})
-                   for name in REPLICATED_SEEDS}
-        return preset.model_copy(update=shifted)
+        return self._replicated(preset)
 
     def variant_config(self, variant: str) -> ModelConfig:
         if variant not in VARIANTS:
             raise ParamsError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-        base = apply_variant(self.resolved().model, variant)
+        if variant == TPAMI_VARIANT:
+            self.tpami_source()  # a CVPR preset without a TPAMI link: the error names the presets that fit
+        base = apply_variant(self.resolved_for(variant).model, variant)
         try:
             return ModelConfig.model_validate(deep_merge(base.model_dump(),
                                                          without_unset(self.variants.get(variant, {}), ModelConfig)))
@@ -197,9 +251,12 @@ class Params(StrictModel):
         """Every value the stages use, resolved: the preset's sections with the overrides applied, and each
         variant's complete model config under `variants`. The `config` stage writes it as the file whose
         sections DVC tracks per stage; the Snakefile takes its rules' params from it."""
+        tpami = self.resolved_for(TPAMI_VARIANT)
         return {"preset": self.preset, "seeds": list(self.seeds), **self.resolved().model_dump(mode="json"),
                 "variants": {v: self.variant_config(v).model_dump(mode="json") for v in VARIANTS},
+                TPAMI_VARIANT: {name: getattr(tpami, name).model_dump(mode="json") for name in TPAMI_SECTIONS},
                 "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
+                                    "preset": entry.preset,
                                     "model": self.official_config(name).model_dump(mode="json")}
                              for name, entry in self.official.items()}}
 

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from put.config.evaluation import FrontierConfig, MetricProtocol, SampleConfig
 from put.config.masks import PConvSelect
-from put.config.model import ModelConfig, StrictModel, apply_variant
+from put.config.model import TPAMI_VARIANT, ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 from put.errors import InputError
 from put.yamlfile import read_yaml_mapping
@@ -55,6 +55,9 @@ class MaskConfig(StrictModel):
 
 
 class Preset(StrictModel):
+    tpami_preset: str | None = Field(None, description="the TPAMI 2024 preset (same image size) whose model and "
+                              "training settings the `tpami` variant trains on this preset's data; None in the "
+                              "TPAMI presets themselves, where `tpami` is their own model")
     model: ModelConfig
     data: DataConfig
     masks: MaskConfig = MaskConfig()
@@ -85,6 +88,12 @@ def load_presets(path: Path = PRESET_FILE) -> dict[str, Preset]:
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
             raise InputError(f"{path}: preset {name!r}: {problems}") from None
+    for name, settings in presets.items():
+        linked = presets.get(settings.tpami_preset) if settings.tpami_preset is not None else settings
+        if linked is None or linked.model.generation != "tpami2024" or linked.tpami_preset is not None \
+                or linked.model.image_size != settings.model.image_size:
+            raise InputError(f"{path}: preset {name!r}: tpami_preset: expected a TPAMI 2024 preset of "
+                             f"{settings.model.image_size} px, got {settings.tpami_preset!r}")
     return presets
 
 
@@ -97,5 +106,11 @@ def preset(name: str) -> Preset:
     return PRESETS[name]
 
 
+def variant_preset(preset_name: str, variant: str) -> str:
+    """The preset whose model and training settings a variant of `preset_name` uses: its `tpami_preset` for the
+    tpami variant, else the preset itself."""
+    return (preset(preset_name).tpami_preset or preset_name) if variant == TPAMI_VARIANT else preset_name
+
+
 def model_config(preset_name: str, variant: str = "put") -> ModelConfig:
-    return apply_variant(preset(preset_name).model, variant)
+    return apply_variant(preset(variant_preset(preset_name, variant)).model, variant)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from put import paths
-from put.config import PVQVAE_VARIANTS, VARIANTS
+from put.config import PVQVAE_VARIANTS, TPAMI_VARIANT, VARIANTS
+from put.config.params import settings_prefix
 
 FanOut = Literal["none", "variants", "pvqvae_variants", "official", "seeds"]
 
@@ -66,14 +67,16 @@ class Stage:
     command: str                                  # `python -m put <command>`
     inputs: dict[str, Input]                      # option -> path pattern
     outputs: dict[str, Output]                    # option (or name, see Output) -> output
-    params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed)
+    params: tuple[str, ...]                       # sections of the resolved parameters ({variant} allowed, and
+                                                  # {settings}: where the variant's training sections lie)
     fan_out: FanOut = "none"
     training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
     tracked: bool = False                         # logs to MLflow; takes --tag (the DVC stage / Snakemake rule)
     report: bool = False                          # its outputs go into `snakemake --report`
     replicated: bool = False                      # has seed replicates (a `for_seeds` stage per variant)
-    variant: str | None = None                    # a `seeds` stage's variant
-    replica_of: str | None = None                 # a `seeds` stage's stage (whose Slurm resources it takes)
+    variant: str | None = None                    # a `seeds` stage's variant, or the one a single stage runs
+    replica_of: str | None = None                 # the stage whose Slurm resources it takes (a `seeds` stage's,
+                                                  # the tpami frontier's)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -102,7 +105,8 @@ def for_seeds(stage: Stage, variant: str) -> Stage:
                            for o, p in stage.inputs.items()},
                    outputs={o: replace(out, pattern=paths.with_replicate(out.pattern, variant))
                             for o, out in stage.outputs.items()},
-                   params=tuple(p.replace("{variant}", variant) for p in stage.params))
+                   params=tuple(p.replace("{variant}", variant).replace("{settings}", settings_prefix(variant))
+                                for p in stage.params))
 
 
 CONFIG = Stage(
@@ -124,16 +128,30 @@ TRAIN_PVQVAE = Stage(
     "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
     outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
              "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "pvqvae_train"), fan_out="pvqvae_variants", training=True,
+    params=("variants.{variant}", "data", "masks", "{settings}pvqvae_train"), fan_out="pvqvae_variants", training=True,
     tracked=True, replicated=True)
 TRAIN_TRANSFORMER = Stage(
     "train_transformer", "train-transformer",
     inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
     outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
              "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "transformer_train"), fan_out="variants", training=True,
+    params=("variants.{variant}", "data", "masks", "{settings}transformer_train"), fan_out="variants", training=True,
     tracked=True, replicated=True)
 REPLICATED = (TRAIN_PVQVAE, TRAIN_TRANSFORMER, SAMPLE, EVALUATE)
+FRONTIER = Stage(
+    "frontier", "frontier",
+    inputs={"--checkpoint": paths.with_variant(paths.TRANSFORMER_CHECKPOINT, "put"),
+            "--pvqvae": paths.with_variant(paths.PVQVAE_CHECKPOINT, "put"), "--masks": paths.MASKS_DIR},
+    outputs={"--out": Output(paths.FRONTIER_DIR, directory=True, cache=False),
+             "--samples": Output(paths.FRONTIER_SAMPLES, directory=True)},
+    params=("frontier", "sample", "evaluate"), tracked=True)
+# The same for the TPAMI 2024 model, so that the report draws both frontiers.
+FRONTIER_TPAMI = replace(
+    FRONTIER, name="frontier_tpami", variant=TPAMI_VARIANT, replica_of=FRONTIER.name,
+    inputs={"--checkpoint": paths.with_variant(paths.TRANSFORMER_CHECKPOINT, TPAMI_VARIANT),
+            "--pvqvae": paths.with_variant(paths.PVQVAE_CHECKPOINT, TPAMI_VARIANT), "--masks": paths.MASKS_DIR},
+    outputs={"--out": Output(paths.FRONTIER_TPAMI_DIR, directory=True, cache=False),
+             "--samples": Output(paths.FRONTIER_TPAMI_SAMPLES, directory=True)})
 
 STAGES: tuple[Stage, ...] = (
     CONFIG,
@@ -155,19 +173,16 @@ STAGES: tuple[Stage, ...] = (
           params=("official.{official}",), fan_out="official"),
     for_official(SAMPLE),
     for_official(EVALUATE),
-    Stage("frontier", "frontier",
-          inputs={"--checkpoint": paths.with_variant(paths.TRANSFORMER_CHECKPOINT, "put"),
-                  "--pvqvae": paths.with_variant(paths.PVQVAE_CHECKPOINT, "put"), "--masks": paths.MASKS_DIR},
-          outputs={"--out": Output(paths.FRONTIER_DIR, directory=True, cache=False),
-                   "--samples": Output(paths.FRONTIER_SAMPLES, directory=True)},
-          params=("frontier", "sample", "evaluate"), tracked=True),
+    FRONTIER,
+    FRONTIER_TPAMI,
     Stage("bench", "bench-suite", inputs={},
           outputs={"--out": Output(paths.BENCH_DIR, directory=True, cache=False)},
-          params=("model",)),
+          params=("model", "tpami_preset")),
     Stage("report", "report",
           inputs={"--metrics-dir": Evaluated(paths.METRICS_FILE),
                   "--samples": paths.with_variant(paths.SAMPLES_DIR, "put"),  # the sample grid shows PUT's
                   "--masks": paths.MASKS_DIR, "--benchmarks": paths.BENCH_DIR, "--frontier": paths.FRONTIER_DIR,
+                  "--frontier-tpami": paths.FRONTIER_TPAMI_DIR,
                   "--resolved-params": paths.RESOLVED_PARAMS,
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
-from put.config.params import OFFICIAL_PREFIX, Params
+from put.config.params import OFFICIAL_PREFIX, Params, settings_prefix
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
 from put.dag.dvc_plots import template_name
@@ -31,7 +31,7 @@ HEADER = """\
 # of the parameters it reads (results/<preset>/resolved_params.yaml, written by the `config` stage).
 """
 DVC_FIELDS = {"{preset}": "${preset}", "{variant}": "${key}", "{pvqvae}": "${item.pvqvae}", "{official}": "${key}",
-              "{seed}": "${item}"}
+              "{seed}": "${item}", "{settings}": "${item.settings}"}
 INSTANCE = {"variants": "${key}", "pvqvae_variants": "${key}", "official": "${key}", "seeds": "${item}"}
 
 
@@ -59,6 +59,8 @@ def command(stage: Stage) -> str:
         parts.append(f"--variant {stage.variant} --seed ${{item}}")
     elif stage.variants:
         parts.append("--variant ${key}")
+    elif stage.variant:
+        parts.append(f"--variant {stage.variant}")
     parts += [f"{option} {input_value(pattern)}" for option, pattern in stage.inputs.items()]
     parts += [f"{option} {dvc_path(out.pattern)}" for option, out in stage.outputs.items() if option.startswith("--")]
     if stage.tracked:
@@ -102,7 +104,8 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
     if stage.fan_out in ("official", "seeds"):
         return {"foreach": f"${{{stage.fan_out}}}", "do": entry}
     if stage.variants:
-        return {"foreach": {v: {"pvqvae": PVQVAE_OF_VARIANT[v]} for v in stage.variants}, "do": entry}
+        items = {v: {"pvqvae": PVQVAE_OF_VARIANT[v], "settings": settings_prefix(v)} for v in stage.variants}
+        return {"foreach": items, "do": entry}
     return entry
 
 

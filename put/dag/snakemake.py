@@ -19,7 +19,7 @@ from typing import Any, Callable
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
-from put.config.params import OFFICIAL_PREFIX, Params
+from put.config.params import OFFICIAL_PREFIX, Params, settings_prefix
 from put.config.presets import PRESET_FILE
 from put.dag.code_deps import ROOT, command_sources
 from put.dag.declaration import CONFIG, STAGES, TARGETS, Evaluated, OfficialFile, Stage
@@ -54,7 +54,8 @@ def section(document: dict[str, Any], dotted: str) -> Any:
 def resolved_values(stage: Stage, params: Params, document: dict[str, Any]) -> Callable:
     """The resolved values a stage reads, as YAML text per instance (the rule's `params`, see the docstring); a
     function of the job's wildcards, so that Snakemake takes braces in the text for nothing but text."""
-    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name))
+    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name,
+                                                                   settings=settings_prefix(name or "")))
                                      for p in stage.params}, sort_keys=True)
                for name in instance_names(stage, params)}
     key = wildcard(stage)
@@ -97,7 +98,9 @@ def label_option(stage: Stage) -> str:
         return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
     if stage.fan_out == "seeds":
         return f" --variant {stage.variant} --seed {{wildcards.seed}}"
-    return " --variant {wildcards.variant}" if stage.variants else ""
+    if stage.variants:
+        return " --variant {wildcards.variant}"
+    return f" --variant {stage.variant}" if stage.variant else ""
 
 
 @dataclass

@@ -62,8 +62,17 @@ def _segment(known: np.ndarray, x0: int, y0: int, x1: int, y1: int, thickness: i
 
 
 def _stroke(known: np.ndarray, rng: np.random.Generator, unit: float, *, min_vertices: int, max_vertices: int,
-            max_length: int, min_brush: int, max_brush: int, max_angle: int) -> None:
-    """One stroke (the released `np_free_form_mask`), marked in `known`."""
+            max_length: int, min_brush: int, max_brush: int, max_angle: int, rectangles: tuple[int, int] = (0, 0),
+            rectangle_ratio: tuple[float, float] = (0.1, 0.8)) -> None:
+    """One stroke (the released `np_free_form_mask`), marked in `known`. With `rectangles` (TPAMI), a number of
+    rectangles drawn from that range is then cleared from this stroke alone (not from earlier ones)."""
+    if rectangles[1] > 0:
+        part = np.zeros_like(known)
+        _stroke(part, rng, unit, min_vertices=min_vertices, max_vertices=max_vertices, max_length=max_length,
+                min_brush=min_brush, max_brush=max_brush, max_angle=max_angle)
+        _clear_rectangles(part, rng, rectangles, rectangle_ratio)
+        known |= part
+        return
     h, w = known.shape
     n = int(rng.integers(min_vertices, max_vertices + 1))
     y, x = int(rng.integers(h)), int(rng.integers(w))
@@ -77,6 +86,18 @@ def _stroke(known: np.ndarray, rng: np.random.Generator, unit: float, *, min_ver
         next_x = int(min(max(x + length * math.sin(angle), 0), w - 1))
         _segment(known, x, y, next_x, next_y, brush)
         y, x = next_y, next_x
+
+
+def _clear_rectangles(known: np.ndarray, rng: np.random.Generator, count: tuple[int, int],
+                      ratio: tuple[float, float]) -> None:
+    """Clear a number of axis-aligned rectangles drawn from `count`, each side a fraction of the image's side
+    drawn from `ratio` (minRectangle, maxRectangle, minRectangleRatio, maxRectangleRatio)."""
+    h, w = known.shape
+    for _ in range(int(rng.integers(count[0], count[1] + 1))):
+        rw = int(rng.integers(int(w * ratio[0]), int(w * ratio[1]) + 1))
+        rh = int(rng.integers(int(h * ratio[0]), int(h * ratio[1]) + 1))
+        x, y = int(rng.integers(0, w - rw + 1)), int(rng.integers(0, h - rh + 1))
+        known[y:y + rh, x:x + rw] = False
 
 
 def fill_small_holes(known: np.ndarray, min_area: float) -> np.ndarray:
@@ -109,7 +130,8 @@ def fill_small_holes(known: np.ndarray, min_area: float) -> np.ndarray:
 
 def stroke_keep_mask(size: Size, rng: np.random.Generator, *, keep_ratio: tuple[float, float], min_vertices: int,
                      max_vertices: int, max_length: int, min_brush: int, max_brush: int, max_angle: int,
-                     min_area: int) -> np.ndarray:
+                     min_area: int, rectangles: tuple[int, int] = (0, 0),
+                     rectangle_ratio: tuple[float, float] = (0.1, 0.8)) -> np.ndarray:
     """Keep-mask (H, W) float32 (1 = known) of strokes covering at least a keep ratio drawn uniformly from
     `keep_ratio`; released parameter names: minVertex, maxVertex, maxLength, minBrushWidth, maxBrushWidth,
     maxAngle, min_area. A target of exactly 0 draws no stroke (an all-hole mask), as released."""
@@ -128,5 +150,6 @@ def stroke_keep_mask(size: Size, rng: np.random.Generator, *, keep_ratio: tuple[
     known = np.zeros(size, dtype=bool)
     while np.count_nonzero(known) / known.size < target:
         _stroke(known, rng, unit, min_vertices=min_vertices, max_vertices=max_vertices, max_length=max_length,
-                min_brush=min_brush, max_brush=max_brush, max_angle=max_angle)
+                min_brush=min_brush, max_brush=max_brush, max_angle=max_angle, rectangles=rectangles,
+                rectangle_ratio=rectangle_ratio)
     return fill_small_holes(known, min_area * unit**2).astype(np.float32)

@@ -1,13 +1,16 @@
 """P-VQVAE losses (supplementary Sec. B), term by term as the released EdgeConnectLoss computes them:
 pixel, gradient, adversarial, perceptual, style, commitment.
 
-All image terms are computed on [0, 1] images (clamped, as the released code's post-processing does).
+All image terms are computed on [0, 1] images (clamped, as the released code's post-processing does), or,
+with `image_range: model` (TPAMI's norm_to_0_1 false), on the network's own unclamped pixel values.
 Gradient, adversarial, perceptual and style terms (and the discriminator's own loss) switch on at
 `LossConfig.delayed_start`. Without a reference branch (`no_ref`) the released code passes no mask:
 the pixel loss is not divided by a hole fraction and the style loss covers the whole image.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +24,26 @@ from put.models.vgg import PERCEPTUAL_LAYERS, STYLE_LAYERS, VGG19Features
 def to_unit(images: torch.Tensor) -> torch.Tensor:
     """[-1, 1] -> [0, 1], clamped as an image would be."""
     return ((images + 1) / 2).clamp(0, 1)
+
+
+ImageView = Callable[[torch.Tensor], torch.Tensor]  # images in [-1, 1] -> what a loss term sees
+
+
+def identity(images: torch.Tensor) -> torch.Tensor:
+    return images
+
+
+def image_view(config: LossConfig, to_network: ImageView = identity) -> ImageView:
+    """What the generator's image terms see: [0, 1] clamped, or the network's pixel space (`to_network`)."""
+    return to_network if config.image_range == "model" else to_unit
+
+
+def discriminator_view(config: LossConfig, to_network: ImageView = identity) -> ImageView:
+    """What the discriminator sees in its own step: as the generator's terms, or (discriminator_inputs
+    released, CVPR) the unclamped [-1, 1] images."""
+    if config.image_range == "unit" and config.discriminator_inputs == "released":
+        return identity
+    return image_view(config, to_network)
 
 
 def image_gradients(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,21 +91,22 @@ def adversarial_target(logits: torch.Tensor, real: bool) -> torch.Tensor:
 class GeneratorLoss(nn.Module):
     """The full P-VQVAE objective. `vgg` may be None only when the perceptual and style weights are 0."""
 
-    def __init__(self, config: LossConfig, vgg: VGG19Features | None):
+    def __init__(self, config: LossConfig, vgg: VGG19Features | None, to_network: ImageView = identity):
         super().__init__()
         if config.needs_vgg and vgg is None:
             raise ValueError("perceptual/style loss weights are > 0 but no VGG19 was given")
         self.config = config
         self.vgg = vgg
+        self.view = image_view(config, to_network)
 
     def forward(self, rec: Reconstruction, discriminator: nn.Module, step: int) -> dict[str, torch.Tensor]:
         """The weighted terms and their sum `total`; each term is reported unweighted."""
         cfg = self.config
-        fake, real = to_unit(rec.images), to_unit(rec.target)
+        fake, real = self.view(rec.images), self.view(rec.target)
         terms = {"pixel": pixel_loss(fake, real, rec.ref_keep), "commitment": rec.quantized.commitment}
         if step >= cfg.delayed_start:
             terms["gradient"] = gradient_loss(fake, real)
-            if cfg.adversarial > 0:
+            if cfg.adversarial > 0 and step >= cfg.adversarial_from:
                 terms["adversarial"] = adversarial_target(discriminator(fake), real=True)
             if cfg.needs_vgg:
                 # Style only on the holes, where the decoder had to invent the content (whole image: no_ref).
@@ -96,10 +120,8 @@ class GeneratorLoss(nn.Module):
         return terms
 
 
-def discriminator_loss(discriminator: nn.Module, rec: Reconstruction, inputs: str = "unit") -> torch.Tensor:
-    """(BCE(D(real), 1) + BCE(D(fake), 0)) / 2. inputs "unit": [0, 1] images as in the generator step;
-    "released": the unclamped [-1, 1] images, as the released code's discriminator step feeds them."""
-    scale = to_unit if inputs == "unit" else (lambda images: images)
-    real_logits = discriminator(scale(rec.target))
-    fake_logits = discriminator(scale(rec.images.detach()))
+def discriminator_loss(discriminator: nn.Module, rec: Reconstruction, view: ImageView = to_unit) -> torch.Tensor:
+    """(BCE(D(real), 1) + BCE(D(fake), 0)) / 2 on the images as `view` shows them (`discriminator_view`)."""
+    real_logits = discriminator(view(rec.target))
+    fake_logits = discriminator(view(rec.images.detach()))
     return (adversarial_target(real_logits, True) + adversarial_target(fake_logits, False)) / 2

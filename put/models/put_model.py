@@ -48,10 +48,11 @@ class PUTModel(nn.Module):
                                                      draws)
         return features, known, target
 
-    def transformer_loss(self, images: torch.Tensor, keep_mask: torch.Tensor,
-                         draws: torch.Tensor | None = None) -> torch.Tensor:
+    def transformer_loss(self, images: torch.Tensor, keep_mask: torch.Tensor, draws: torch.Tensor | None = None,
+                         poly_epsilon: float = 0.0) -> torch.Tensor:
         features, known, target = self.transformer_batch(images, keep_mask, draws)
-        return masked_token_loss(self.transformer(features), target, known)
+        logits = self.transformer(features, self.pvqvae.known_fraction(keep_mask))
+        return masked_token_loss(logits, target, known, poly_epsilon=poly_epsilon)
 
     def decode(self, tokens: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor,
                composite: bool = False) -> torch.Tensor:
@@ -66,10 +67,13 @@ def paste_known(out: torch.Tensor, keep_mask: torch.Tensor, images: torch.Tensor
 
 
 def masked_token_loss(logits: torch.Tensor, target: torch.Tensor, known: torch.Tensor,
-                      num_masked: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy against the full image's tokens, averaged over masked patches (paper Eq. 5).
+                      num_masked: torch.Tensor | None = None, poly_epsilon: float = 0.0) -> torch.Tensor:
+    """Cross-entropy against the full image's tokens, averaged over masked patches (paper Eq. 5); with
+    poly_epsilon > 0 the PolyLoss of TPAMI, ce + epsilon * (1 - p(target)), where p(target) = exp(-ce).
     `num_masked` overrides the count (DDP passes the global count per process)."""
     ce = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="none")
+    if poly_epsilon:
+        ce = ce + poly_epsilon * (1 - torch.exp(-ce))
     masked = (~known).flatten().float()
     count = masked.sum() if num_masked is None else num_masked
     return (ce * masked).sum() / count.clamp_min(1)

@@ -3,12 +3,18 @@
 Read top to bottom: input projection + learned position embedding, n' pre-LN blocks of bidirectional
 multi-head self-attention (SDPA) and a GELU2 MLP, final LayerNorm + linear head onto K tokens.
 
+TPAMI's ViT-base is the same network with four switches (TransformerConfig): query and value biases only,
+stochastic depth, a learned mask embedding mixed into each patch's input by its hole fraction, and BEiT's
+init; and its sizes (12 x 768, 12 heads, K = 8192).
+
 The input projection and the head always run in fp32, also inside a caller's bf16 autocast: the
 sampler ranks positions and tokens by these logits, and bf16 would flip near-ties (they cost ~1% of
 a forward). Only the blocks follow the caller's precision.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -24,17 +30,35 @@ def gelu2(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(GELU2_SCALE * x)
 
 
+def drop_path(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Stochastic depth: drop a sample's whole residual branch with probability p, scale the kept ones by
+    1 / (1 - p) (timm's DropPath, which the released code uses)."""
+    if p == 0 or not training:
+        return x
+    keep = x.new_empty(x.shape[0], *(1,) * (x.dim() - 1)).bernoulli_(1 - p)
+    return x * keep / (1 - p)
+
+
 class SelfAttention(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.n_head = config.n_head
-        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
-        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        d = config.n_embd
+        self.qkv = nn.Linear(d, 3 * d, bias=config.attention_bias == "qkv")
+        if config.attention_bias == "qv":  # BEiT: no key bias (it would shift every score of a query alike)
+            self.q_bias = nn.Parameter(torch.zeros(d))
+            self.v_bias = nn.Parameter(torch.zeros(d))
+        self.proj = nn.Linear(d, d)
         self.dropout = config.dropout
+
+    def input_projection(self, x: torch.Tensor) -> torch.Tensor:
+        if self.qkv.bias is not None:
+            return self.qkv(x)
+        return F.linear(x, self.qkv.weight, torch.cat([self.q_bias, torch.zeros_like(self.q_bias), self.v_bias]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
+        q, k, v = self.input_projection(x).view(b, t, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
@@ -56,17 +80,18 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, drop_path: float = 0.0):
         super().__init__()
         self.ln1 = nn.LayerNorm(config.n_embd)
         self.attn = SelfAttention(config)
         self.ln2 = nn.LayerNorm(config.n_embd)
         self.mlp = MLP(config)
         self.drop = nn.Dropout(config.dropout)
+        self.drop_path = drop_path
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln1(x)))
-        return x + self.drop(self.mlp(self.ln2(x)))
+        x = x + drop_path(self.drop(self.attn(self.ln1(x))), self.drop_path, self.training)
+        return x + drop_path(self.drop(self.mlp(self.ln2(x))), self.drop_path, self.training)
 
 
 class UQTransformer(nn.Module):
@@ -77,17 +102,26 @@ class UQTransformer(nn.Module):
         self.input_proj = nn.Linear(feature_dim, config.n_embd)
         # Learned absolute positions, zero at init (released code); no [MASK] token.
         self.pos_emb = nn.Parameter(torch.zeros(1, grid[0] * grid[1], config.n_embd))
+        if config.mask_embedding:  # zero at init (released)
+            self.mask_emb = nn.Parameter(torch.zeros(config.n_embd))
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        n = config.n_layer  # deeper blocks drop more: linspace(0, drop_path, n)
+        rates = [config.drop_path * i / max(1, n - 1) for i in range(n)]
+        self.blocks = nn.ModuleList(Block(config, rate) for rate in rates)
         self.ln_f = nn.LayerNorm(config.n_embd)
         self.head = nn.Linear(config.n_embd, codebook_size)
         self.apply(self._init_weights)
+        if config.init == "beit":  # each residual branch's output scaled down by its depth
+            for depth, block in enumerate(self.blocks, start=1):
+                block.attn.proj.weight.data.div_(math.sqrt(2.0 * depth))
+                block.mlp.proj.weight.data.div_(math.sqrt(2.0 * depth))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, 0.0, 0.02)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
@@ -105,9 +139,18 @@ class UQTransformer(nn.Module):
         with torch.autocast(features.device.type, enabled=False):
             return self.input_proj(features.float())
 
-    def embed(self, features: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        """(B, L, C) encoder features or code vectors -> (B, L, D) transformer inputs."""
-        return self.project(features) + self.position_embedding(grid)
+    def embed(self, features: torch.Tensor, grid: tuple[int, int],
+              known_fraction: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L, C) encoder features or code vectors -> (B, L, D) transformer inputs. With a mask embedding,
+        `known_fraction` (B, L) (the share of each patch's pixels that are known) is required."""
+        x = self.project(features)
+        if self.config.mask_embedding:
+            if known_fraction is None:
+                raise ValueError("this transformer mixes a mask embedding into each patch by its known fraction: "
+                                 "pass known_fraction")
+            known = known_fraction.unsqueeze(-1).to(x.dtype)
+            x = x * known + self.mask_emb * (1 - known)
+        return x + self.position_embedding(grid)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, D) last hidden states -> (B, L, K) fp32 logits."""
@@ -120,10 +163,11 @@ class UQTransformer(nn.Module):
             x = block(x)
         return self.logits(x)
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """(B, C, h, w) features -> (B, h*w, K) logits over book `e`."""
+    def forward(self, features: torch.Tensor, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, C, h, w) features (and (B, h, w) known fractions, see `embed`) -> (B, h*w, K) logits over book `e`."""
         grid = tuple(features.shape[-2:])
-        return self.forward_embedded(self.embed(features.flatten(2).transpose(1, 2), grid))
+        fraction = known_fraction.flatten(1) if known_fraction is not None else None
+        return self.forward_embedded(self.embed(features.flatten(2).transpose(1, 2), grid, fraction))
 
     def flops_per_forward(self, num_tokens: int) -> int:
         """Multiply-add FLOPs (x2) of one forward pass over num_tokens, matmuls only (they dominate)."""

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from put.config import PVQVAE_OF_VARIANT, ModelConfig, apply_variant, preset
+from put.config import GENERATION_NAMES, PRESETS, PVQVAE_OF_VARIANT, ModelConfig, apply_variant, preset
 from put.config.params import deep_merge, describe
 from put.errors import InputError
 from put.fileio import file_sha256
@@ -29,6 +29,7 @@ from put.official.keys import (
     KeyMappingError,
     Mapped,
     check_against,
+    generation_of,
     infer_pvqvae_variant,
     pvqvae_state,
     split_transformer_checkpoint,
@@ -59,6 +60,16 @@ def official_model_config(preset_name: str, overrides: Mapping[str, Any] | None 
         return ModelConfig.model_validate(deep_merge(preset(preset_name).model.model_dump(), dict(overrides or {})))
     except ValidationError as err:
         raise InputError(describe(err, "model overrides", f"preset {preset_name}")) from None
+
+
+def check_generation(state: Mapping[str, torch.Tensor], config: ModelConfig, preset_name: str, source: Path) -> None:
+    """A TPAMI checkpoint given to a CVPR preset, or the reverse: one line naming the presets that fit."""
+    found = generation_of(state)
+    if found != config.generation:
+        fitting = [name for name, p in PRESETS.items() if p.model.generation == found]
+        raise KeyMappingError(f"{source}: holds a {GENERATION_NAMES[found]} model, but preset {preset_name!r} is "
+                              f"{GENERATION_NAMES[config.generation]}; expected a {GENERATION_NAMES[found]} preset "
+                              f"({', '.join(fitting)})")
 
 
 def resolve_variant(given: str | None, inferred: str, source: Path) -> str:
@@ -92,7 +103,9 @@ def import_official(out: str | os.PathLike, preset_name: str, pvqvae: str | os.P
     state = official_state_dict(pvqvae) if pvqvae else codec
 
     base = official_model_config(preset_name, model_overrides)
-    variant = resolve_variant(variant, infer_pvqvae_variant(state, base.pvqvae.codebook_size), source)
+    check_generation({**state, **own}, base, preset_name, source)
+    variant = resolve_variant(variant, infer_pvqvae_variant(state, base.pvqvae.codebook_size,
+                                                            base.pvqvae.masked_book_size), source)
     pvqvae_config = apply_variant(base, PVQVAE_OF_VARIANT[variant])
     mapped, disc = pvqvae_state(state)
     if pvqvae and codec and (key := same_weights(pvqvae_state(codec)[0], mapped)):

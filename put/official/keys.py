@@ -4,8 +4,10 @@ Their P-VQVAE (image_synthesis/modeling/codecs/image_codec/patch_vqgan.py: Patch
 or PatchConvEncoder2, VectorQuantizer, PatchConvDecoder2) and UQ-Transformer
 (masked_image_inpainting_transformer_in_feature.py) hold the same tensors as ours under other names,
 except that their attention has separate query/key/value Linears where ours has one fused `qkv`.
-Every key must be accounted for: renamed, fused, or one of the training-only losses' copies of
-pretrained VGG19 weights / BCE labels that we never load.
+Their TPAMI 2024 models (branch main) use the same codec classes with res blocks after every upsampling
+(numbered in one Sequential with the upsamplers) and the ViT of masked_image_inpainting_transformer.py
+(fused qkv with query and value biases, a mask embedding). Every key must be accounted for: renamed, fused,
+or one of the training-only losses' copies of pretrained VGG19 weights / BCE labels that we never load.
 """
 
 from __future__ import annotations
@@ -48,17 +50,45 @@ PVQVAE_RULES = _rules([
     (r"quantize\.embedding$", "codebook.embed"),
     (r"quantize\.embedding_avg$", "codebook.embed_avg"),
     (r"quantize\.cluster_size$", "codebook.cluster_size"),
-    # MSG-Dec: pre_layers = [Conv3x3], res_layers, up_layers.i.deconv, post_layers = [ReLU, Conv3x3],
-    # reference branch encoder.layers = [Conv3x3, Conv4x4 s2, ...] (a DownSample's conv under `.conv`)
+    # MSG-Dec: pre_layers = [Conv3x3], res_layers, up_layers, post_layers = [ReLU, Conv3x3]
     (r"decoder\.pre_layers\.0\.(weight|bias)$", r"decoder.conv_in.\1"),
     (r"decoder\.res_layers\.(\d+)\.conv\.1\.(weight|bias)$", r"decoder.blocks.\1.conv1.\2"),
     (r"decoder\.res_layers\.(\d+)\.conv\.3\.(weight|bias)$", r"decoder.blocks.\1.conv2.\2"),
-    (r"decoder\.up_layers\.(\d+)\.deconv\.(weight|bias)$", r"decoder.up.\1.\2"),
     (r"decoder\.post_layers\.1\.(weight|bias)$", r"decoder.conv_out.\1"),
     (r"decoder\.encoder\.layers\.0\.(weight|bias)$", r"decoder.ref_in.\1"),
-    (r"decoder\.encoder\.layers\.(\d+)\.(?:conv\.)?(weight|bias)$",
-     lambda m: f"decoder.ref_down.{int(m[1]) - 1}.{m[2]}"),
 ])
+
+
+def decoder_level_rules(level_blocks: int) -> list[Rule]:
+    """Their decoder's up_layers (and the reference branch's encoder.layers after its first conv) number the
+    upsamplers (downsamplers) and the `level_blocks` res blocks after each in one Sequential: an upsampler's
+    conv is `.deconv` (CVPR) or `.conv` (TPAMI: nearest x2, then the conv), a DownSample's `.conv` (or with
+    downsample_layer 'conv' a bare Conv2d), a res block's `.conv.1` / `.conv.3`."""
+    stride = level_blocks + 1
+
+    def block(prefix: str, first: int) -> Callable[[re.Match], str]:
+        def name(m: re.Match) -> str:
+            level, position = divmod(int(m[1]) - first, stride)
+            return f"decoder.{prefix}.{level}.{position - (1 - first)}.conv{1 if m[2] == '1' else 2}.{m[3]}"
+        return name
+
+    return _rules([
+        (r"decoder\.up_layers\.(\d+)\.(?:deconv|conv)\.(weight|bias)$",
+         lambda m: f"decoder.up.{int(m[1]) // stride}.{m[2]}"),
+        (r"decoder\.up_layers\.(\d+)\.conv\.(1|3)\.(weight|bias)$", block("up_blocks", 0)),
+        (r"decoder\.encoder\.layers\.(\d+)\.(?:conv\.)?(weight|bias)$",
+         lambda m: f"decoder.ref_down.{(int(m[1]) - 1) // stride}.{m[2]}"),
+        (r"decoder\.encoder\.layers\.(\d+)\.conv\.(1|3)\.(weight|bias)$", block("ref_blocks", 1)),
+    ])
+
+
+def level_blocks_of(state: Mapping[str, torch.Tensor]) -> int:
+    """Res blocks after each upsampling, read from how their up_layers are numbered."""
+    upsampler = re.compile(r"decoder\.up_layers\.(\d+)\.(?:deconv|conv)\.weight$")
+    ups = sorted({int(m[1]) for key in state if (m := upsampler.match(key))})
+    return ups[1] - ups[0] - 1 if len(ups) > 1 else 0
+
+
 # Tried before PVQVAE_RULES for a conv encoder, whose post conv and plain pre-layers reuse P-Enc's names.
 CONV_ENCODER_RULES = _rules([
     (r"encoder\.post_layers\.1\.(weight|bias)$", r"encoder.conv_out.\1"),
@@ -78,7 +108,14 @@ TRANSFORMER_RULES = _rules([
     (r"blocks\.(\d+)\.mlp\.2\.(weight|bias)$", r"blocks.\1.mlp.proj.\2"),
     (r"layer_norm\.(weight|bias)$", r"ln_f.\1"),
     (r"to_logits\.(weight|bias)$", r"head.\1"),
+    # TPAMI's ViT: norm1/norm2, a fused qkv without bias plus q_bias / v_bias, mlp.fc1/fc2, `norm`
+    (r"blocks\.(\d+)\.norm([12])\.(weight|bias)$", r"blocks.\1.ln\2.\3"),
+    (r"blocks\.(\d+)\.attn\.(qkv\.weight|q_bias|v_bias)$", r"blocks.\1.attn.\2"),
+    (r"blocks\.(\d+)\.mlp\.fc1\.(weight|bias)$", r"blocks.\1.mlp.fc.\2"),
+    (r"blocks\.(\d+)\.mlp\.fc2\.(weight|bias)$", r"blocks.\1.mlp.proj.\2"),
+    (r"norm\.(weight|bias)$", r"ln_f.\1"),
 ])
+MASK_EMBEDDING = "mask_emb"  # theirs (1, D, 1, 1), ours (D,)
 # Their separate projections, fused in the order our attention splits `qkv`.
 QKV = re.compile(r"blocks\.(\d+)\.attn\.(query|key|value)\.(weight|bias)$")
 QKV_ORDER = ("query", "key", "value")
@@ -113,18 +150,26 @@ def rename(key: str, rules: list[Rule]) -> str | None:
     return None
 
 
+def generation_of(state: Mapping[str, torch.Tensor]) -> str:
+    """cvpr2022 or tpami2024, from the decoder's upsamplers (transposed convs or 3x3 convs after a nearest x2)
+    or, for a transformer's own tensors, its attention (separate query/key/value or a fused qkv)."""
+    if any(re.match(r"(decoder\.up_layers\.\d+\.conv\.weight|blocks\.\d+\.attn\.qkv\.weight)$", k) for k in state):
+        return "tpami2024"
+    return "cvpr2022"
+
+
 def is_conv_encoder(state: Mapping[str, torch.Tensor]) -> bool:
     first = state.get("encoder.pre_layers.0.weight", state.get("encoder.pre_layers.0.conv.weight"))
     return first is not None and first.dim() == 4
 
 
-def infer_pvqvae_variant(state: Mapping[str, torch.Tensor], codebook_size: int) -> str:
+def infer_pvqvae_variant(state: Mapping[str, torch.Tensor], codebook_size: int, masked_size: int) -> str:
     """put, conv, one or no_ref, read from which tensors exist and the codebook's row count."""
     rows = state["quantize.embedding"].shape[0] if "quantize.embedding" in state else None
-    if rows not in (codebook_size, 2 * codebook_size):
-        raise KeyMappingError(f"quantize.embedding has {rows} rows; expected {2 * codebook_size} (two books of "
-                              f"codebook_size {codebook_size}) or {codebook_size} (variant one): set "
-                              f"pvqvae.codebook_size with --model-overrides")
+    if rows not in (codebook_size, codebook_size + masked_size):
+        raise KeyMappingError(f"quantize.embedding has {rows} rows; expected {codebook_size + masked_size} (books "
+                              f"of {codebook_size} and {masked_size} codes) or {codebook_size} (variant one): set "
+                              f"pvqvae.codebook_size / masked_codebook_size with --model-overrides")
     found = [v for v, present in (("conv", is_conv_encoder(state)), ("one", rows == codebook_size),
                                   ("no_ref", not any(k.startswith("decoder.encoder.") for k in state))) if present]
     if len(found) > 1:
@@ -139,7 +184,8 @@ def unexpected(keys: list[str], what: str) -> KeyMappingError:
 
 def pvqvae_state(state: Mapping[str, torch.Tensor]) -> tuple[Mapped, Mapped]:
     """Their P-VQVAE keys -> (our PVQVAE state, our PatchDiscriminator state: empty without `loss.*`)."""
-    rules = CONV_ENCODER_RULES + PVQVAE_RULES if is_conv_encoder(state) else PVQVAE_RULES
+    rules = (CONV_ENCODER_RULES if is_conv_encoder(state) else []) + PVQVAE_RULES + \
+        decoder_level_rules(level_blocks_of(state))
     ours, disc, unknown = Mapped(), Mapped(), []
     for key, value in state.items():
         if key.startswith(DROPPED_PREFIXES):
@@ -163,6 +209,8 @@ def transformer_state(state: Mapping[str, torch.Tensor]) -> Mapped:
     for key, value in state.items():
         if m := QKV.match(key):
             parts.setdefault((m[1], m[3]), {})[m[2]] = value
+        elif key == MASK_EMBEDDING:
+            ours.add(MASK_EMBEDDING, value.reshape(-1), key)
         elif (name := rename(key, TRANSFORMER_RULES)) is not None:
             ours.add(name, value, key)
         else:

@@ -83,10 +83,18 @@ def evaluation_frame(cost: dict) -> pd.DataFrame:
                           "Results": e["results"],
                           "Intervals CPU h": e.get("interval_hours"), "PSNR/SSIM/MAE CPU h": e.get("metrics_hours"),
                           "Inception+LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
-                          "Measured on": (f"{e['cpu_name']} ({e['cpu_source']})" if "cpu_source" in e else "")
-                          + (f"; {e['missing']}" if "missing" in e else f"; networks: {_measured_on(e)}"
-                             if e["gpus"] else "")}
+                          "Measured on": _evaluation_measured_on(e)}
                          for e in cost.get("evaluation", [])])
+
+
+def _evaluation_measured_on(e: dict) -> str:
+    """The CPU row's machine, then what is missing or where the networks were timed."""
+    parts = [f"{e['cpu_name']} ({e['cpu_source']})"] if "cpu_source" in e else []
+    if "missing" in e:
+        parts.append(e["missing"])
+    elif e["gpus"]:
+        parts.append(f"networks: {_measured_on(e)}")
+    return "; ".join(parts)
 
 
 def _format(frame: pd.DataFrame) -> pd.DataFrame:
@@ -137,7 +145,7 @@ def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Sty
 
 
 def cost_table(cost: dict) -> Styler:
-    return _styler(cost_frame(cost), (1.2, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.9), (
+    return _styler(cost_frame(cost), (2.5, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.2), (
         "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x nodes x GPUs per "
         "node, per-GPU batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the "
         "benchmark process's "
@@ -150,7 +158,7 @@ def cost_table(cost: dict) -> Styler:
 
 
 def table_topk_table(cost: dict) -> Styler:
-    return _styler(table_topk_frame(cost), (1.2, 2.6, 1.5, 0.9, 1.2, 1.1, 1.2, 5.0), (
+    return _styler(table_topk_frame(cost), (2.5, 2.6, 1.5, 0.9, 1.2, 1.1, 1.2, 3.7), (
         "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
         "on one device: our sampler and the authors' released loop in each precision measured (compare rows of one "
         "precision), each at its largest measured batch up to the sample stage's, as many steps per batch as its "
@@ -158,11 +166,11 @@ def table_topk_table(cost: dict) -> Styler:
 
 
 def evaluation_table(cost: dict) -> Styler:
-    return _styler(evaluation_frame(cost), (1.2, 1.2, 1.1, 1.2, 1.3, 1.5, 1.5, 1.2, 5.0), EVALUATION_TEXT + ".")
+    return _styler(evaluation_frame(cost), (2.5, 1.2, 1.1, 1.2, 1.3, 1.5, 1.5, 1.2, 3.7), EVALUATION_TEXT + ".")
 
 
 def layouts_table(cost: dict) -> Styler:
-    return _styler(layouts_frame(cost), (1.2, 1.8, 0.8, 1.6, 1.1, 1.1, 1.1, 1.1, 4.9), (
+    return _styler(layouts_frame(cost), (2.5, 1.8, 0.8, 1.6, 1.1, 1.1, 1.1, 1.1, 3.6), (
         "Every measured GPU layout of a training stage (one job): what the GPU counts of workflow/resources.yaml "
         "were chosen from. A layout of N GPUs is timed as one GPU at the per-GPU batch (the preset's batch / N)."))
 

@@ -36,12 +36,12 @@ def variation(replicates: tuple[int, int]) -> str:
 
 
 def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
-                       method: str = "holm", reference: str = "put") -> pd.DataFrame:
+                       method: str = "holm", reference: str = "put", name: str = "") -> pd.DataFrame:
     """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
     (variant - reference; over seed replicates where both have several), its paired interval, raw and adjusted
     p-value, whether it survives the family's correction, and which sources of variation the interval covers.
-    `images`: the per-image values of each (variant, seed). Rows the two variants do not share, and metrics either
-    lacks, are left out."""
+    `images`: the per-image values of each (variant, seed); every mode of them is one family (`name` labels it).
+    Rows the two variants do not share, and metrics either lacks, are left out."""
     labels = sorted({variant for variant, _ in images})
     if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)
@@ -81,7 +81,7 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
     for mode, family in frame.groupby("mode", sort=False):
         adjusted, significant = mark(family["p"].to_numpy(float), method, boot.level)
         families.append(family.assign(p_adjusted=adjusted, significant=significant, family_size=int(
-            family["p"].notna().sum()), family=f"{mode}: {len(family)} differences from {reference}", method=method))
+            family["p"].notna().sum()), family=f"{name + ', ' if name else ''}{mode}: {len(family)} differences from {reference}", method=method))
     return pd.concat(families, ignore_index=True) if families else frame
 
 

@@ -138,7 +138,8 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     groups = list(dict.fromkeys(frame["group"]))
     fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
     axes = fig.subplots(len(groups), len(metrics), squeeze=False)
-    styles = {"tokens_per_step": ("o", "-", "N tokens/step"), "cosine": ("s", "--", "cosine, S steps")}
+    styles = {"tokens_per_step": ("o", "-", "N tokens/step"), "cosine": ("s", "--", "cosine, S steps"),
+              "schedule": ("D", ":", "TPAMI schedule, S steps")}
     colours = {k: f"C{i}" for i, k in enumerate(sorted(frame["top_k"].dropna().unique()))}
 
     def survives(rows: pd.DataFrame, metric: str) -> np.ndarray:

@@ -31,6 +31,14 @@ TOPICS = {
                        "features and LPIPS, counted from each preset and timed on the machines named.",
     "frontier": "The sampling frontier of the full model: quality and time against transformer forward passes "
                 "per image (N tokens per step, cosine schedules, top-K).",
+    "frontier_tpami": "The sampling frontier of the TPAMI 2024 model (the tpami variant), as the full model's.",
+    "generations": "The CVPR 2022 and TPAMI 2024 models side by side on the same masks: FID, PSNR, SSIM and MAE "
+                   "per mask group in both sampling modes, with intervals and a mark where their paired difference "
+                   "excludes zero.",
+    "generations_diversity": "Diversity of the CVPR 2022 and TPAMI 2024 models per hole-ratio bin (mean pairwise "
+                             "LPIPS of an input's samples), with intervals.",
+    "generations_frontier": "Both releases' sampling frontiers in one figure: quality against transformer forward "
+                            "passes per image.",
     "curves_psnr_ssim_mae": "PSNR, SSIM and MAE against the hole ratio (fine bins), one line per variant.",
     "curve_fid": "FID against the hole ratio (top-K sampling, first sample per input), one line per variant.",
     "curve_lpips": "Diversity (mean pairwise LPIPS of an input's samples) against the hole ratio.",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from put.config import PRESETS
+
 DATASETS: tuple[str, ...] = ("FFHQ", "Places2", "ImageNet")
 GROUPS: tuple[str, ...] = ("20-40", "40-60", "10-60")
 METRICS: tuple[str, ...] = ("fid", "psnr", "ssim", "mae")
@@ -20,7 +22,10 @@ LOWER_IS_BETTER: frozenset[str] = frozenset({"fid", "mae"})
 
 # Our presets -> the paper's dataset whose numbers they reproduce; `demo` has no counterpart.
 PRESET_DATASET: dict[str, str | None] = {"ffhq": "FFHQ", "places2": "Places2", "imagenet": "ImageNet", "demo": None}
-# Reference rows shown beside a preset without a counterpart (for scale only, labelled as such).
+# Reference rows shown beside a preset without a counterpart (for scale only, labelled as such): the paper's
+# numbers of the TPAMI presets' dataset (the TPAMI paper's own are not part of this reproduction), else FFHQ's.
+SCALE_DATASET: dict[str, str] = {f"{preset}_tpami{size}": dataset for size in (256, 512) for preset, dataset in
+                                 (("ffhq", "FFHQ"), ("places2", "Places2"), ("imagenet", "ImageNet"))}
 FALLBACK_DATASET = "FFHQ"
 
 # Table 1: method -> (family, {metric: 9 values}). Families follow the paper's two row blocks.
@@ -138,7 +143,7 @@ def speed_reported() -> pd.DataFrame:
 def reference_dataset(preset: str) -> tuple[str, bool]:
     """The paper dataset whose numbers sit beside `preset`'s, and whether it is the preset's own
     (False: no counterpart, so the rows are shown for scale only and must be labelled as such)."""
-    if preset not in PRESET_DATASET:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESET_DATASET)}")
-    own = PRESET_DATASET[preset]
-    return (own, True) if own is not None else (FALLBACK_DATASET, False)
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    own = PRESET_DATASET.get(preset)
+    return (own, True) if own is not None else (SCALE_DATASET.get(preset, FALLBACK_DATASET), False)

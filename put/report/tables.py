@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from put.config import GENERATION_NAMES, TPAMI_VARIANT
 from put.config.params import OFFICIAL_PREFIX
 from put.fileio import atomic_write_text
 from put.masks.bins import TABLE_GROUPS
@@ -29,6 +30,7 @@ from put.report.reported import (
     METRICS,
     MODE_METHOD,
     PRESET_DATASET,
+    SCALE_DATASET,
     SPEED_DEVICE,
     TABLE3_DATASETS,
     reference_dataset,
@@ -297,7 +299,8 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
     has_reported = dataset in TABLE3_DATASETS
-    family = differences[differences["mode"] == "k50"] if differences is not None else None
+    family = differences[(differences["mode"] == "k50") & (differences["variant"] != TPAMI_VARIANT)] \
+        if differences is not None else None
     significant = set()
     if family is not None:
         hits = family[family["significant"]]
@@ -336,16 +339,18 @@ PVQVAE = "P-VQVAE (images/s)"
 
 
 def _timed_network(b: dict) -> tuple[str, str]:
-    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size (its dataset says so); any
-    other preset's model (the demo's) is named as what it is, so no one reads it as a paper row."""
+    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size (a TPAMI preset's, the
+    TPAMI release's); any other preset's model (the demo's) is named as what it is, so no one reads it as a
+    paper row."""
     size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
-        f"{b['n_layer']} x {b['n_embd']}, {b['image_size']} px"
-    dataset = PRESET_DATASET.get(b["preset"])
+        f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
+    dataset = PRESET_DATASET.get(b["preset"]) or SCALE_DATASET.get(b["preset"])
     if b["benchmark"] == "pvqvae" and dataset:
         dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
     if dataset:
-        return dataset, size
-    return f"{b['preset']} preset", f"{size}; not a paper model"
+        release = "paper" if b.get("generation", "cvpr2022") == "cvpr2022" else GENERATION_NAMES[b["generation"]]
+        return dataset, f"{release} size, {size}"
+    return f"{latex_escape(b['preset'])} preset", f"{size}; not a paper model, not comparable"
 
 
 def _timed_code(b: dict) -> str:
@@ -402,7 +407,7 @@ def speed_table(rows: Sequence[dict]) -> Styler:
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
     # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    long_table(styler, (1.7, 1.3, 1.9, 2.3, 2.2, 1.7, 1.5), numeric=2)
+    long_table(styler, (1.6, 2.0, 1.8, 2.2, 1.8, 1.7, 1.5), numeric=2)
     legend = "; ".join(f"{label} {_source_text(source, rows)}" for source, label in labels.items())
     return styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "

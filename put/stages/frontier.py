@@ -32,7 +32,7 @@ import torch
 from tqdm import tqdm
 
 from put.bench import device_name, synchronize
-from put.config.evaluation import FrontierConfig, MetricProtocol
+from put.config.evaluation import FrontierConfig, MetricProtocol, parse_schedule
 from put.config.params import Params
 from put.data.images import read_image, write_image
 from put.fileio import atomic_write_text, read_json
@@ -62,7 +62,7 @@ from put.train.common import autocast
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
-FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2}
+FAMILY_SEED = {"argmax": 0, "tokens_per_step": 1, "cosine": 2, "schedule": 3}
 VALUES = ("forward_passes", "seconds_per_image", *QUALITY)  # per setting and group (metrics.json: no counts)
 
 
@@ -70,7 +70,7 @@ VALUES = ("forward_passes", "seconds_per_image", *QUALITY)  # per setting and gr
 class Setting:
     name: str  # key in the metrics file
     label: str  # for people
-    family: str  # argmax | tokens_per_step | cosine
+    family: str  # argmax | tokens_per_step | cosine | schedule (the TPAMI release's)
     value: int  # tokens per step, or the schedule's steps (1 for argmax)
     options: SamplingOptions | None  # None: argmax, all positions from one forward
 
@@ -88,6 +88,8 @@ def settings(config: FrontierConfig, sample: SamplingOptions) -> list[Setting]:
                           SamplingOptions(tokens_per_step=n, **base)) for n in config.tokens_per_step]
         found += [Setting(f"cosine{s}_k{k}", f"cosine, {s} steps", "cosine", s, SamplingOptions(steps=s, **base))
                   for s in config.schedule_steps]
+        found += [Setting(f"{name}_k{k}", "TPAMI {}, {} steps".format(*parse_schedule(name)), "schedule",
+                          parse_schedule(name)[1], SamplingOptions(schedule=name, **base)) for name in config.schedules]
     return found
 
 
@@ -95,7 +97,8 @@ def forward_passes(masked: torch.Tensor, setting: Setting) -> torch.Tensor:
     """(B,) masked patches -> (B,) transformer forwards each image needs on its own (batch 1)."""
     if setting.options is None:
         return torch.ones_like(masked)
-    return (step_counts(masked, setting.options.tokens_per_step, setting.options.steps) > 0).sum(0)
+    options = setting.options
+    return (step_counts(masked, options.tokens_per_step, options.steps, options.schedule) > 0).sum(0)
 
 
 def frontier_inputs(masks: Path, config: FrontierConfig) -> pd.DataFrame:
@@ -247,8 +250,8 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
     preset = params.resolved()
     config, protocol = preset.frontier, preset.evaluate
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = load_put_model(checkpoint, pvqvae, device=str(dev),
-                           variant=params.checkpoint_variant(variant), label=variant)
+    model = load_put_model(checkpoint, pvqvae, device=str(dev), variant=params.checkpoint_variant(variant),
+                           label=variant, generation=params.label_generation(variant))
     masks, samples_dir = Path(masks), Path(samples_dir)
     inputs = frontier_inputs(masks, config)
     sample = SamplingOptions(temperature=preset.sample.temperature, position_rule=preset.sample.position_rule)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from put.config import VARIANTS
+from put.config import TPAMI_VARIANT, VARIANTS
 from put.config.params import Params, replicate_label
 from put.data.images import read_rgb
 from put.fileio import atomic_dir, atomic_write_text, read_json
@@ -31,6 +31,8 @@ from put.report.cost import cost_table, evaluation_table, layouts_table, table_t
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.differences import paired_differences
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
+from put.report.generations import (GENERATIONS_CAPTION, GENERATIONS_FIGURE, RELEASES, diversity_table,
+                                    generations_table, plot_generations_frontier)
 from put.report.html import write_html
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
@@ -89,6 +91,11 @@ def read_cost(measured: Path | None) -> dict | None:
     return read_json(path, "`put cost` figures") if path is not None and path.is_file() else None
 
 
+def frontier_stem(variant: str) -> str:
+    """frontier (PUT's, as before) or frontier_<variant>."""
+    return Path(FRONTIER_TABLE).stem + ("" if variant == "put" else f"_{variant}")
+
+
 CURVE_CAPTIONS = {
     "fid": "FID against the hole ratio ($\\mathcal{K}$ sampling, first sample per input).",
     "lpips": "Diversity (mean pairwise LPIPS of the samples of one input) against the hole ratio.",
@@ -118,7 +125,8 @@ def curve_figures(curves: pd.DataFrame, out_dir: Path, level: float = 0.95) -> t
 
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
-               resolved_params: Path | None = None, measured: Path | None = None) -> Path:
+               resolved_params: Path | None = None, measured: Path | None = None,
+               frontier_tpami: Path | None = None) -> Path:
     """Tables, figures and report.tex in `out_dir` (written whole, or not at all); the PDF, when pdflatex
     exists, at paths.REPORT_PDF, outside `out_dir`, which the DAG clears before this stage runs: a machine
     without pdflatex never deletes a committed PDF."""
@@ -133,7 +141,14 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     files = {Path(f).stem: Path(f) for f in metrics_files}
     labels = {(v, s): replicate_label(v, s) for v in VARIANTS for s in (0, *params.seeds)}
     images = {key: read_images(files[label]) for key, label in labels.items() if label in files}
-    differences = paired_differences(images, PIXEL_METRICS, protocol.bootstrap(), protocol.multiplicity)
+    # Two questions, two families: which ablations differ from PUT (Table 3), and whether the TPAMI model differs
+    # from the CVPR one (the generations table).
+    ablations = {key: frame for key, frame in images.items() if key[0] != TPAMI_VARIANT}
+    releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
+    differences = pd.concat([paired_differences(part, PIXEL_METRICS, protocol.bootstrap(), protocol.multiplicity,
+                                                name=name)
+                             for name, part in (("ablations", ablations), ("releases", releases))],
+                            ignore_index=True)
     replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
     composited = params.resolved().sample.composite
@@ -146,6 +161,9 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
         level = protocol.interval_level
         stylers = {"table1": table1(base, preset, level=level), "table3": table3(base, preset, differences, level)}
+        if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
+            stylers["generations"] = generations_table(base, preset, differences, params.resolved().sample, level)
+            stylers["generations_diversity"] = diversity_table(base_curves, preset, level)
         if len(replicates):
             atomic_write_text(staging / "seeds.csv", replicates.to_csv(index=False))
             stylers["seeds"] = seeds_table(replicates, preset, level=level)
@@ -159,18 +177,23 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
                 stylers["cost_sampling"] = table_topk_table(cost)
             if cost.get("evaluation"):
                 stylers["cost_evaluation"] = evaluation_table(cost)
-        own = list(stylers)  # the frontier's LaTeX table is its stage's, copied below
-        if frontier is not None:
-            frame = pd.read_csv(Path(frontier) / Path(FRONTIER_CSV).name)
-            stylers[Path(FRONTIER_TABLE).stem] = frontier_table(frame, preset, level=protocol.interval_level)
+        own = list(stylers)  # the frontiers' LaTeX tables are their stages', copied below
+        frontiers = {variant: Path(folder) for variant, folder in (("put", frontier), ("tpami", frontier_tpami))
+                     if folder is not None}
+        frames = {variant: pd.read_csv(folder / Path(FRONTIER_CSV).name) for variant, folder in frontiers.items()}
+        for variant, frame in frames.items():
+            stylers[frontier_stem(variant)] = frontier_table(frame, preset, variant, level=protocol.interval_level)
         for name, styler in stylers.items():  # HTML beside each LaTeX table: viewable in a browser and the
             write_html(styler, staging / f"{name}.html")  # Snakemake report
         tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
                   for name in own]
         figures, notes = curve_figures(base_curves, staging, level)
-        if frontier is not None:  # the frontier stage's table and figure, copied so the folder stands alone
-            tables.append(Path(shutil.copy2(Path(frontier) / FRONTIER_TABLE, staging / FRONTIER_TABLE)))
+        if frontier is not None:  # the frontier stages' tables and figure, copied so the folder stands alone
             figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
+        for variant, folder in frontiers.items():
+            tables.append(Path(shutil.copy2(folder / FRONTIER_TABLE, staging / f"{frontier_stem(variant)}.tex")))
+        if len(frames) == len(RELEASES):
+            figures[plot_generations_frontier(frames, staging / GENERATIONS_FIGURE)] = GENERATIONS_CAPTION
         if rows:
             figures[sample_grid(rows, titles, staging / "samples_put.png")] = grid_caption(composited)
         if resolved_params is not None:

@@ -100,12 +100,13 @@ def sample_variant(params: Params, variant: str, transformer: Path, masks: Path,
     preset = params.resolved()
     cfg = preset.sample
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_put_model(transformer, pvqvae, device=device,
-                           variant=params.checkpoint_variant(variant), label=variant)
+    model = load_put_model(transformer, pvqvae, device=device, variant=params.checkpoint_variant(variant),
+                           label=variant, generation=params.label_generation(variant))
     masks, out_dir = Path(masks), Path(out_dir)
     jobs = sampling_jobs(read_manifest(masks), cfg.diversity_samples, cfg.diversity_images)
     options = SamplingOptions(top_k=cfg.top_k, temperature=cfg.temperature, tokens_per_step=cfg.tokens_per_step,
-                              position_rule=cfg.position_rule)
+                              position_rule=cfg.position_rule, schedule=cfg.schedule,
+                              schedule_scope=cfg.schedule_scope)
     size = (model.config.image_size, model.config.image_size)
     gt = {image: read_image(masks / "gt" / f"{Path(mask).stem}.png")
           for image, mask in zip(jobs["image"], jobs["mask"])}

@@ -112,7 +112,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
         raise InputError(f"variant {variant!r} has no P-VQVAE of its own "
                          f"(it reuses {PVQVAE_OF_VARIANT.get(variant)!r}'s);"
                          f" P-VQVAE variants are {', '.join(PVQVAE_VARIANTS)}")
-    preset, config = params.resolved(), params.variant_config(variant)
+    preset, config = params.resolved_for(variant), params.variant_config(variant)
     dist = setup_distributed(device)
     try:
         train_images, test_images = split_datasets(split_dir, config.image_size, preset.data, prepared)
@@ -134,7 +134,7 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
 def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Path, out: Path,
                       device: str | None = None, tags: dict[str, str] | None = None, curves: Path | None = None,
                       restart: bool = False, prepared: Path | None = None) -> LoopResult:
-    preset, config = params.resolved(), params.variant_config(variant)
+    preset, config = params.resolved_for(variant), params.variant_config(variant)
     check_variant(load_checkpoint(pvqvae, kind="pvqvae"), PVQVAE_OF_VARIANT[variant], f"--variant {variant}")
     dist = setup_distributed(device)
     try:

@@ -4,9 +4,10 @@ non-finite-loss stop, progress and metric logging.
 Files: the finished model goes to `out` only when training completes (so a pipeline never mistakes a
 partial run for a result); the resumable state lives in `<out>.resume.pt` beside it, outside any
 declared output, and is removed by the stage as its very last act (`discard_resume_state`), after
-`out` and the tracking are written. Until then a kill, say a time limit in the job's last seconds,
-makes Snakemake delete `out` as a failed job's output, and the retry resumes from that state instead
-of starting over. Re-running the same command after kill -9, SIGTERM (Slurm's time limit or
+`out` and the tracking are written; once training ends, it is the final state (a hard link to `out`). Until
+then a kill, say a time limit while the stage logs to a slow tracking server, makes Snakemake delete `out` as
+a failed job's output, and the retry resumes from that state instead of starting over: from the final step,
+it only writes `out` again. Re-running the same command after kill -9, SIGTERM (Slurm's time limit or
 preemption) or a crash continues from the last checkpoint.
 
 Resuming never mixes two configurations: every saved state records the training's *identity* (the
@@ -39,7 +40,7 @@ from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_ch
 from put.config import TrainConfig
 from put.diskspace import DiskFullError, require_space
 from put.errors import PutError
-from put.fileio import atomic_path, recover_leftovers
+from put.fileio import atomic_path, link_or_copy, recover_leftovers
 from put.paths import EVAL_CURVE, TRAIN_CURVE
 from put.seeding import derive_seed
 from put.train.distributed import Distributed
@@ -191,11 +192,15 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             start, source = int(ckpt.training.get("step", 0)), candidate
             history = ckpt.training.get("history", history)
             break
-    if source == out and start >= config.iterations:
-        if dist.is_main:
-            print(f"{out}: already trained for {start} iterations with these settings; nothing to do")
+    if source is not None and start >= config.iterations:  # finished: `out`, or its state kept when a kill
+        if dist.is_main:                                         # came after training (see the module docstring)
+            print(f"{out}: already trained for {start} iterations with these settings; "
+                  + ("nothing to do" if source == out else f"written again from {partial}"))
+            if source != out:
+                link_or_copy(partial, out)
             if curves is not None:
                 write_curves(curves, history)
+        dist.barrier()
         return LoopResult(out, start, {})
     if source is not None and dist.is_main:
         print(f"resuming from {source} at step {start}")
@@ -276,6 +281,8 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     if curves is not None and dist.is_main:
         write_curves(curves, history)
     save(out, step)
+    if dist.is_main:
+        link_or_copy(out, partial)  # the final state, kept until the stage's last act
     return LoopResult(out, step, metrics)
 
 

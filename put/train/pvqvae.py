@@ -9,12 +9,14 @@ import torch
 from put.checkpoint import Checkpoint
 from put.config import ModelConfig, PVQVAETrainConfig
 from put.models.discriminator import PatchDiscriminator
-from put.models.losses import GeneratorLoss, discriminator_loss
+from put.models.losses import GeneratorLoss, discriminator_loss, discriminator_view
 from put.models.pvqvae import PVQVAE
+from put.models.quantizer import GumbelDraw
 from put.models.vgg import VGG19Features
 from put.train.common import autocast, held_out_batch, psnr, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
+from put.seeding import derive_seed, step_uniform
 from put.train.schedule import warmup_cosine
 
 
@@ -39,7 +41,8 @@ class PVQVAETask:
         vgg = None
         if train.loss.needs_vgg:
             vgg = (VGG19Features.pretrained() if pretrained_vgg else VGG19Features.untrained()).to(device)
-        self.loss = GeneratorLoss(train.loss, vgg)
+        self.loss = GeneratorLoss(train.loss, vgg, self.model.to_network)
+        self.discriminator_view = discriminator_view(train.loss, self.model.to_network)
         self.eval_images, self.eval_keep = held_out_batch(test_images, train.eval_images, masks.base,
                                                           train.seed, device)
 
@@ -57,11 +60,11 @@ class PVQVAETask:
         images, erase_keep, ref_keep = batch
         set_lr(self.opt_g, warmup_cosine(step, t.iterations, t.warmup, t.lr_generator, t.min_lr))
         set_lr(self.opt_d, warmup_cosine(step, t.iterations, t.warmup, t.lr_discriminator, t.min_lr))
-        adversarial = step >= t.loss.delayed_start and t.loss.adversarial > 0
+        adversarial = step >= t.loss.adversarial_from and t.loss.adversarial > 0
 
         self.disc.requires_grad_(False)  # the generator step must not leave gradients in D
         with autocast(self.dist.device):
-            rec = self.model_ddp(images, erase_keep, ref_keep)
+            rec = self.model_ddp(images, erase_keep, ref_keep, self.gumbel(step, len(images)))
             terms = self.loss(rec, self.disc, step)
         self.opt_g.zero_grad(set_to_none=True)
         terms["total"].backward()
@@ -70,13 +73,26 @@ class PVQVAETask:
         if adversarial:
             self.disc.requires_grad_(True)
             with autocast(self.dist.device):
-                terms["discriminator"] = discriminator_loss(self.disc_ddp, rec, t.loss.discriminator_inputs)
+                terms["discriminator"] = discriminator_loss(self.disc_ddp, rec, self.discriminator_view)
             self.opt_d.zero_grad(set_to_none=True)
             terms["discriminator"].backward()
             self.opt_d.step()
         usage = self.model.codebook.usage(rec.quantized.indices)
         terms.update({f"codebook_usage_{book}": torch.tensor(value) for book, value in usage.items()})
         return {k: v.detach() for k, v in terms.items()}
+
+    def gumbel(self, step: int, rows: int) -> GumbelDraw | None:
+        """This step's Gumbel sampling of codes (TPAMI), None for nearest codes. The noise of each image is a
+        pure function of (seed, step, its row in the global batch): the same whatever the process layout."""
+        scale = self.train.gumbel.noise_scale(step) if self.train.gumbel is not None else None
+        if scale is None:
+            return None
+        h, w = self.config.token_grid
+        first = self.dist.rank * rows
+        uniform = torch.empty(rows, h * w, len(self.model.codebook.embed), device=self.dist.device)
+        for row in range(rows):  # a generator per image (a few per step), not per patch
+            step_uniform(derive_seed(self.train.seed, 4, first + row), step, uniform[row])
+        return GumbelDraw(scale, uniform.view(rows * h * w, -1))
 
     @torch.inference_mode()
     def evaluate(self) -> dict[str, float]:

@@ -11,7 +11,7 @@ import torch
 from put.checkpoint import Checkpoint, CheckpointError, relative_reference
 from put.config import ModelConfig, TransformerTrainConfig
 from put.fileio import file_sha256
-from put.model_io import load_pvqvae
+from put.model_io import check_generation, checkpoint_config, load_pvqvae
 from put.models.put_model import PUTModel, masked_token_loss
 from put.seeding import derive_seed
 from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
@@ -27,7 +27,8 @@ class TransformerTask:
                  train_images, test_images, masks, dist: Distributed, labels: dict[str, str] | None = None):
         self.config, self.train, self.dist, self.labels = config, train, dist, labels or {}
         self.train_images, self.masks, self.out = train_images, masks, Path(out)
-        pvqvae, _ = load_pvqvae(pvqvae_path)  # first: its errors name a missing or wrong file
+        pvqvae, ckpt = load_pvqvae(pvqvae_path)  # first: its errors name a missing or wrong file
+        check_generation(checkpoint_config(ckpt), config.generation, pvqvae_path, "this variant's transformer")
         self.pvqvae_path, self.pvqvae_sha256 = Path(pvqvae_path), file_sha256(pvqvae_path)
         if pvqvae.config != config.pvqvae:
             raise CheckpointError(f"{pvqvae_path}: its P-VQVAE config differs from the one this variant needs "
@@ -64,7 +65,8 @@ class TransformerTask:
         rows = slice(self.dist.rank * len(images), (self.dist.rank + 1) * len(images))
         with autocast(self.dist.device):
             features, known, target = self.model.transformer_batch(images, keep, draws[rows].to(self.dist.device))
-            loss = masked_token_loss(self.transformer(features), target, known, self.masked_per_process(known))
+            logits = self.transformer(features, self.model.pvqvae.known_fraction(keep))
+            loss = masked_token_loss(logits, target, known, self.masked_per_process(known), t.poly_epsilon)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -81,10 +83,10 @@ class TransformerTask:
 
     @torch.inference_mode()
     def evaluate(self) -> dict[str, float]:
-        """Held-out masked-token cross-entropy and accuracy (chance: log K and 1/K)."""
+        """Held-out masked-token cross-entropy (also under PolyLoss training) and accuracy (chance: log K and 1/K)."""
         self.model.transformer.eval()
         features, known, target = self.model.transformer_batch(self.eval_images, self.eval_keep)
-        logits = self.model.transformer(features)
+        logits = self.model.transformer(features, self.model.pvqvae.known_fraction(self.eval_keep))
         loss = masked_token_loss(logits, target, known)
         hits = (logits.argmax(-1).view_as(target) == target)[~known].float().mean()
         self.model.transformer.train()

@@ -222,10 +222,9 @@ def fill_steps(known: torch.Tensor, steps: list[torch.Tensor]) -> np.ndarray:
     return filled.numpy()
 
 
-def sample(model, images: torch.Tensor, keep: torch.Tensor,
-           tokens_per_step: int) -> tuple[np.ndarray, list, np.ndarray]:
-    """Their greedy (top-1) sample_largest: tokens (B, L), positions picked per step, completed images."""
-    captured = {}
+@contextlib.contextmanager
+def decoded_tokens(model, captured: dict):
+    """The tokens their sampling loop hands to the codec's decoder, as captured["tokens"]."""
     decode = model.content_codec.decode
 
     def spy_decode(token, **kwargs):
@@ -233,12 +232,21 @@ def sample(model, images: torch.Tensor, keep: torch.Tensor,
         return decode(token, **kwargs)
 
     model.content_codec.decode = spy_decode
+    try:
+        yield
+    finally:
+        del model.content_codec.decode
+
+
+def sample(model, images: torch.Tensor, keep: torch.Tensor,
+           tokens_per_step: int) -> tuple[np.ndarray, list, np.ndarray]:
+    """Their greedy (top-1) sample_largest: tokens (B, L), positions picked per step, completed images."""
+    captured: dict = {}
     steps: list = []
     torch.manual_seed(SEED)
-    with recording_positions(steps):
+    with recording_positions(steps), decoded_tokens(model, captured):
         out = model.generate_content({"image": images.clone(), "mask": keep.clone()}, filter_ratio=1,
                                      filter_type="count", sample_largest=True, num_token_per_iter=tokens_per_step)
-    del model.content_codec.decode
     completed = out["completed"].permute(0, 2, 3, 1).numpy().astype(np.uint8)  # as their inference script
     return captured["tokens"].numpy(), steps, completed
 

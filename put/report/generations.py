@@ -1,0 +1,149 @@
+"""The two releases side by side: PUT as in the CVPR 2022 paper (variant `put`) and as in its TPAMI 2024
+extension (variant `tpami`), trained on the same data and measured on the same masks under one protocol.
+
+- `generations_table`: quality per mask group in both sampling modes, with intervals; a dagger where TPAMI's
+  paired difference from CVPR's (same images, masks and sample draws) survives its family's correction.
+- `diversity_table`: LPIPS diversity per hole-ratio bin, with intervals.
+- `plot_generations_frontier`: both models' speed/quality frontiers (quality against forward passes) in one
+  figure, one colour per release.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from pandas.io.formats.style import Styler
+
+from put.config import GENERATION_NAMES, TPAMI_VARIANT
+from put.config.evaluation import SampleConfig
+from put.report.differences import family_sentence
+from put.report.frontier import QUALITY, YLABELS
+from put.report.plots import save_figure
+from put.report.tables import (
+    GROUPS,
+    METRICS,
+    MODE_LABELS,
+    SIGNIFICANT,
+    _frame,
+    _measured,
+    _sample_sizes,
+    _style,
+    cell_text,
+    footnotes,
+    interval_sentence,
+    latex_escape,
+    reason_latex,
+)
+
+RELEASES: dict[str, str] = {"put": f"PUT, {GENERATION_NAMES['cvpr2022']}",
+                            TPAMI_VARIANT: f"PUT, {GENERATION_NAMES['tpami2024']}"}
+GENERATIONS_FIGURE = "generations_frontier.png"
+
+
+def sampling_sentence(sample: SampleConfig) -> str:
+    per_step = (f"schedule {sample.schedule}" if sample.schedule else
+                f"{sample.tokens_per_step} token{'s' * (sample.tokens_per_step > 1)} per forward")
+    return (f"Both sampled alike: $\\mathcal{{K}}={sample.top_k}$, {latex_escape(per_step)}, temperature "
+            f"{sample.temperature:g}; deterministic: every token at once by argmax.")
+
+
+def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None, sample: SampleConfig,
+                      level: float = 0.95) -> Styler:
+    """Per metric and sampling mode, the CVPR row then the TPAMI row, over the Table 1 mask groups; a dagger where
+    the TPAMI model's paired difference from the CVPR one survives its family's correction (`differences`: the
+    releases' own families, put.report.differences.paired_differences of `put` and `tpami` only)."""
+    family = differences[differences["variant"] == TPAMI_VARIANT] if differences is not None else None
+    significant = set()
+    if family is not None and len(family):
+        hits = family[family["significant"]]
+        significant = set(zip(hits["mode"], hits["metric"], hits["group"]))
+    rows, flags = [], []
+    for metric in METRICS:
+        for mode, block in MODE_LABELS.items():
+            for variant, label in RELEASES.items():
+                rows.append((metric, block, label, *_measured(metrics, variant, mode, metric)))
+                flags.append([variant == TPAMI_VARIANT and (mode, metric, g) in significant for g in GROUPS])
+    tested = ""
+    if family is not None and len(family):
+        sentences = [family_sentence(part, part["method"].iloc[0], level,
+                                     f"{MODE_LABELS.get(mode, mode)}: the TPAMI model differs from the CVPR one")
+                     for mode, part in family.groupby("mode", sort=False)]
+        tested = " " + SIGNIFICANT + reason_latex(
+            " ".join(sentences) + " Each family: PSNR, SSIM, MAE x mask group of one sampling mode (the paired "
+            "difference of the TPAMI model's mean per-image value from the CVPR one's on the same test images, "
+            "masks and sample draws). FID is not tested.")
+    caption = (f"The two releases side by side, preset \\texttt{{{latex_escape(preset)}}}: PUT as in the CVPR 2022 "
+               "paper and as in its TPAMI 2024 extension, each trained with its authors' settings on the same "
+               f"images and evaluated on the same masks. {sampling_sentence(sample)} Bold: the better per column and "
+               f"metric.{_sample_sizes(metrics, list(RELEASES))}{interval_sentence(metrics, level)}{tested}")
+    values, reasons, halves, errors = _frame(rows, ("Sampling", "Release"))
+    return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns),
+                  errors)
+
+
+def diversity_table(curves: pd.DataFrame, preset: str, level: float = 0.95) -> Styler:
+    """LPIPS diversity (mean pairwise LPIPS of the samples of one input) per hole-ratio bin, each release a row."""
+    bins = list(dict.fromkeys(curves["bin"])) if len(curves) else []
+    values, halves, reasons = [], [], []
+    for variant in RELEASES:
+        part = curves[curves["variant"] == variant].set_index("bin").reindex(bins)
+        value = part.get("lpips", pd.Series(np.nan, index=bins)).astype(float)
+        lo, hi = (part.get(f"lpips_{end}", pd.Series(np.nan, index=bins)).astype(float) for end in ("lo", "hi"))
+        why = part.get("lpips_unavailable", pd.Series("", index=bins)).fillna("")
+        values.append(value.to_numpy())
+        halves.append(((hi - lo) / 2).to_numpy())
+        reasons.append([(w or "not measured") if np.isnan(v) else "" for v, w in zip(value, why)])
+    index = pd.Index(list(RELEASES.values()), name="Release")
+    columns = pd.Index([f"{b}" for b in bins], name=r"Holes (\%)")
+    frame = pd.DataFrame(values, index=index, columns=columns, dtype=float)
+    marks, notes = footnotes(pd.DataFrame(reasons, index=index, columns=columns))
+    decimals = np.full(frame.shape, 4)
+    shown = cell_text(frame, decimals, marks, pd.DataFrame(halves, index=index, columns=columns))
+    styler = shown.style
+    styler.hide(axis="index", names=True)
+    styler.set_table_styles([{"selector": "column_format", "props": f":l{'r' * len(bins)};"}], overwrite=False)
+    interval = (rf" Small type: $\pm$ half the width of the {level:.0%} percentile bootstrap interval over the test "
+                "images.".replace("%", r"\%") if np.isfinite(np.asarray(halves, float)).any() else "")
+    caption = (f"Diversity of the two releases, preset \\texttt{{{latex_escape(preset)}}}: mean pairwise LPIPS of "
+               f"the samples of one input, per hole-ratio bin (higher: more diverse).{interval}")
+    styler.unavailable_notes = notes
+    return styler.set_caption(f"{caption} {notes}".strip())
+
+
+def plot_generations_frontier(frames: dict[str, pd.DataFrame], path: str | os.PathLike) -> Path:
+    """Each measured quality metric against forward passes per image (log x) for every release's frontier
+    (`frames`: variant -> its frontier.csv), one colour per release, one marker per sampling family."""
+    metrics = [m for m in QUALITY if any(f[m].notna().any() for f in frames.values())]
+    if not metrics:
+        raise ValueError("no quality metric was measured: nothing to plot")
+    groups = list(dict.fromkeys(g for f in frames.values() for g in f["group"]))
+    fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
+    axes = fig.subplots(len(groups), len(metrics), squeeze=False)
+    markers = {"tokens_per_step": "o", "cosine": "s", "schedule": "D", "argmax": "*"}
+    for colour, (variant, frame) in zip(("C0", "C3"), frames.items()):
+        for row, group in zip(axes, groups):
+            part = frame[frame["group"] == group]
+            for ax, metric in zip(row, metrics):
+                for (family, k), line in part.groupby(["family", "top_k"], sort=False, dropna=False):
+                    line = line.sort_values("forward_passes")
+                    label = f"{RELEASES.get(variant, variant)}: {family}" + ("" if pd.isna(k) else f", K={int(k)}")
+                    ax.plot(line["forward_passes"], line[metric], marker=markers.get(family, "."), color=colour,
+                            linestyle="-" if family != "argmax" else "", alpha=1.0 if pd.isna(k) or k == 50 else 0.5,
+                            label=label)
+                ax.set_xscale("log")
+                ax.set_xlabel("forward passes per image")
+                ax.set_ylabel(YLABELS[metric])
+                ax.set_title(f"{group}% holes", fontsize="small")
+                ax.grid(alpha=0.3, which="both")
+    axes[0][-1].legend(fontsize="xx-small")
+    return save_figure(fig, path)
+
+
+GENERATIONS_CAPTION = ("Speed/quality frontiers of the two releases: quality against the transformer forward passes an "
+                       "image needs (log scale), the CVPR model in blue, the TPAMI model in red (solid: top-K 50, "
+                       "faded: other K; circles: N tokens per step, squares: cosine over S steps, diamonds: the TPAMI "
+                       "release's schedules, stars: argmax at once).")
