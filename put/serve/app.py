@@ -33,6 +33,7 @@ from put.serve.store import Store, UnknownId, image_png, mask_png
 STATIC = resources.files("put.serve") / "static"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 UPLOAD_TYPE = "application/octet-stream"  # not a type a cross-site form can send without the browser asking first
+DRAIN_BYTES = 64 * MiB  # an oversized upload up to this size is read and dropped before its 413 (read_upload)
 BUSY_RETRY_S = 1  # Retry-After of a request refused because `parallel_work` requests are being served
 
 
@@ -114,13 +115,20 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
         if request.headers.get("content-type", "").split(";")[0].strip() != UPLOAD_TYPE:
             raise HTTPException(415, f"uploads are sent as {UPLOAD_TYPE}")
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limits.max_upload_bytes:
+        if declared.isdigit() and int(declared) > max(limits.max_upload_bytes, DRAIN_BYTES):
             raise too_large
-        data = bytearray()
+        # An upload over the limit is read on and dropped (up to DRAIN_BYTES) before the 413: a client that sends
+        # its whole body before it reads the answer (urllib, curl without Expect) gets the answer, not a broken
+        # pipe. Nothing beyond the limit is kept.
+        data, received = bytearray(), 0
         async for chunk in request.stream():
-            data += chunk
-            if len(data) > limits.max_upload_bytes:
+            received += len(chunk)
+            if received > max(limits.max_upload_bytes, DRAIN_BYTES):
                 raise too_large
+            if received <= limits.max_upload_bytes:
+                data += chunk
+        if received > limits.max_upload_bytes:
+            raise too_large
         return bytes(data), unquote(request.headers.get("x-filename", "upload"))
 
     def model(model_id: str) -> ModelEntry:
