@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from put.report.cost import cost_table, layouts_table, table_topk_table
+from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, layout_problems, write_document
 from put.report.plots import masked_input, pasted_back, plot_curves, sample_grid
 from put.report.reported import (
@@ -408,6 +408,8 @@ def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
               write_latex(layouts_table(COMMITTED_COST), out / "tables" / "layouts.tex", None, "tab:layouts", cmd,
                           commit),
               write_latex(table_topk_table(COMMITTED_COST), out / "tables" / "sampling.tex", None, "tab:s", cmd,
+                          commit),
+              write_latex(evaluation_table(COMMITTED_COST), out / "tables" / "evaluation.tex", None, "tab:e", cmd,
                           commit)]
     image = np.full((64, 64, 3), 128, np.uint8)
     figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),

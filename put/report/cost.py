@@ -81,8 +81,8 @@ def table_topk_frame(cost: dict) -> pd.DataFrame:
 def evaluation_frame(cost: dict) -> pd.DataFrame:
     return pd.DataFrame([{"Preset": e["preset"], "Jobs x GPUs": _gpus(e), "Images": e["images"],
                           "Results": e["results"],
-                          "Intervals CPU h": e.get("interval_hours"), "PSNR/SSIM/MAE CPU h": e.get("metrics_hours"),
-                          "Inception+LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
+                          "Intervals CPU h": e.get("interval_hours"), "PSNR, SSIM, MAE CPU h": e.get("metrics_hours"),
+                          "Inception, LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
                           "Measured on": _evaluation_measured_on(e)}
                          for e in cost.get("evaluation", [])])
 
@@ -106,7 +106,7 @@ def _format(frame: pd.DataFrame) -> pd.DataFrame:
         elif column in ("Steps", "Batch", "Images", "Results"):
             out[column] = [NA if v is None or pd.isna(v) else f"{int(v):,}" for v in out[column]]
         elif column in ("Peak GiB", "Wall h (job)", "GPU-h (all jobs)", "Wall h", "GPU-h", "Intervals CPU h",
-                        "PSNR/SSIM/MAE CPU h", "Inception+LPIPS h"):
+                        "PSNR, SSIM, MAE CPU h", "Inception, LPIPS h"):
             out[column] = [_hours(v) for v in out[column]]
     return out
 
