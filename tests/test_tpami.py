@@ -214,7 +214,7 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
     assert latex.count("PUT, CVPR 2022") == 8 and latex.count("PUT, TPAMI 2024") == 8  # 4 metrics x 2 modes
     assert r"\textbf{30.123}$^{\dagger}${\scriptsize$\pm$0.50}" in latex and latex.count(r"$^{\dagger}$") == 2
     assert "the TPAMI model differs from the CVPR one: a mark where the difference survives Holm" in latex
-    assert "(2 tested; 1 marked;" in latex
+    assert "over the family of the 2 differences (2 tested; 1 marked;" in latex
     curves = pd.concat([synthetic_curves(lpips_unavailable=False)]).query("variant == 'put'")
     curves = pd.concat([curves, curves.assign(variant="tpami", lpips=0.2)])
     assert render_latex(diversity_table(curves, "demo")).count("0.2000") == 5

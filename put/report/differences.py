@@ -85,14 +85,17 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
     return pd.concat(families, ignore_index=True) if families else frame
 
 
-def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str) -> str:
-    """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`): how many
-    were tested and marked, under which method, and why some were not (plain text; the caller escapes it)."""
-    tested = int(differences["p"].notna().sum())
-    text = (f"{what}: a mark where the difference survives {NAMES[method]} at {level:.0%} over the family of the "
-            f"{len(differences)} differences ({tested} tested; {int(differences['significant'].sum())} marked; "
-            f"it controls the {CONTROLS[method]}); p-values from the same bootstrap (Student's t on its standard "
-            "error)")
+def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str, per: str = "") -> str:
+    """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`), or of
+    several of one size, one `per` mode: how many were tested and marked, under which method, and why some were
+    not (plain text; the caller escapes it)."""
+    counts = (f"{int(differences['p'].notna().sum())} tested; {int(differences['significant'].sum())} marked; it "
+              f"controls the {CONTROLS[method]}")
+    families = differences["mode"].nunique() if per else 1
+    family = (f"its family (one per {per}, {len(differences) // families} differences each; {counts})"
+              if families > 1 else f"the family of the {len(differences)} differences ({counts})")
+    text = (f"{what}: a mark where the difference survives {NAMES[method]} at {level:.0%} over {family}; p-values "
+            "from the same bootstrap (Student's t on its standard error)")
     reasons = sorted({r for r in differences["no_interval"] if isinstance(r, str) and r})
     if reasons:
         text += f"; not tested: {'; '.join(reasons)}"

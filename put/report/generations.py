@@ -56,7 +56,8 @@ def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFr
     """Per metric and sampling mode, the CVPR row then the TPAMI row, over the Table 1 mask groups; a dagger where
     the TPAMI model's paired difference from the CVPR one survives its family's correction (`differences`: the
     releases' own families, put.report.differences.paired_differences of `put` and `tpami` only)."""
-    family = differences[differences["variant"] == TPAMI_VARIANT] if differences is not None else None
+    family = differences[(differences["variant"] == TPAMI_VARIANT) & differences["mode"].isin(list(MODE_LABELS))] \
+        if differences is not None else None
     significant = set()
     if family is not None and len(family):
         hits = family[family["significant"]]
@@ -69,13 +70,12 @@ def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFr
                 flags.append([variant == TPAMI_VARIANT and (mode, metric, g) in significant for g in GROUPS])
     tested = ""
     if family is not None and len(family):
-        sentences = [family_sentence(part, part["method"].iloc[0], level,
-                                     f"{MODE_LABELS.get(mode, mode)}: the TPAMI model differs from the CVPR one")
-                     for mode, part in family.groupby("mode", sort=False)]
         tested = " " + SIGNIFICANT + reason_latex(
-            " ".join(sentences) + " Each family: PSNR, SSIM, MAE x mask group of one sampling mode (the paired "
-            "difference of the TPAMI model's mean per-image value from the CVPR one's on the same test images, "
-            "masks and sample draws). FID is not tested.")
+            family_sentence(family, family["method"].iloc[0], level, "the TPAMI model differs from the CVPR one",
+                            per="sampling mode")
+            + " A family: PSNR, SSIM, MAE x mask group in one sampling mode (the paired difference of the TPAMI "
+            "model's mean per-image value from the CVPR one's on the same test images, masks and sample draws). "
+            "FID is not tested.")
     caption = (f"The two releases side by side, preset \\texttt{{{latex_escape(preset)}}}: PUT as in the CVPR 2022 "
                "paper and as in its TPAMI 2024 extension, each trained with its authors' settings on the same "
                f"images and evaluated on the same masks. {sampling_sentence(sample)} Bold: the better per column and "
