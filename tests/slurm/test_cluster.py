@@ -330,8 +330,9 @@ def check_tracking(uri: str, repo: Path, names: list[str]) -> dict[str, int]:
         counts["runs"] += 1
         if stage_name.startswith("train_"):
             kind = stage_name.removeprefix("train_")
-            config = params.variant_config(variant)
-            expected = flatten({"model": config.model_dump(), "train": getattr(preset, f"{kind}_train").model_dump()})
+            config = params.variant_config(variant)  # the tpami variant trains with its TPAMI preset's settings
+            train = getattr(params.resolved_for(variant), f"{kind}_train")
+            expected = flatten({"model": config.model_dump(), "train": train.model_dump()})
             curves = pvqvae_checkpoint(PRESET, variant) if kind == "pvqvae" else transformer_checkpoint(PRESET,
                                                                                                           variant)
             counts["metric values"] += logged_curves(client, run, repo / curves.parent / f"{kind}_curves")
@@ -425,7 +426,7 @@ def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights
     step = int(re.search(r"resuming from \S+ at step (\d+)", logs[retries[-1].job_id]).group(1))
     assert step > 0
     final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
-    assert final.training["step"] == params_of(repo).resolved().transformer_train.iterations
+    assert final.training["step"] == params_of(repo).resolved_for(variant).transformer_train.iterations
     reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
     # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
     # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
