@@ -86,7 +86,7 @@ class MetricProtocol(StrictModel):
     # No interval, no mark, below this many independent units (sources) per cell: the smallest n at which the
     # measured coverage of the 95% intervals of a mean and of a paired difference stays within 2 points of 95% on
     # normal, skewed and heavy-tailed per-image values (docs/coverage.md; `put coverage`).
-    min_units: int = Field(20, ge=2, description="fewest independent test units (sources) an interval is "
+    min_units: int = Field(50, ge=2, description="fewest independent test units (sources) an interval is "
                            "drawn from; below it the cell says why")
     multiplicity: Literal["holm", "bonferroni", "bh", "none"] = Field(
         "holm", description="error control over a table's family of paired differences (put/metrics/multiplicity.py)")
