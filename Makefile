@@ -81,7 +81,7 @@ test: $(STAMP) tex browser
 
 # The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.
 test-slow: $(STAMP) tex browser
-	$(BIN)/python -m pytest -q -m "slow"
+	$(BIN)/python -m pytest -q -m "slow" --durations=0
 
 # Everything CI runs (.ci/run).
 test-all: test test-slow test-slurm
@@ -97,7 +97,7 @@ test-slurm: $(STAMP)
 	PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop
 	rm -rf $(SLURM_TRACKING_DIR) && mkdir -m 755 $(SLURM_TRACKING_DIR)
 	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) timeout 3600 \
-	  $(BIN)/python -m pytest -q -m slurm tests/slurm; \
+	  $(BIN)/python -m pytest -q -m slurm tests/slurm --durations=0; \
 	  status=$$?; PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop; \
 	  tests/slurm/cluster.sh down; exit $$status
 

@@ -289,8 +289,12 @@ def test_kill_9_then_rerun_resumes_to_the_same_result(workdir, tmp_path):
 @pytest.mark.slow
 def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     """torchrun with 2 CPU processes (gloo): the global batch is split, gradients are averaged, and the
-    transformer ends where a single-process run ends (up to float summation order)."""
-    p = params(workdir)
+    transformer ends where a single-process run ends (up to float summation order), stochastic depth (TPAMI's)
+    and random quantization included: their draws are those of the global batch, whatever the layout."""
+    stochastic = yaml.safe_load((workdir / "params.yaml").read_text())
+    stochastic["overrides"]["model"]["transformer"]["drop_path"] = 0.5
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(stochastic))
+    p = load_params(tmp_path / "params.yaml")
     pvqvae = tmp_path / "pvqvae.pt"
     train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
     single = tmp_path / "single.pt"
@@ -302,8 +306,8 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     result = subprocess.run(
         [*TORCHRUN, "--standalone", "--nproc_per_node", "2",
          "-m", "put", "train-transformer", "--variant", "put", "--pvqvae", str(pvqvae), "--split",
-         str(workdir / "splits"), "--out", str(double), "--device", "cpu", "--params", str(workdir / "params.yaml"),
-         "--log", str(tmp_path / "double.log")],
+         str(workdir / "splits"), "--out", str(double), "--device", "cpu",
+         "--params", str(tmp_path / "params.yaml"), "--log", str(tmp_path / "double.log")],
         capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "double.log").stat().st_size > 0

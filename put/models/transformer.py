@@ -30,12 +30,17 @@ def gelu2(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(GELU2_SCALE * x)
 
 
-def drop_path(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+def drop_path(x: torch.Tensor, p: float, training: bool, draws: torch.Tensor | None = None) -> torch.Tensor:
     """Stochastic depth: drop a sample's whole residual branch with probability p, scale the kept ones by
-    1 / (1 - p) (timm's DropPath, which the released code uses)."""
+    1 / (1 - p) (timm's DropPath, which the released code uses). `draws` (B,) uniform [0, 1) numbers decide
+    (kept where < 1 - p); without them, torch's global generator does."""
     if p == 0 or not training:
         return x
-    keep = x.new_empty(x.shape[0], *(1,) * (x.dim() - 1)).bernoulli_(1 - p)
+    shape = (x.shape[0], *(1,) * (x.dim() - 1))
+    if draws is None:
+        keep = x.new_empty(shape).bernoulli_(1 - p)
+    else:
+        keep = (draws < 1 - p).to(x.dtype).view(shape)
     return x * keep / (1 - p)
 
 
@@ -89,9 +94,11 @@ class Block(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.drop_path = drop_path
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + drop_path(self.drop(self.attn(self.ln1(x))), self.drop_path, self.training)
-        return x + drop_path(self.drop(self.mlp(self.ln2(x))), self.drop_path, self.training)
+    def forward(self, x: torch.Tensor, path_draws: torch.Tensor | None = None) -> torch.Tensor:
+        """`path_draws` (B, 2): the stochastic-depth draws of the attention and the MLP branch."""
+        attn_draws, mlp_draws = (None, None) if path_draws is None else path_draws.unbind(1)
+        x = x + drop_path(self.drop(self.attn(self.ln1(x))), self.drop_path, self.training, attn_draws)
+        return x + drop_path(self.drop(self.mlp(self.ln2(x))), self.drop_path, self.training, mlp_draws)
 
 
 class UQTransformer(nn.Module):
@@ -157,17 +164,20 @@ class UQTransformer(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             return self.head(self.ln_f(x.float()))
 
-    def forward_embedded(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_embedded(self, x: torch.Tensor, path_draws: torch.Tensor | None = None) -> torch.Tensor:
+        """`path_draws` (B, n_layer, 2) uniform [0, 1): the stochastic-depth draws of each block's two branches
+        (training passes those of its rows of the global batch, so that any number of processes drops alike)."""
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if path_draws is None else path_draws[:, i])
         return self.logits(x)
 
-    def forward(self, features: torch.Tensor, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, features: torch.Tensor, known_fraction: torch.Tensor | None = None,
+                path_draws: torch.Tensor | None = None) -> torch.Tensor:
         """(B, C, h, w) features (and (B, h, w) known fractions, see `embed`) -> (B, h*w, K) logits over book `e`."""
         grid = tuple(features.shape[-2:])
         fraction = known_fraction.flatten(1) if known_fraction is not None else None
-        return self.forward_embedded(self.embed(features.flatten(2).transpose(1, 2), grid, fraction))
+        return self.forward_embedded(self.embed(features.flatten(2).transpose(1, 2), grid, fraction), path_draws)
 
     def flops_per_forward(self, num_tokens: int) -> int:
         """Multiply-add FLOPs (x2) of one forward pass over num_tokens, matmuls only (they dominate)."""

@@ -57,15 +57,16 @@ class TransformerTask:
         t = self.train
         images, keep = batch
         set_lr(self.optimizer, warmup_cosine(step, t.iterations, t.warmup, t.lr, t.min_lr))
-        # Random-quantization draws for the global batch, a pure function of (seed, step); each process takes
-        # its rows, so resumed runs and any number of DDP processes see the same draws.
+        # Random-quantization and stochastic-depth draws for the global batch, a pure function of (seed, step);
+        # each process takes its rows, so resumed runs and any number of DDP processes see the same draws.
         generator = torch.Generator().manual_seed(derive_seed(t.seed, step, 3))
-        grid = self.config.token_grid
-        draws = torch.rand((t.batch_size, *grid), generator=generator)
+        quantization = torch.rand((t.batch_size, *self.config.token_grid), generator=generator)
+        depth = torch.rand((t.batch_size, self.config.transformer.n_layer, 2), generator=generator)
         rows = slice(self.dist.rank * len(images), (self.dist.rank + 1) * len(images))
-        with autocast(self.dist.device):
-            features, known, target = self.model.transformer_batch(images, keep, draws[rows].to(self.dist.device))
-            logits = self.transformer(features, self.model.pvqvae.known_fraction(keep))
+        device = self.dist.device
+        with autocast(device):
+            features, known, target = self.model.transformer_batch(images, keep, quantization[rows].to(device))
+            logits = self.transformer(features, self.model.pvqvae.known_fraction(keep), depth[rows].to(device))
             loss = masked_token_loss(logits, target, known, self.masked_per_process(known), t.poly_epsilon)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
