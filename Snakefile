@@ -10,12 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the repository root: `put` importable without installing
 
-from put.cluster import check_layouts, load_resource_table, load_site, rule_resources, rule_retries
+from put.dag.resources import check_layouts, load_resource_table, load_site, rule_resources, rule_retries
 from put.config.params import params_from_mapping
 from put.dag.declaration import STAGES, TARGETS
 from put.dag.snakemake import rule_spec, target_files, write_effective_params
-from put.report.products import category
-from put.yamlfile import read_yaml_mapping
+from put.dag.report_captions import category
+from put.io.yamlfile import read_yaml_mapping
 
 # Read by the stages' own reader first: Snakemake's would take a duplicated key or an empty file silently.
 read_yaml_mapping(Path(workflow.basedir) / "params.yaml", "the pipeline's parameters (params.yaml)")

@@ -15,10 +15,10 @@ from typing import NoReturn
 import torch
 
 from put.commands import COMMANDS
-from put.diskspace import as_disk_full
 from put.errors import BUG_REPORT, PutError, describe
-from put.fileio import check_output, tee_output
-from put.outlock import OutputLock, sigterm_as_exit
+from put.io.diskspace import as_disk_full
+from put.io.files import check_output, tee_output
+from put.io.output_lock import OutputLock, sigterm_as_exit
 from put.train.launch import launch, threads_per_process
 
 

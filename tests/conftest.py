@@ -35,7 +35,7 @@ def random_batch(batch: int = 2, size: int = 32, seed: int = 0) -> tuple[torch.T
 @pytest.fixture
 def tiny_checkpoints(tmp_path):
     """A random-weight PUT model saved as a P-VQVAE and a transformer checkpoint."""
-    from put.model_io import save_pvqvae, save_transformer
+    from put.models.checkpoint import save_pvqvae, save_transformer
     from put.models.put_model import PUTModel
 
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
-import put.paths
+import put.config.paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,10 +15,10 @@ DVC_LOCK = "dvc.lock"
 
 
 def product_roots() -> set[str]:
-    """The top folders of every path pattern in put/paths.py (data, runs, results, reports, logs): whatever lies
+    """The top folders of every path pattern in put/config/paths.py (data, runs, results, reports, logs): whatever lies
     under them, committed or not, is made by the pipeline (or `make bench`), never code."""
-    patterns = [value for name, value in vars(put.paths).items() if name.isupper() and isinstance(value, str)]
-    return {PurePosixPath(pattern).parts[0] for pattern in patterns} | {put.paths.benchmark_dir().parts[0]}
+    patterns = [value for name, value in vars(put.config.paths).items() if name.isupper() and isinstance(value, str)]
+    return {PurePosixPath(pattern).parts[0] for pattern in patterns} | {put.config.paths.benchmark_dir().parts[0]}
 
 
 def is_product(name: str, roots: set[str]) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 from skimage import data as skdata
 
 from put.config import PRESETS
-from put.masks.bins import hole_ratio
+from put.config.bins import hole_ratio
 from put.masks.generate import mask_with_ratio
 from put.masks.io import write_mask
 from put.masks.strokes import stroke_keep_mask

@@ -19,18 +19,18 @@ import torch
 import yaml
 from PIL import Image
 
-from put.checkpoint import CheckpointError
 from put.cli import main
 from put.config.evaluation import MetricProtocol
 from put.config.params import load_params
 from put.data.dataset import ImageListDataset
 from put.data.images import ImageReadError, read_image
 from put.data.split import check_image, read_split
-from put.fileio import atomic_dir
+from put.io.files import atomic_dir
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.metrics.diversity import _load_group
 from put.metrics.image import metrics_table
+from put.models.checkpoint import CheckpointError
 from put.stages.evaluate import read_images, read_metrics
 from put.stages.report import grid_rows
 from put.stages.sample import read_samples, sample_variant
@@ -136,8 +136,8 @@ def test_put_inpaint_refuses_a_pickled_checkpoint_naming_its_objects(tmp_path):
 
 
 def test_pretrained_vgg_weights_are_loaded_by_the_same_safe_loader(tmp_path, monkeypatch):
+    from put.io.pretrained import VGG19
     from put.models.vgg import VGG19Features
-    from put.pretrained import VGG19
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     VGG19.path.parent.mkdir(parents=True)

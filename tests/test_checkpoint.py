@@ -11,15 +11,16 @@ import shutil
 import pytest
 import torch
 
-from put.checkpoint import (
+from put.models.checkpoint import (
     Checkpoint,
     CheckpointError,
     load_checkpoint,
+    load_put_model,
     pickled_objects_message,
     save_checkpoint,
+    save_pvqvae,
     weights_digest,
 )
-from put.model_io import load_put_model, save_pvqvae
 from put.models.put_model import PUTModel
 from tests.conftest import TINY
 

@@ -15,10 +15,19 @@ from pathlib import Path
 import pytest
 
 from put import cli
-from put.train import launch
-from put.cluster import (RESOURCE_KEYS, RESUMABLE_RULES, RULES, STOP_WARNING_S, ClusterConfigError,
-                         load_resource_table, load_site, rule_resources, rule_retries)
 from put.config import PRESETS
+from put.dag.resources import (
+    RESOURCE_KEYS,
+    RESUMABLE_RULES,
+    RULES,
+    STOP_WARNING_S,
+    ClusterConfigError,
+    load_resource_table,
+    load_site,
+    rule_resources,
+    rule_retries,
+)
+from put.train import launch
 from tests.helpers import ROOT
 
 TABLE_PATH = ROOT / "workflow" / "resources.yaml"

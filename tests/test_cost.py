@@ -1,21 +1,28 @@
-"""What presets cost (put/bench_cost.py, `put cost`): training and sampling arithmetic, which rows are used, the
+"""What presets cost (put/bench/cost.py, `put cost`): training and sampling arithmetic, which rows are used, the
 README's tables and reports/benchmarks/cost.json current with the committed rows."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from put.bench_cost import (cost_report, evaluation_cost, expected_max, preset_costs, sample_cost, table_topk, totals,
-                            train_cost)
+from put.bench.cost import (
+    cost_report,
+    evaluation_cost,
+    expected_max,
+    preset_costs,
+    sample_cost,
+    table_topk,
+    totals,
+    train_cost,
+)
 from put.cli import main
-from put.cluster import RESOURCE_TABLE, load_resource_table
 from put.config import preset
-from put.masks.bins import EVAL_GROUPS
+from put.config.bins import EVAL_GROUPS
+from put.dag.resources import RESOURCE_TABLE, load_resource_table
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import README_MARKERS, cost_markdown, with_readme_tables
 

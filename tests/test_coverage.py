@@ -10,10 +10,18 @@ from pathlib import Path
 import pytest
 
 from put.config.evaluation import MetricProtocol
-from put.metrics.bootstrap import Bootstrap
-from put.metrics.coverage import (DISTRIBUTIONS, GaussianPair, difference_coverage, expected_fid, fid_coverage, fwer,
-                                  mean_coverage, undercovers)
 from put.report.coverage import CLUSTERED, minimum_units
+from put.stats.bootstrap import Bootstrap
+from put.stats.coverage import (
+    DISTRIBUTIONS,
+    GaussianPair,
+    difference_coverage,
+    expected_fid,
+    fid_coverage,
+    fwer,
+    mean_coverage,
+    undercovers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOT = Bootstrap(resamples=1000)

@@ -25,14 +25,26 @@ import yaml
 
 from put.config import TPAMI_VARIANT, VARIANTS
 from put.config.params import ParamsError, load_params
+from put.config.paths import (
+    PREPARED_DIR,
+    PVQVAE_CURVES,
+    REPORT_PDF,
+    TRAIN_CURVE,
+    TRANSFORMER_CURVES,
+    metrics_file,
+    metrics_info_file,
+    path_of,
+    pvqvae_checkpoint,
+    report_dir,
+    samples_dir,
+    split_dir,
+    transformer_checkpoint,
+)
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, REPLICATED, STAGES, stage
 from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
-from put.paths import (PREPARED_DIR, PVQVAE_CURVES, REPORT_PDF, TRAIN_CURVE, TRANSFORMER_CURVES, metrics_file,
-                       metrics_info_file, path_of, pvqvae_checkpoint, report_dir, samples_dir, split_dir,
-                       transformer_checkpoint)
-from put.report.products import caption
+from put.dag.report_captions import caption
 from put.tracking.names import VARIANTS_VIEW, runs_link
 from tests.helpers import ROOT, is_product, product_roots, working_copy
 
@@ -68,7 +80,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
         head = re.match(r"rule (\w+):", block)
         if not head or head.group(1) in ("all", "ablations"):
             continue
-        field = {k: v for k, v in re.findall(r"^    (\w+): (.*)$", block, re.M)}
+        field = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
         variant = re.search(r"(?:variant|official|seed)=(\w+)", field.get("wildcards", ""))
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
@@ -125,18 +137,19 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
     snake = planned_jobs(plan.stdout)
     assert set(dvc) == set(snake) == expected
     bookkeeping = re.compile(r"^(\.snakemake/put/|put/config/presets\.yaml$)")
-    for key, stage in dvc.items():
+    for key, entry in dvc.items():
         job = snake[key]
-        assert stage["outs"] == job["outputs"], key
+        assert entry["outs"] == job["outputs"], key
         inputs = {i for i in job["inputs"] if not bookkeeping.match(i)}
         # DVC depends on the folder of every metrics file (it also holds the official entries' ones).
-        inputs = {next((d for d in stage["deps"] if i.startswith(d + "/")), i) for i in inputs}
-        assert stage["deps"] - {"put/config/presets.yaml"} == inputs, key
-        assert normalised(stage["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
+        inputs = {next((d for d in entry["deps"] if i.startswith(d + "/")), i) for i in inputs}
+        assert entry["deps"] - {"put/config/presets.yaml"} == inputs, key
+        assert normalised(entry["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
     params = load_params(repo / "params.yaml")
-    for stage, name in instances(params):  # `put track` parses each stage's command line as DVC runs it
-        command = " ".join(["python -m put", *instance_command(stage, name, "demo", params)])
-        assert command == " ".join(dvc[stage.key(name)]["cmd"].replace("${preset}", "demo").split()), stage.key(name)
+    for declared, name in instances(params):  # `put track` parses each stage's command line as DVC runs it
+        command = " ".join(["python -m put", *instance_command(declared, name, "demo", params)])
+        key = declared.key(name)
+        assert command == " ".join(dvc[key]["cmd"].replace("${preset}", "demo").split()), key
 
 
 def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
@@ -180,10 +193,10 @@ def test_snakemake_config_values_reach_the_jobs_and_reading_the_snakefile_writes
 
 def placeholder_outputs(repo: Path) -> None:
     """Stand-ins for the outputs of every stage but `config` (the code-dependency test runs only that one)."""
-    for stage, variant in instances():
-        if stage is CONFIG:
+    for declared, variant in instances():
+        if declared is CONFIG:
             continue
-        for out, path in zip(stage.outputs.values(), output_paths(stage, variant, "demo")):
+        for out, path in zip(declared.outputs.values(), output_paths(declared, variant, "demo")):
             target = repo / path
             if out.directory:
                 target.mkdir(parents=True, exist_ok=True)
@@ -306,7 +319,7 @@ def test_every_dag_output_lies_where_working_copies_leave_products_out():
     assert {"data", "runs", "results", "reports", "logs"} <= roots
     outputs = {out for stage in dvc_stages(ROOT).values() for out in stage["outs"]}
     assert [name for name in outputs if not is_product(Path(name).as_posix(), roots)] == []
-    # and no code does: a location added to put/paths.py must not take a code folder or file with it
+    # and no code does: a location added to put/config/paths.py must not take a code folder or file with it
     tracked = filter(None, subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True,
                                           text=True).stdout.split("\0"))
     code_like = [n for n in tracked if n.endswith((".py", ".smk")) or "/" not in n]
@@ -452,7 +465,7 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
         if not browser:
             return
         if reason := browser_missing():
-            warnings.warn(f"the MLflow UI was not opened: {reason}")
+            warnings.warn(f"the MLflow UI was not opened: {reason}", stacklevel=2)
             return
         with offline_page() as page:  # exactly the link the user is given
             page.goto(link)
@@ -485,7 +498,7 @@ def check_plots_offline(repo: Path, out: Path) -> None:
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page_text, re.I)
     assert all(plot.title in page_text for plot in PLOTS)
     if reason := browser_missing():
-        warnings.warn(f"the dvc plots page was not opened: {reason}")
+        warnings.warn(f"the dvc plots page was not opened: {reason}", stacklevel=2)
         return
     with offline_page() as page:
         errors = []
@@ -555,8 +568,8 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
     assert sources.nunique() == 3 and len(sources) == 16
     info = json.loads((repo / metrics_info_file(repo / metrics_file("demo", "put"))).read_text())
     minimum = load_params().resolved().evaluate.min_units
-    assert info["intervals"]["k50/40-60/psnr"] == {"units": 3, "reason": "n = 3 sources (16 images): too few for "
-                                                                         f"an interval (evaluate.min_units = {minimum})"}
+    reason = f"n = 3 sources (16 images): too few for an interval (evaluate.min_units = {minimum})"
+    assert info["intervals"]["k50/40-60/psnr"] == {"units": 3, "reason": reason}
     assert r"\scriptsize$\pm$" not in table3 and r"n = 3 sources (16 images): too few for an interval" in table3
     assert "(0 tested; 0 marked;" in table3 and "Holm's step-down procedure" in table3
     differences = pd.read_csv(repo / report_dir("demo") / "differences.csv")
@@ -688,10 +701,10 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
     replicate P-VQVAE, as the base run and seed 1. The replicate gets its own seeds and files, and the report's
     aggregation gives each metric's spread over the seeds beside the image bootstrap's. (The paired differences
     and the report's tables are tested fast, in test_frontier and test_intervals.)"""
-    from put.metrics.bootstrap import seed_interval
     from put.report.replicates import seed_summary, seeds_table
     from put.report.tables import render_latex
     from put.stages.evaluate import read_metrics
+    from put.stats.bootstrap import seed_interval
 
     repo = working_copy(tmp_path / "repo")
     start = time.monotonic()
@@ -701,7 +714,8 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     assert ran == {"config", "split", "prepare", "masks", "train_pvqvae@put", "train_transformer@tok", "sample@tok",
-                   "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1", "evaluate_tok@1"}, ran
+                   "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1",
+                   "evaluate_tok@1"}, ran
     print(f"\nseed replicates: dvc exp run of {len(ran)} stages took {elapsed:.0f} s")
 
     assert (repo / transformer_checkpoint("demo", "tok_seed1")).is_file()

@@ -81,7 +81,7 @@ def test_every_import_is_declared_with_a_lower_bound_that_the_installed_version_
 
 def test_what_put_inpaint_imports_is_in_the_core_dependencies():
     """A plain `pip install put-inpainting` (no extras) runs `put inpaint`: what its path imports is core."""
-    loaded = subprocess.run([sys.executable, "-c", "import sys, put.cli, put.inpaint, put.model_io; "
+    loaded = subprocess.run([sys.executable, "-c", "import sys, put.cli, put.sampling.inpaint, put.models.checkpoint; "
                              "put.cli.build_parser(); print(' '.join(sys.modules))"],
                             capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     core, _ = declared()

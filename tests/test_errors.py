@@ -13,8 +13,17 @@ import pytest
 
 import put
 from put.cli import main
-from put.errors import (BUG_REPORT, FileMismatchError, InputError, LockedError, MissingFileError, PathError, PutError,
-                        ServiceError, describe)
+from put.errors import (
+    BUG_REPORT,
+    FileMismatchError,
+    InputError,
+    LockedError,
+    MissingFileError,
+    PathError,
+    PutError,
+    ServiceError,
+    describe,
+)
 
 PACKAGE = Path(put.__file__).parent
 FRONT_END = {PACKAGE / "cli.py", PACKAGE / "__main__.py"}
@@ -22,22 +31,22 @@ FRONT_END = {PACKAGE / "cli.py", PACKAGE / "__main__.py"}
 
 def error_classes() -> list[tuple[type, type, type]]:
     """(class, its PutError kind, the built-in a caller may catch) for each user-facing error class."""
-    from put.checkpoint import CheckpointError
-    from put.cluster import ClusterConfigError
     from put.config.params import ParamsError
+    from put.dag.resources import ClusterConfigError
     from put.data.images import ImageReadError, ImageTooLargeError
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
-    from put.diskspace import DiskFullError
+    from put.io.diskspace import DiskFullError
+    from put.io.output_lock import OutputLocked
+    from put.io.pretrained import DownloadError, MissingWeightsError
+    from put.io.yamlfile import YamlFileError
     from put.masks.io import MaskError
+    from put.models.checkpoint import CheckpointError
     from put.official.keys import KeyMappingError
     from put.official.load import OfficialCheckpointError
-    from put.outlock import OutputLocked
-    from put.pretrained import DownloadError, MissingWeightsError
     from put.serve.jobs import QueueFull
     from put.serve.store import UnknownId
     from put.train.loop import StaleState, TrainingDiverged
-    from put.yamlfile import YamlFileError
 
     return [(ParamsError, InputError, ValueError), (ClusterConfigError, InputError, ValueError),
             (YamlFileError, InputError, ValueError), (SplitError, InputError, ValueError),

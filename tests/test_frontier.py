@@ -9,16 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 import torch
+import yaml
 
 from put.config.evaluation import FrontierConfig, MetricProtocol
 from put.config.params import load_params
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
-from put.metrics import MetricValue
-from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
-from put.sampling import SamplingOptions
+from put.sampling.schedules import SamplingOptions
 from put.stages import frontier as stage
 from put.stages.evaluate import evaluate_variant, read_metrics
 from put.stages.sample import sample_variant

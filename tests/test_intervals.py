@@ -11,15 +11,26 @@ import pytest
 import torch
 from scipy import stats
 
-from put.bench_evaluate import fid_gathered
-from put.metrics.bootstrap import (Bootstrap, Sums, check_resamples, difference_interval, expanded_level,
-                                   finite_mean, mean_interval, p_value, printed_decimals, seed_interval, too_few)
-from put.metrics.fid_bootstrap import Grams, fid_difference_interval, fid_interval, fid_weighted
-from put.metrics.multiplicity import adjust, mark
+from put.bench.evaluate import fid_gathered
 from put.report.differences import paired_differences
 from put.report.plots import plot_curves
 from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import half_width_text, render_latex, table1, table3
+from put.stats.bootstrap import (
+    Bootstrap,
+    Sums,
+    check_resamples,
+    difference_interval,
+    expanded_level,
+    finite_mean,
+    mean_interval,
+    p_value,
+    printed_decimals,
+    seed_interval,
+    too_few,
+)
+from put.stats.fid_interval import Grams, fid_difference_interval, fid_interval, fid_weighted
+from put.stats.multiplicity import adjust, mark
 
 BOOT = Bootstrap(level=0.95, resamples=20000, seed=0)
 
@@ -242,14 +253,14 @@ def test_fid_with_its_interval_through_torch_fidelitys_features(tmp_path, monkey
     """The real feature path (torch-fidelity's Inception on the PNG files), on stand-in weights: the
     pretrained file is not on this machine, so a randomly initialised network of the same architecture is
     saved where the file would be. The number means nothing; the plumbing and the pairing are what is tested."""
-    from PIL import Image
     import torch_fidelity
+    from PIL import Image
 
-    from put.bench_evaluate import inception
+    from put.bench.evaluate import inception
     from put.config.evaluation import MetricProtocol
+    from put.io.pretrained import INCEPTION_FID
     from put.metrics.fid import fid_features
     from put.metrics.summary import fid_summary
-    from put.pretrained import INCEPTION_FID
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     torch.manual_seed(0)
@@ -268,7 +279,8 @@ def test_fid_with_its_interval_through_torch_fidelitys_features(tmp_path, monkey
             files[side].append(tmp_path / side / f"{i:05d}.png")
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(files[side][-1])
     protocol = MetricProtocol(fid_bootstrap_resamples=1000, min_units=2)
-    summary = fid_summary(fid_features(files["result"], files["target"], protocol), None, protocol.bootstrap(True))
+    features = fid_features(files["result"], files["target"], protocol)
+    summary = fid_summary(features, None, Bootstrap.of(protocol, fid=True))
     expected = torch_fidelity.calculate_metrics(
         input1=str(tmp_path / "result"), input2=str(tmp_path / "target"), fid=True, cuda=False, verbose=False,
         feature_extractor_weights_path=str(INCEPTION_FID.path), cache=False)["frechet_inception_distance"]

@@ -7,12 +7,19 @@ import torch
 import torch.nn.functional as F
 
 from put.config import LossConfig, apply_variant
+from put.io.pretrained import VGG19, MissingWeightsError
 from put.models.discriminator import PatchDiscriminator
-from put.models.losses import (GeneratorLoss, discriminator_loss, discriminator_view, gradient_loss, pixel_loss,
-                               style_loss, to_unit)
+from put.models.losses import (
+    GeneratorLoss,
+    discriminator_loss,
+    discriminator_view,
+    gradient_loss,
+    pixel_loss,
+    style_loss,
+    to_unit,
+)
 from put.models.pvqvae import PVQVAE
 from put.models.vgg import VGG19Features
-from put.pretrained import VGG19, MissingWeightsError
 from tests.conftest import TINY, random_batch
 
 

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from put.config import PVQVAETrainConfig, TransformerTrainConfig
-from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
+from put.config.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.generate import blocky, irregular_mask, mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, read_mask
@@ -137,7 +137,7 @@ def test_blocky_takes_each_patch_top_left_pixel():
     assert np.array_equal(blocky(out, 8), out)
     b = blocky(irregular_mask((64, 64), rng(2)), 8)
     patches = b.reshape(8, 8, 8, 8)
-    assert ((patches.min(axis=(1, 3)) == patches.max(axis=(1, 3)))).all()  # each patch uniform
+    assert (patches.min(axis=(1, 3)) == patches.max(axis=(1, 3))).all()  # each patch uniform
     with pytest.raises(ValueError, match="not divisible"):
         blocky(np.ones((30, 32)), 8)
 

@@ -10,11 +10,11 @@ import torch
 from PIL import Image
 from pydantic import ValidationError
 
+from put.io.pretrained import INCEPTION_FID, LPIPS_ALEXNET, LPIPS_VGG16, PRETRAINED_FILES, weights_report
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips, mean_pairwise
 from put.metrics.fid import fid_of_features, inception_features
 from put.metrics.image import MetricProtocol, image_metrics, metrics_table, opencv_gray
-from put.pretrained import INCEPTION_FID, LPIPS_ALEXNET, LPIPS_VGG16, PRETRAINED_FILES, weights_report
 
 SMALL = MetricProtocol(ssim_window=7)  # the paper's 51-px window needs images of at least 51 px
 

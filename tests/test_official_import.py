@@ -166,7 +166,7 @@ def test_pvqvae_alone_and_a_matching_pair(tmp_path, demo_overrides):
     pair = import_official(tmp_path / "pair", "demo", pvqvae=tmp_path / "pvqvae.pth", transformer=transformer,
                            variant="qua0", model_overrides=demo_overrides)
     assert pair.variant == "qua0" and pair.config.transformer.random_quant_prob == 0.0
-    from put.model_io import load_pvqvae, load_put_model
+    from put.models.checkpoint import load_put_model, load_pvqvae
     model = load_put_model(pair.transformer)
     assert torch.equal(model.pvqvae.codebook.embed, load_pvqvae(alone.pvqvae)[0].codebook.embed)
     assert bool(model.pvqvae.codebook.initialized.all())  # no data-dependent init may overwrite trained books

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from put.checkpoint import load_checkpoint
 from put.config import LossConfig
-from put.model_io import load_pvqvae
+from put.models.checkpoint import load_checkpoint, load_pvqvae
 from put.models.discriminator import PatchDiscriminator
 from put.models.losses import GeneratorLoss, discriminator_loss, discriminator_view
 from put.models.pvqvae import PVQVAE

@@ -14,15 +14,20 @@ import torch
 from put.cli import main
 from put.config import PRESETS
 from put.config.training import GumbelConfig
-from put.model_io import load_pvqvae, load_put_model
+from put.models.checkpoint import load_put_model, load_pvqvae
 from put.models.discriminator import PatchDiscriminator
 from put.models.put_model import PUTModel, masked_token_loss
 from put.models.quantizer import GumbelDraw
 from put.models.transformer import count_parameters
 from put.official import import_official
-from put.official.keys import KeyMappingError, check_against, pvqvae_state, split_transformer_checkpoint, \
-    transformer_state
-from put.sampling import SamplingOptions
+from put.official.keys import (
+    KeyMappingError,
+    check_against,
+    pvqvae_state,
+    split_transformer_checkpoint,
+    transformer_state,
+)
+from put.sampling.schedules import SamplingOptions
 from tests.official_fixtures import FIXTURES, TPAMI_FIXTURES, TPAMI_MANIFEST, inputs, write_official
 from tests.official_fixtures import outputs as read_outputs
 from tests.test_parity_transformer import greedy, png_difference

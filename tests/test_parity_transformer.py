@@ -10,10 +10,11 @@ import torch
 from PIL import Image
 
 from put.cli import main
-from put.model_io import load_put_model
+from put.models.checkpoint import load_put_model
 from put.models.put_model import masked_token_loss
 from put.official import import_official, read_overrides
-from put.sampling import SamplingOptions, sample_all_at_once, sample_iterative
+from put.sampling.eager import sample_all_at_once, sample_iterative
+from put.sampling.schedules import SamplingOptions
 from tests.official_fixtures import DEMO_OVERRIDES, FIXTURES, TINY_OVERRIDES, inputs, outputs, write_official
 
 ATOL = 1e-5

@@ -10,7 +10,8 @@ from torch import nn
 from put.config import apply_variant
 from put.models.put_model import PUTModel
 from put.models.quantizer import DualCodebook
-from put.sampling import SamplingOptions, sample_iterative
+from put.sampling.eager import sample_iterative
+from put.sampling.schedules import SamplingOptions
 from tests.conftest import TINY, random_batch
 
 BF16 = dict(device_type="cpu", dtype=torch.bfloat16)

@@ -168,7 +168,7 @@ def test_originals_writes_only_the_manifest(split, tmp_path):
 
 def test_bench_loader_measures_every_stage_and_source(tmp_path):
     """`put bench loader` on the demo, as briefly as it goes (the figures themselves: `make bench-loader`)."""
-    from put.bench_loader import FORMATS, bench_loader
+    from put.bench.loader import FORMATS, bench_loader
 
     report = bench_loader("demo", [1], seconds=0.01, work=tmp_path)
     for stage in ("pvqvae", "transformer"):

@@ -13,7 +13,7 @@ import pytest
 
 from put import pretrained
 from put.cli import main
-from put.pretrained import DownloadError, PretrainedFile, download
+from put.io.pretrained import DownloadError, PretrainedFile, download
 
 PAYLOAD = b"not really weights, but bytes with a known hash\n" * 1000
 
@@ -93,4 +93,4 @@ def test_every_listed_file_has_a_published_hash_prefix():
     for file in pretrained.PRETRAINED_FILES:
         assert len(file.sha256_prefix) == 8 and file.url.endswith(file.filename)
     with pytest.raises(ValueError, match="no SHA-256 prefix"):
-        PretrainedFile("x", "nohash.pth", "http://x/nohash.pth", "x").sha256_prefix
+        _ = PretrainedFile("x", "nohash.pth", "http://x/nohash.pth", "x").sha256_prefix

@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 import torch
 
-import put.checkpoint
-import put.fileio
-import put.outlock
-from put.checkpoint import atomic_torch_save, save_checkpoint
+import put.io.files
+import put.io.output_lock
+import put.models.checkpoint
 from put.cli import main
-from put.cluster import ClusterConfigError, load_resource_table, load_site
 from put.config.params import ParamsError, load_params, params_from_mapping
-from put.diskspace import DiskFullError
-from put.fileio import atomic_dir, atomic_write_text, recover_leftovers
+from put.dag.resources import ClusterConfigError, load_resource_table, load_site
+from put.io.diskspace import DiskFullError
+from put.io.files import atomic_dir, atomic_write_text, recover_leftovers
+from put.io.output_lock import OutputLock, OutputLocked, lock_path
+from put.io.yamlfile import YamlFileError, read_yaml
+from put.models.checkpoint import atomic_torch_save, save_checkpoint
 from put.official.convert import read_overrides
-from put.outlock import OutputLock, OutputLocked, lock_path
-from put.yamlfile import YamlFileError, read_yaml
 from tests.test_bad_input import eval_masks  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,17 +96,17 @@ def test_torch_s_unexpected_pos_is_translated_only_when_the_disk_is_full(tmp_pat
     """torch's zip writer reports ENOSPC as RuntimeError("... unexpected pos ..."): recognised by the OSError in
     its context (injected here: a file that fills after 1000 bytes), not by catching every RuntimeError."""
     target = tmp_path / "model.pt"
-    save_checkpoint(target, put.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(3)}))
+    save_checkpoint(target, put.models.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(3)}))
     before = target.read_bytes()
-    monkeypatch.setattr(put.checkpoint, "open", FillingFile, raising=False)
+    monkeypatch.setattr(put.models.checkpoint, "open", FillingFile, raising=False)
     with pytest.raises(DiskFullError, match=re.escape(f"{target}: no space left on device (needs about 4.0 MiB")):
-        save_checkpoint(target, put.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(1 << 20)}))
+        save_checkpoint(target, put.models.checkpoint.Checkpoint("pvqvae", {"model": {}}, {"w": torch.ones(1 << 20)}))
     assert target.read_bytes() == before and leftovers(tmp_path) == []
 
     def broken(obj, f):  # the same writer error without a full disk behind it stays what it is
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
 
-    monkeypatch.setattr(put.checkpoint, "open", open, raising=False)
+    monkeypatch.setattr(put.models.checkpoint, "open", open, raising=False)
     monkeypatch.setattr(torch, "save", broken)
     with pytest.raises(RuntimeError, match="unexpected pos") as err:
         atomic_torch_save({"w": torch.ones(3)}, target)
@@ -174,8 +174,8 @@ def test_put_sample_on_a_full_disk_exits_2_with_one_line(tiny_checkpoints, eval_
 HOLDER = """
 import sys, time
 from pathlib import Path
-import put.outlock
-with put.outlock.sigterm_as_exit(), put.outlock.OutputLock([Path(sys.argv[1])]):
+import put.io.output_lock
+with put.io.output_lock.sigterm_as_exit(), put.io.output_lock.OutputLock([Path(sys.argv[1])]):
     print("held", flush=True)
     time.sleep(120)
 """
@@ -254,7 +254,7 @@ def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
 RACER = """
 import os, random, re, sys, time
 from pathlib import Path
-import put.outlock
+import put.io.output_lock
 out, log, go, rounds = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 fd, me = os.open(log, os.O_WRONLY | os.O_APPEND), os.getpid()
 print("ready", flush=True)
@@ -262,11 +262,11 @@ while not go.exists():
     time.sleep(0.001)
 for _ in range(rounds):
     try:
-        with put.outlock.OutputLock([out]):
+        with put.io.output_lock.OutputLock([out]):
             os.write(fd, f"enter {me}\\n".encode())
             time.sleep(random.random() * 0.002)
             os.write(fd, f"exit {me}\\n".encode())
-    except put.outlock.OutputLocked as err:
+    except put.io.output_lock.OutputLocked as err:
         holder = (re.search(r"pid (\\d+),", str(err)) or [None, "nobody"])[1]
         os.write(fd, f"refused {me} {holder}\\n".encode())
     time.sleep(random.random() * 0.001)
@@ -309,13 +309,13 @@ def test_a_lock_file_removed_as_it_is_taken_is_let_go(tmp_path, monkeypatch):
     locked a removed file, and must lock the one at the path instead (the race of the test above, made sure)."""
     out = tmp_path / "out"
     first = OutputLock([out]).__enter__()
-    flock = put.outlock.fcntl.flock
+    flock = put.io.output_lock.fcntl.flock
 
     def first_releases_meanwhile(fd, operation):
         first.release()
         return flock(fd, operation)
 
-    monkeypatch.setattr(put.outlock.fcntl, "flock", first_releases_meanwhile)
+    monkeypatch.setattr(put.io.output_lock.fcntl, "flock", first_releases_meanwhile)
     with OutputLock([out]):
         monkeypatch.undo()
         assert lock_path(out).exists()
@@ -346,9 +346,9 @@ def test_locks_local_to_a_node_are_named_and_the_run_goes_on(tmp_path, monkeypat
     escaped = str(shared).replace(" ", "\\040")
     mounts.write_text(f"1 0 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
                       f"2 1 0:50 / {escaped} rw,relatime shared:5 - {fs} server:/export rw,{options}\n")
-    monkeypatch.setattr(put.outlock, "MOUNTS", mounts)
-    assert put.outlock.node_local_locks(shared / "sub") == local
-    assert put.outlock.node_local_locks(tmp_path) is None
+    monkeypatch.setattr(put.io.output_lock, "MOUNTS", mounts)
+    assert put.io.output_lock.node_local_locks(shared / "sub") == local
+    assert put.io.output_lock.node_local_locks(tmp_path) is None
     with OutputLock([shared / "out"]):
         pass
     err = capsys.readouterr().err
@@ -360,7 +360,7 @@ def test_a_file_system_without_locks_is_named_and_the_run_goes_on(tmp_path, monk
     def no_locks(fd, operation):
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
-    monkeypatch.setattr(put.outlock.fcntl, "flock", no_locks)
+    monkeypatch.setattr(put.io.output_lock.fcntl, "flock", no_locks)
     out = tmp_path / "out"
     live = tmp_path / f".out.tmp-{os.getppid()}"  # another run's file being written: unlocked, it might be live
     live.write_text("")
@@ -371,7 +371,7 @@ def test_a_file_system_without_locks_is_named_and_the_run_goes_on(tmp_path, monk
 # ---------------------------------------------------------------- folder swaps and leftovers
 
 def test_a_folder_is_swapped_in_one_step_where_linux_can(tmp_path, monkeypatch):
-    if put.fileio.RENAMEAT2 is None:
+    if put.io.files.RENAMEAT2 is None:
         pytest.skip("no renameat2 in this C library")
     out = tmp_path / "out"
     out.mkdir()
@@ -407,7 +407,7 @@ def read_folder(folder: Path) -> tuple | str:
 @pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two renames"])
 def test_readers_see_the_old_folder_or_the_new_one_never_a_mix(tmp_path, monkeypatch, exchange):
     if not exchange:
-        monkeypatch.setattr(put.fileio, "exchange", lambda a, b: False)
+        monkeypatch.setattr(put.io.files, "exchange", lambda a, b: False)
     out = tmp_path / "out"
     seen, stop = set(), threading.Event()
 
@@ -428,22 +428,22 @@ def test_readers_see_the_old_folder_or_the_new_one_never_a_mix(tmp_path, monkeyp
     reader.join()
     versions = [s for s in seen if isinstance(s, tuple)]
     assert [s for s in versions if len({content for _, content in s}) > 1] == [] and len(versions) > 1
-    if exchange and put.fileio.RENAMEAT2 is not None:
+    if exchange and put.io.files.RENAMEAT2 is not None:
         assert "missing" not in seen  # the output folder is there at every instant
 
 
 KILLED_BETWEEN_RENAMES = """
 import os, signal, sys
 from pathlib import Path
-import put.fileio
-put.fileio.exchange = lambda a, b: False  # the two-rename swap of file systems without an exchange (NFS)
+import put.io.files
+put.io.files.exchange = lambda a, b: False  # the two-rename swap of file systems without an exchange (NFS)
 real = os.replace
 def replace(a, b):
     real(a, b)
     if ".old-" in str(b):
         os.kill(os.getpid(), signal.SIGKILL)  # between the two renames
 os.replace = replace
-with put.fileio.atomic_dir(Path(sys.argv[1])) as staging:
+with put.io.files.atomic_dir(Path(sys.argv[1])) as staging:
     (staging / "result.txt").write_text("new")
 """
 
@@ -564,7 +564,7 @@ def test_every_user_yaml_file_goes_through_the_same_reader(tmp_path):
         load_site(latin)
     users = [p for p in (ROOT / "put").rglob("*.py") if "yaml.safe_load(" in p.read_text() or "yaml.load(" in
              p.read_text()]
-    assert [str(p.relative_to(ROOT)) for p in users] == ["put/yamlfile.py"]
+    assert [str(p.relative_to(ROOT)) for p in users] == ["put/io/yamlfile.py"]
     assert "read_yaml_mapping(Path(workflow.basedir) / \"params.yaml\"" in (ROOT / "Snakefile").read_text()
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -127,7 +127,7 @@ def test_reported_tables_are_tidy_and_complete():
 
 
 def test_groups_match_the_mask_protocol():
-    from put.masks.bins import TABLE_GROUPS
+    from put.config.bins import TABLE_GROUPS
     assert tuple(TABLE_GROUPS) == GROUPS
 
 
@@ -241,7 +241,7 @@ def test_missing_variant_is_na_and_duplicates_are_errors():
 
 
 def bench_result(preset: str, benchmark: str = "sampling", **changes) -> dict:
-    """A benchmark row as put/bench.py writes it (sizes of the preset's model)."""
+    """A benchmark row as put/bench/sampling.py writes it (sizes of the preset's model)."""
     from put.config import model_config
 
     config = model_config(preset)
@@ -367,8 +367,9 @@ def test_sample_grid_and_masked_input(tmp_path):
 # ----------------------------------------------------------------------------------------- document
 
 # `make test` installs TeX Live (Debian) when it can; in CI a missing pdflatex is a failure, not a skip.
-needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None and not os.environ.get("CI"),
-                                    reason="pdflatex not installed (Debian: texlive-latex-base texlive-latex-recommended)")
+needs_pdflatex = pytest.mark.skipif(
+    shutil.which("pdflatex") is None and not os.environ.get("CI"),
+    reason="pdflatex not installed (Debian: texlive-latex-base texlive-latex-recommended)")
 
 
 COMMITTED_COST = json.loads((Path(__file__).resolve().parents[1] / "reports" / "benchmarks" / "cost.json").read_text())
@@ -379,9 +380,9 @@ def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
     """The report as the demo makes it (every table, with the committed benchmark rows and cost figures, Table 1
     with released weights, Table 3 with daggers, seeds, a sample grid of raw and pasted-back samples), compiled: no
     table taller than a page or wider than the text, no cell word wider than its column (pdflatex's log)."""
+    from put.io.versions import versions
     from put.report.benchmarks import read_benchmark_rows
     from put.report.replicates import seed_summary, seeds_table
-    from put.versions import versions
 
     metrics = synthetic_metrics(fid_unavailable=True)
     for metric in ("psnr", "ssim", "mae"):  # intervals, printed in small type
@@ -437,7 +438,8 @@ def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
 @needs_pdflatex
 def test_a_table_that_runs_off_the_page_is_found(tmp_path):
     tall = tmp_path / "tall.tex"  # a float of 90 rows: taller than a page
-    tall.write_text("\\begin{table}\\centering\\begin{tabular}{l}\n" + "row \\\\\n" * 90 + "\\end{tabular}\\end{table}\n")
+    tall.write_text("\\begin{table}\\centering\\begin{tabular}{l}\n" + "row \\\\\n" * 90
+                    + "\\end{tabular}\\end{table}\n")
     wide = tmp_path / "wide.tex"  # a column wider than the text
     wide.write_text("\\begin{tabular}{p{25cm}}x\\end{tabular}\n")
     tex = write_document(tmp_path, [tall, wide], [], "overflowing", "cmd", "c0ffee")

@@ -31,7 +31,7 @@ def test_the_demo_tables_leave_no_latex():
 def test_every_file_of_the_demo_report_has_a_snakemake_caption():
     """`snakemake --report` fails on a report file without a caption: every file the report stage wrote for the
     demo (tables of every kind, CSVs, figures) has one."""
-    from put.report.products import caption, category
+    from put.dag.report_captions import caption, category
 
     for path in sorted((ROOT / "reports" / "demo").iterdir()):
         assert caption(path.name) and category(path.name), path.name

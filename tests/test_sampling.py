@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from put.models.put_model import PUTModel
-from put.sampling import SamplingOptions, draw_top_k, sample_all_at_once, sample_iterative, step_counts
-from put.sampling_engine import inpaint_batch
+from put.sampling.eager import draw_top_k, sample_all_at_once, sample_iterative
+from put.sampling.engine import inpaint_batch
+from put.sampling.schedules import SamplingOptions, step_counts
 from tests.conftest import TINY, random_batch
 
 
@@ -37,9 +38,9 @@ def test_draw_top_k_only_draws_from_the_top_k():
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 def test_gumbel_max_draws_follow_the_softmax_of_the_top_k(temperature):
-    """Frequencies of 40,000 draws (noise from put/seeding.py, as the sampler takes it) against the softmax of
+    """Frequencies of 40,000 draws (noise from put/models/seeding.py, as the sampler takes it) against the softmax of
     the top 3 of 5 logits times the temperature: within 4 standard errors, and never outside the top 3."""
-    from put.seeding import step_uniform
+    from put.models.seeding import step_uniform
 
     logits = torch.tensor([2.0, 0.5, 1.0, -3.0, 1.5])
     draws = draw_top_k(logits.expand(40000, -1), 3, temperature, step_uniform(11, 0, torch.empty(40000, 3)))

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from put.models.put_model import PUTModel
-from put.sampling import SamplingOptions, sample_iterative
-from put.sampling_engine import Sampler, SamplingEngine, inpaint_batch, resolve_engine, sample_tokens
+from put.sampling.eager import sample_iterative
+from put.sampling.engine import Sampler, SamplingEngine, inpaint_batch, resolve_engine, sample_tokens
+from put.sampling.schedules import SamplingOptions
 from tests.conftest import TINY, random_batch
 
 SETTINGS = [

@@ -35,13 +35,15 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 VARIANTS = ("put", "no_ref")  # two variants of the preset "tiny", random weights
+# a page function: the stage shows another image than `previous`
+IMAGE_CHANGED = "previous => (document.getElementById('stage').dataset.image || previous) !== previous"
 N = 4
 # the photo (96x92 = 8,832 pixels) and N of its samples (35,328) fit; 5 samples of it do not
 SERVER_LIMITS = ["--max-upload-mb", "1", "--max-pixels", "10000", "--max-job-pixels", "40000"]
 
 
 def save_tiny_run(folder: Path, variant: str, seed: int, **labels: str) -> None:
-    from put.model_io import save_pvqvae, save_transformer
+    from put.models.checkpoint import save_pvqvae, save_transformer
     from put.models.put_model import PUTModel
 
     torch.manual_seed(seed)
@@ -80,8 +82,8 @@ def workdir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(workdir):
     """`put serve` started as a user would (any free port); its URL."""
-    process = subprocess.Popen([sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu",
-                                *SERVER_LIMITS], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu", *SERVER_LIMITS]
+    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + 120
     for line in process.stdout:
@@ -232,10 +234,10 @@ def test_the_page_names_models_and_test_images_by_id_only(server):
 
 
 def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
-    from put.checkpoint import CheckpointError
-    from put.inpaint import InpaintSettings
-    from put.serve.catalog import ModelEntry
+    from put.models.checkpoint import CheckpointError
     from put.models.put_model import PUTModel
+    from put.sampling.inpaint import InpaintSettings
+    from put.serve.catalog import ModelEntry
     from put.serve.jobs import QueueFull, Runner
     from put.serve.limits import Limits
     from put.serve.store import Store
@@ -290,8 +292,8 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
 
 
 def test_uploads_and_results_are_kept_within_byte_budgets_the_oldest_forgotten_first():
-    from put.inpaint import InpaintSettings
     from put.models.put_model import PUTModel
+    from put.sampling.inpaint import InpaintSettings
     from put.serve.catalog import ModelEntry
     from put.serve.jobs import Runner
     from put.serve.limits import ITEM_OVERHEAD, Limits
@@ -334,8 +336,8 @@ def test_uploads_and_results_are_kept_within_byte_budgets_the_oldest_forgotten_f
                                                                    (False, 1, 2), (True, 1, None)])
 def test_the_sampler_reports_each_forward_pass_over_all_batches(tiny_checkpoints, deterministic, tokens_per_step,
                                                                 steps):
-    from put.inpaint import InpaintSettings, inpaint_tensors
-    from put.sampling import SamplingOptions
+    from put.sampling.inpaint import InpaintSettings, inpaint_tensors
+    from put.sampling.schedules import SamplingOptions
     from tests.conftest import random_batch
 
     model, _, _ = tiny_checkpoints
@@ -370,7 +372,7 @@ def load_and_brush(page, workdir: Path) -> None:
     """Upload the photo and brush one stroke across it with mouse events."""
     before = page.get_attribute("#stage", "data-image") or ""
     page.set_input_files("#image-file", str(workdir / "photo.png"))
-    page.wait_for_function("previous => (document.getElementById('stage').dataset.image || previous) !== previous", arg=before)
+    page.wait_for_function(IMAGE_CHANGED, arg=before)
     box = page.locator("#mask-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.35)
     page.mouse.down()
@@ -494,7 +496,7 @@ def test_page_takes_a_test_image_and_a_mask_file_with_its_polarity(page, server,
     Image.fromarray(np.where(hole, 0, 255).astype(np.uint8)).save(workdir / "keep_white.png")
     before = page.get_attribute("#stage", "data-image") or ""
     page.click("#load-test")  # the preset's first test image
-    page.wait_for_function("previous => (document.getElementById('stage').dataset.image || previous) !== previous", arg=before)
+    page.wait_for_function(IMAGE_CHANGED, arg=before)
     page.select_option("#polarity", "keep-white")
     page.set_input_files("#mask-file", str(workdir / "keep_white.png"))
     page.wait_for_function("document.getElementById('mask-canvas').getContext('2d')"

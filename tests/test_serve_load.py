@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from email.message import Message
 from concurrent.futures import ThreadPoolExecutor
+from email.message import Message
 from pathlib import Path
 
 import numpy as np

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from put.checkpoint import CheckpointError
 from put.cli import main
 from put.config import TPAMI_VARIANT, ModelConfig, PVQVAEConfig, TransformerConfig, model_config
 from put.config.evaluation import SampleConfig, parse_schedule
@@ -17,12 +16,13 @@ from put.config.params import ParamsError, load_params, params_from_mapping
 from put.config.training import GumbelConfig
 from put.errors import InputError
 from put.masks.strokes import stroke_keep_mask
-from put.model_io import load_put_model
+from put.models.checkpoint import CheckpointError, load_put_model
 from put.models.put_model import PUTModel, masked_token_loss
 from put.models.pvqvae import PVQVAE
 from put.models.quantizer import GumbelDraw
-from put.sampling import SamplingOptions, released_counts, sample_iterative, static_shape, step_counts
-from put.sampling_engine import SamplingEngine
+from put.sampling.eager import sample_iterative
+from put.sampling.engine import SamplingEngine
+from put.sampling.schedules import SamplingOptions, released_counts, static_shape, step_counts
 from tests.conftest import random_batch
 
 TINY_TPAMI = ModelConfig(

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from put.config import VARIANTS
+from put.tracking.base import tracked
 from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
-from put.tracking.runs import MlflowTracker, tracked
+from put.tracking.runs import MlflowTracker
 
 WRITER = """
 import sys
@@ -118,7 +119,8 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     with tracked(MlflowTracker("demo", "one", "train_transformer", "dag0004aaaaa")) as t:
         referenced = t.log_model(checkpoint, "transformer", {}, {})
     with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0004aaaaa")) as t:
-        t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}}, masks / "manifest.csv")
+        t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}},
+                         masks / "manifest.csv")
 
     model = tracking.get_logged_model(model_id)
     assert model.name == "transformer-conv" and str(model.status).endswith("READY")
@@ -159,8 +161,9 @@ def test_seed_replicates_have_their_own_runs_grouped_by_configuration_with_versi
 
 
 def test_a_code_change_gets_a_new_run_linked_to_the_earlier_one_and_no_change_reuses_it(tracking, monkeypatch):
+    from put.io.code import command_sources
     from put.tracking import runs as runs_module
-    from put.tracking.source import code_version, stage_code
+    from put.tracking.source import code_version
 
     def evaluate() -> str:
         tracker = MlflowTracker("demo", "put", "evaluate", "dag0006aaaaa")
@@ -170,7 +173,7 @@ def test_a_code_change_gets_a_new_run_linked_to_the_earlier_one_and_no_change_re
 
     first = evaluate()
     assert evaluate() == first  # the same code: the same run
-    assert tracking.get_run(first).data.tags["put.code"] == code_version(stage_code("evaluate"))
+    assert tracking.get_run(first).data.tags["put.code"] == code_version(command_sources("evaluate"))
     monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
     second = evaluate()
     assert second != first and evaluate() == second

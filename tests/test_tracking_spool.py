@@ -11,7 +11,7 @@ import requests
 
 from put.cli import main
 from put.stages.train import train_pvqvae
-from put.tracking.runs import NullTracker
+from put.tracking.base import NullTracker
 from put.tracking.spool import ResilientTracker, replay
 from tests.test_training import params, workdir  # noqa: F401 (the module's fixture)
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 import yaml
 
-from put.checkpoint import CheckpointError, load_checkpoint
 from put.config.params import load_params
-from put.pretrained import MissingWeightsError
+from put.io.pretrained import MissingWeightsError
+from put.models.checkpoint import CheckpointError, load_checkpoint
 from put.stages.prepare import run_prepare
 from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
@@ -172,7 +172,7 @@ def test_non_finite_loss_stops_with_last_checkpoint_intact(workdir, tmp_path, mo
 
 
 def test_transformer_refuses_a_changed_pvqvae_on_resume(workdir, tmp_path, monkeypatch):
-    from put.checkpoint import CheckpointError
+    from put.models.checkpoint import CheckpointError
     from put.train.transformer import TransformerTask
 
     p = params(workdir)
@@ -376,8 +376,8 @@ def test_auto_workers_follow_the_jobs_cpus(monkeypatch):
 def test_a_full_disk_at_a_save_keeps_the_last_good_state_and_the_rerun_resumes(workdir, tmp_path, monkeypatch,
                                                                                capsys):
     """Injected ENOSPC inside torch's zip writer at the second periodic save (step 6 of 8; saves every 3)."""
-    import put.checkpoint
-    from put.diskspace import DiskFullError
+    import put.models.checkpoint
+    from put.io.diskspace import DiskFullError
     from tests.test_reliability import FillingFile
 
     out, partial = tmp_path / "p.pt", resume_path(tmp_path / "p.pt")
@@ -387,7 +387,7 @@ def test_a_full_disk_at_a_save_keeps_the_last_good_state_and_the_rerun_resumes(w
         saves.append(path)
         return FillingFile(path, mode, room=1000) if len(saves) > 1 else open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(put.checkpoint, "open", disk_fills_after_one_save, raising=False)
+    monkeypatch.setattr(put.models.checkpoint, "open", disk_fills_after_one_save, raising=False)
     with pytest.raises(DiskFullError) as err:
         train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
     assert str(err.value).startswith(f"{partial}: no space left on device (needs about ")
@@ -395,17 +395,17 @@ def test_a_full_disk_at_a_save_keeps_the_last_good_state_and_the_rerun_resumes(w
             "Free space, then re-run") in str(err.value)
     assert load_checkpoint(partial).training["step"] == 3 and not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.resume.pt"]
-    monkeypatch.setattr(put.checkpoint, "open", open, raising=False)  # space freed
+    monkeypatch.setattr(put.models.checkpoint, "open", open, raising=False)  # space freed
     assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
     assert f"resuming from {partial} at step 3" in capsys.readouterr().out
 
 
 def test_training_warns_at_start_and_refuses_a_save_that_does_not_fit(workdir, tmp_path, monkeypatch, capsys):
-    import put.diskspace
+    import put.io.diskspace
     import put.train.room
     from put.cli import main
 
-    for module in (put.diskspace, put.train.room):
+    for module in (put.io.diskspace, put.train.room):
         monkeypatch.setattr(module, "free_bytes", lambda path: 1000)
     out = tmp_path / "p.pt"
     assert main(["train-pvqvae", "--params", str(workdir / "params.yaml"), "--split", str(workdir / "splits"),

@@ -1,14 +1,15 @@
-"""The `put` subcommands, one module each: subcommand -> the module that declares its arguments and runs it.
+"""The `put` subcommands, one module each (put/commands/<name>.py).
 
 Each module has `HELP` (one line for `put --help`), `add_arguments(parser)` and `run(args)`; heavy imports
-stay inside `run`. This table sits below both readers: `put/cli.py` builds its parser from it and
-`put/dag/code_deps.py` finds the code a DAG stage runs from it (the stage's command module and its imports).
+stay inside `run`, so that a DAG stage depends only on the code its own subcommand runs (put/io/code.py).
 """
 
 from __future__ import annotations
 
-COMMANDS: dict[str, str] = {name: f"put.commands.{name.replace('-', '_')}" for name in (
+from put.io.code import command_module
+
+COMMANDS: dict[str, str] = {name: command_module(name) for name in (
     "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "train-pvqvae",
-    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost", "coverage",
-    "serve", "track", "track-replay", "ui",
+    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost",
+    "coverage", "serve", "track", "track-replay", "ui",
 )}

@@ -10,8 +10,8 @@ import json
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
 from put.errors import InputError
-from put.fileio import atomic_write_text
-from put.sampling_engine import ENGINES
+from put.io.files import atomic_write_text
+from put.sampling.engine import ENGINES
 
 HELP = "speed benchmarks (random weights)"
 
@@ -89,17 +89,15 @@ def describe(r: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    from put import bench
-
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
-    # stage reuses this module without running them, so it does not depend on their code (put/dag/code_deps.py).
+    # stage reuses this module without running them, so it does not depend on their code (put/io/code.py).
     if args.what == "loader":
-        bench_loader = importlib.import_module("put.bench_loader")
+        bench_loader = importlib.import_module("put.bench.loader")
         return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
     if args.what in ("evaluate", "fid-interval"):
         import torch
 
-        bench_evaluate = importlib.import_module("put.bench_evaluate")
+        bench_evaluate = importlib.import_module("put.bench.evaluate")
         results = ([bench_evaluate.bench_fid_interval(args.images, args.dim, args.resamples)]
                    if args.what == "fid-interval" else
                    [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset])
@@ -111,17 +109,21 @@ def run(args: argparse.Namespace) -> list[dict]:
     presets = args.preset
     results = []
     if args.what == "sampling":
+        from put.bench.sampling import bench_sampling
+
         for name, batch, per_step, engine in itertools.product(presets, args.batch or [1], args.tokens_per_step,
                                                                args.engine):
-            results.append(bench.bench_sampling(name, args.steps, batch=batch, tokens_per_step=per_step,
+            results.append(bench_sampling(name, args.steps, batch=batch, tokens_per_step=per_step,
                                                 device=args.device, bf16=args.bf16, engine=engine))
             print(describe(results[-1]), flush=True)
     elif args.what == "pvqvae":
+        from put.bench.pvqvae import bench_pvqvae
+
         for name, batch in itertools.product(presets, args.batch or [1]):
-            results.append(bench.bench_pvqvae(name, batch=batch, device=args.device, bf16=args.bf16))
+            results.append(bench_pvqvae(name, batch=batch, device=args.device, bf16=args.bf16))
             print(describe(results[-1]), flush=True)
     else:
-        bench_train = importlib.import_module("put.bench_train")
+        bench_train = importlib.import_module("put.bench.train")
         for name, stage in itertools.product(presets, args.stage):
             for batch in train_batches(name, stage, args.batch, args.gpu_counts):
                 results.append(bench_train.bench_train(name, stage, batch, device=args.device, steps=args.steps))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from put.config import PRESETS
-from put.paths import benchmark_dir
+from put.config.paths import benchmark_dir
 
 HELP = "GPU-hours and wall time per stage and for the ablation DAG, from measured benchmark rows (cost.json)"
 
@@ -21,9 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from put.bench_cost import cost_report
-    from put.cluster import RESOURCE_TABLE, load_resource_table
-    from put.fileio import atomic_write_text
+    from put.bench.cost import cost_report
+    from put.dag.resources import RESOURCE_TABLE, load_resource_table
+    from put.io.files import atomic_write_text
     from put.report.benchmarks import COST_FILE, read_benchmark_rows
     from put.report.cost import cost_markdown, with_readme_tables
 

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from put.fileio import atomic_write_text, read_csv
+    from put.io.files import atomic_write_text, read_csv
     from put.report.coverage import coverage_markdown, made_by, minimum_units, run_study
 
     out = Path(args.out)

@@ -56,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.inpaint import InpaintRequest, InpaintSettings, inpaint_file, inpaint_folder
-    from put.model_io import load_put_model
-    from put.sampling import SamplingOptions
+    from put.models.checkpoint import load_put_model
+    from put.sampling.inpaint import InpaintRequest, InpaintSettings, inpaint_file, inpaint_folder
+    from put.sampling.schedules import SamplingOptions
 
     folders = args.images is not None
     if folders != (args.masks is not None):

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from put.commands.common import add_params_arguments, load_cli_params, optional_path, parse_tags
-from put.paths import benchmark_dir
+from put.config.paths import benchmark_dir
 
 HELP = "LaTeX tables, plots, sample grids and the report document"
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from put.commands.common import (add_params_arguments, add_seed_argument, device_name, evaluated_label, load_cli_params,
-                                 optional_path, parse_tags)
+from put.commands.common import (
+    add_params_arguments,
+    add_seed_argument,
+    device_name,
+    evaluated_label,
+    load_cli_params,
+    optional_path,
+    parse_tags,
+)
 
 HELP = "inpaint the evaluation set with one variant (deterministic, top-K, diversity samples)"
 

@@ -6,7 +6,7 @@ import argparse
 
 from put.commands.common import default_device, device_name, positive_int
 from put.errors import InputError
-from put.serve.limits import MiB, Limits
+from put.serve.limits import Limits, MiB
 
 HELP = "inpaint in the browser: draw a hole, see N results, compare variants (a local web app)"
 

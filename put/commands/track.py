@@ -41,8 +41,10 @@ def run(args: argparse.Namespace) -> None:
     from put.commands import COMMANDS
     from put.dag.dvc_yaml import instance_command
     from put.dag.graph import instances, output_paths
-    from put.tracking.runs import finished_run, stage_tracker, tracked
+    from put.tracking.base import tracked
+    from put.tracking.runs import finished_run
     from put.tracking.source import tracking_enabled
+    from put.tracking.spool import stage_tracker
 
     if not tracking_enabled():
         print("put track: tracking is off (PUT_TRACKING=0): nothing logged")

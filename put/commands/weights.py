@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    from put.pretrained import PRETRAINED_FILES, DownloadError, download, weights_report
+    from put.io.pretrained import PRETRAINED_FILES, DownloadError, download, weights_report
 
     if args.download:
         failed = []

@@ -8,6 +8,7 @@ from put.config.model import (
                               TPAMI_VARIANT,
                               VARIANT_COLOURS,
                               VARIANTS,
+                              Generation,
                               LossConfig,
                               ModelConfig,
                               PVQVAEConfig,
@@ -15,7 +16,6 @@ from put.config.model import (
                               TransformerConfig,
                               Variant,
                               apply_variant,
-                              Generation,
 )
 from put.config.presets import PRESETS, DataConfig, MaskConfig, Preset, model_config, preset
 from put.config.training import PVQVAETrainConfig, TrainConfig, TransformerTrainConfig

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from put.config.bins import EVAL_GROUPS
 from put.config.model import StrictModel
 from put.errors import InputError
 
@@ -26,6 +28,19 @@ def parse_schedule(text: str) -> tuple[str, int]:
     if found is None or found[1] not in RELEASED_SCHEDULES or int(found[2]) < 1:
         raise InputError(f"unknown sampling schedule {text!r}: expected {SCHEDULE_FORMS}")
     return found[1], int(found[2])
+
+
+MIN_TAIL = 25  # resamples beyond each bound at the least: fewer cannot place a percentile bound at all
+
+
+def check_resamples(resamples: int, level: float) -> None:
+    """A level in (0, 1) and enough resamples to place its percentile bounds (MIN_TAIL beyond each)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    needed = math.ceil(2 * MIN_TAIL / (1 - level))
+    if resamples < needed:
+        raise ValueError(f"{resamples} resamples cannot place {level:.0%} percentile bounds; at least "
+                         f"{needed} are needed ({MIN_TAIL} beyond each bound)")
 
 
 class SampleConfig(StrictModel):
@@ -74,7 +89,7 @@ class MetricProtocol(StrictModel):
     lpips_pairs: int = Field(5, ge=1)  # random distinct sample pairs per input
     lpips_spatial: bool = True  # released scripts: LPIPS(spatial=True), then the map's mean
     fid_backend: Literal["torch-fidelity"] = "torch-fidelity"
-    # Confidence intervals (put/metrics/bootstrap.py): a seeded percentile bootstrap over the test images'
+    # Confidence intervals (put/stats/bootstrap.py): a seeded percentile bootstrap over the test images'
     # sources (a cluster bootstrap; docs/coverage.md measures how often they hold the truth). 20000 resamples keep
     # the printed half width (two significant digits) stable across bootstrap seeds; FID recomputes an
     # eigendecomposition per resample, so it draws fewer and its half width is printed to no finer a digit than
@@ -89,19 +104,11 @@ class MetricProtocol(StrictModel):
     min_units: int = Field(50, ge=2, description="fewest independent test units (sources) an interval is "
                            "drawn from; below it the cell says why")
     multiplicity: Literal["holm", "bonferroni", "bh", "none"] = Field(
-        "holm", description="error control over a table's family of paired differences (put/metrics/multiplicity.py)")
-
-    def bootstrap(self, fid: bool = False):
-        from put.metrics.bootstrap import Bootstrap
-
-        return Bootstrap(self.interval_level, self.fid_bootstrap_resamples if fid else self.bootstrap_resamples,
-                         self.bootstrap_seed, self.min_units)
+        "holm", description="error control over a table's family of paired differences (put/stats/multiplicity.py)")
 
     @field_validator("bootstrap_resamples", "fid_bootstrap_resamples")
     @classmethod
     def _enough_resamples(cls, v: int, info: ValidationInfo) -> int:
-        from put.metrics.bootstrap import check_resamples
-
         if "interval_level" in info.data:  # else the level's own error is reported
             check_resamples(v, info.data["interval_level"])
         return v
@@ -126,7 +133,7 @@ class FrontierConfig(StrictModel):
                                  "each image's counts from its own masked patches")
     top_k: list[int] = Field([50, 200], description="K of every setting above (the authors' later release: 200)")
     argmax: bool = Field(True, description="also every position at once by argmax (PUT_all, one forward)")
-    groups: list[str] = Field(["40-60"], description="mask groups of the evaluation masks (put.masks.bins)")
+    groups: list[str] = Field(["40-60"], description="mask groups of the evaluation masks (put.config.bins)")
     images: int | None = Field(100, ge=1, description="the first N test images by name (None: all)")
     samples: int = Field(4, ge=1, description="samples per image (argmax: one); 4 give the 5 distinct pairs "
                          "LPIPS diversity draws by default (evaluate.lpips_pairs)")
@@ -153,8 +160,6 @@ class FrontierConfig(StrictModel):
     @field_validator("groups")
     @classmethod
     def _known_groups(cls, v: list[str]) -> list[str]:
-        from put.masks.bins import EVAL_GROUPS
-
         if not v or any(g not in EVAL_GROUPS for g in v):
             raise ValueError(f"expected one or more of {', '.join(EVAL_GROUPS)}, got {v}")
         return v

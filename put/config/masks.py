@@ -36,7 +36,7 @@ class StrokeConfig(StrictModel):
                                                  "of the image's (minRectangleRatio, maxRectangleRatio)")
 
     @model_validator(mode="after")
-    def _ranges(self) -> "StrokeConfig":
+    def _ranges(self) -> StrokeConfig:
         _check_range("keep_ratio", self.keep_ratio, 1.0)
         _check_range("rectangle_ratio", self.rectangle_ratio, 1.0)
         if not 0 <= self.rectangles[0] <= self.rectangles[1]:
@@ -61,6 +61,6 @@ class TrainingMaskConfig(StrictModel):
                                "(mask_low_to_high)")
 
     @model_validator(mode="after")
-    def _window(self) -> "TrainingMaskConfig":
+    def _window(self) -> TrainingMaskConfig:
         _check_range("pconv_hole_ratio", self.pconv_hole_ratio, 1.0)
         return self

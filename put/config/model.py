@@ -101,7 +101,7 @@ class PVQVAEConfig(StrictModel):
         "pixels shown to it as -1 (released code), or m x m' as the paper writes it")
 
     @model_validator(mode="after")
-    def _patch_is_power_of_two(self) -> "PVQVAEConfig":
+    def _patch_is_power_of_two(self) -> PVQVAEConfig:
         if self.patch_size & (self.patch_size - 1):
             raise ValueError(f"patch_size must be a power of 2, got {self.patch_size}")
         return self
@@ -145,7 +145,7 @@ class TransformerConfig(StrictModel):
                                          "each block's output projections divided by sqrt(2 * depth) (TPAMI)")
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> "TransformerConfig":
+    def _heads_divide_width(self) -> TransformerConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
         return self
@@ -161,7 +161,7 @@ class ModelConfig(StrictModel):
     transformer: TransformerConfig = TransformerConfig()
 
     @model_validator(mode="after")
-    def _size_is_multiple_of_patch(self) -> "ModelConfig":
+    def _size_is_multiple_of_patch(self) -> ModelConfig:
         if self.image_size % self.pvqvae.patch_size:
             raise ValueError(f"image_size {self.image_size} is not a multiple of patch_size {self.pvqvae.patch_size}")
         return self
@@ -208,7 +208,7 @@ class LossConfig(StrictModel):
         "network's own unclamped pixel values (TPAMI: norm_to_0_1 false), the discriminator too")
 
     @model_validator(mode="after")
-    def _adversarial_after_the_rest(self) -> "LossConfig":
+    def _adversarial_after_the_rest(self) -> LossConfig:
         if self.adversarial_start is not None and self.adversarial_start < self.delayed_start:
             raise ValueError(f"adversarial_start ({self.adversarial_start}) must be at least delayed_start "
                              f"({self.delayed_start})")

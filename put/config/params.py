@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from put.config.model import TPAMI_VARIANT, VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
 from put.errors import InputError
-from put.yamlfile import YamlFileError, read_yaml_mapping
+from put.io.yamlfile import YamlFileError, read_yaml_mapping
 
 
 class ParamsError(InputError):
@@ -158,7 +158,7 @@ class Params(StrictModel):
         return [*VARIANTS, *(replicate_label(v, s) for s in self.seeds for v in VARIANTS),
                 *(OFFICIAL_PREFIX + name for name in self.official)]
 
-    def replicate(self, seed: int) -> "Params":
+    def replicate(self, seed: int) -> Params:
         """These parameters for seed replicate `seed` (0: the base run)."""
         return self.model_copy(update={"seed": int(seed)})
 
@@ -267,7 +267,7 @@ class Params(StrictModel):
         del document["seeds"]
         return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:12]
 
-    def check(self) -> "Params":
+    def check(self) -> Params:
         """Validate everything now, so a typo fails before any work starts."""
         unknown = set(self.variants) - set(VARIANTS)
         if unknown:

@@ -14,7 +14,7 @@ from put.config.masks import PConvSelect
 from put.config.model import TPAMI_VARIANT, ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 from put.errors import InputError
-from put.yamlfile import read_yaml_mapping
+from put.io.yamlfile import read_yaml_mapping
 
 Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
 PlacesTrainSet = Literal["challenge", "standard"]
@@ -68,7 +68,7 @@ class Preset(StrictModel):
     frontier: FrontierConfig = FrontierConfig()
 
     @model_validator(mode="after")
-    def _resize_covers_crop(self) -> "Preset":
+    def _resize_covers_crop(self) -> Preset:
         if self.data.train_resize is not None and self.data.train_resize < self.model.image_size:
             raise ValueError(f"data.train_resize ({self.data.train_resize}) must be at least model.image_size "
                              f"({self.model.image_size}): training crops are image_size pixels wide")

@@ -28,7 +28,7 @@ class TrainConfig(StrictModel):
     seed: int = 0
 
     @model_validator(mode="after")
-    def _warmup_fits(self) -> "TrainConfig":
+    def _warmup_fits(self) -> TrainConfig:
         if self.warmup >= self.iterations:
             raise ValueError(f"warmup ({self.warmup}) must be shorter than iterations ({self.iterations})")
         return self

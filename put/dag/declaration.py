@@ -4,7 +4,7 @@ Both front ends come from this list: `dvc.yaml` is generated from it (put/dag/dv
 by a test) and the Snakefile builds its rules from it at parse time (put/dag/snakemake.py). A stage is one
 `python -m put <command>` call; every file it reads or writes is named here with the command-line option that
 takes it, so the command line, the declared inputs and outputs, and both front ends cannot disagree. What a
-stage's code depends on is not listed: it is computed (put/dag/code_deps.py). Which parameters it reads are
+stage's code depends on is not listed: it is computed (put/io/code.py). Which parameters it reads are
 sections of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
 
 Fan-out: a stage runs once, once per ablation variant, once per variant with its own P-VQVAE, once per
@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from put import paths
-from put.config import PVQVAE_VARIANTS, TPAMI_VARIANT, VARIANTS
+from put.config import PVQVAE_VARIANTS, TPAMI_VARIANT, VARIANTS, paths
 from put.config.params import settings_prefix
 
 FanOut = Literal["none", "variants", "pvqvae_variants", "official", "seeds"]
@@ -185,7 +184,7 @@ STAGES: tuple[Stage, ...] = (
                   "--frontier-tpami": paths.FRONTIER_TPAMI_DIR,
                   "--resolved-params": paths.RESOLVED_PARAMS,
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
-          # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/paths.py.
+          # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/config/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
           params=("official", "seeds", "sample.composite", "evaluate"), tracked=True, report=True),
 )

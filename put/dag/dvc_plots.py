@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from put.config import PALETTE, PVQVAE_VARIANTS, VARIANT_COLOURS, VARIANTS
-from put.dag.code_deps import ROOT
 from put.dag.declaration import PLOTS, Plot
+from put.io.code import ROOT
 
 TEMPLATE_DIR = ROOT / ".dvc" / "plots"  # DVC's folder of custom templates
 PAGE = ROOT / ".dvc" / "plots_page.html"  # `plots.html_template` in .dvc/config (relative to .dvc/)

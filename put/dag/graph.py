@@ -26,7 +26,7 @@ def evaluated(params: Params | None = None) -> list[str]:
 
 
 def concrete(pattern: str, preset: str, name: str | None) -> str:
-    from put.paths import path_of
+    from put.config.paths import path_of
 
     return str(path_of(pattern, preset, name or "put", official=name or "", seed=name or ""))
 

@@ -12,21 +12,22 @@ writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
 from put.config.params import OFFICIAL_PREFIX, Params, settings_prefix
+from put.config.paths import LOG_DIR
 from put.config.presets import PRESET_FILE
-from put.dag.code_deps import ROOT, command_sources
 from put.dag.declaration import CONFIG, STAGES, TARGETS, Evaluated, OfficialFile, Stage
 from put.dag.graph import concrete, evaluated, instance_names
-from put.fileio import atomic_write_text
-from put.paths import LOG_DIR
-from put.report.products import Captions
+from put.dag.report_captions import Captions
+from put.io.code import ROOT, command_sources
+from put.io.files import atomic_write_text
 
 EFFECTIVE_PARAMS = Path(".snakemake") / "put" / "params.yaml"  # written by the Snakefile's onstart handler
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import warnings
 import zlib
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from PIL import Image

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from put.data.demo import demo_source
 from put.errors import InputError
-from put.fileio import read_csv
+from put.io.files import read_csv
 
 KEY = "data.sources"
 

@@ -10,7 +10,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from put.errors import InputError
-from put.fileio import atomic_path
+from put.io.files import atomic_path
 
 
 class ImageReadError(InputError):

@@ -38,7 +38,7 @@ from put.data.dataset import AugmentedImages, check_sizes, stored_pixels
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
 from put.errors import FileMismatchError, InputError
-from put.fileio import atomic_path, atomic_write_text, file_sha256, read_csv, read_json, replace_folder
+from put.io.files import atomic_path, atomic_write_text, file_sha256, read_csv, read_json, replace_folder
 
 FORMAT = "put-prepared/1"
 SPLITS = ("train", "test")
@@ -220,7 +220,8 @@ class PreparedImages(AugmentedImages):
         for name, shard in manifest["shards"].items():
             path = self.folder / f"{name}.npy"
             if not path.is_file() or path.stat().st_size != shard["bytes"]:
-                raise FileMismatchError(f"{path}: missing or not the size the manifest records ({shard['bytes']} bytes); "
+                raise FileMismatchError(f"{path}: missing or not the size the manifest records "
+                                        f"({shard['bytes']} bytes); "
                                  "re-run `put prepare`")
         self.names = sorted(set(table["shard"]))
         self.shard = table["shard"].map({n: i for i, n in enumerate(self.names)}).to_numpy()

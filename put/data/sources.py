@@ -9,8 +9,8 @@ of (dataset, files on disk, seed, eval_count).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

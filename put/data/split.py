@@ -16,9 +16,13 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from put.config import Preset
+from put.data.demo import build_demo
+from put.data.groups import image_sources
 from put.data.images import ImageReadError, open_image
+from put.data.sources import list_dataset
 from put.errors import FileMismatchError, InputError, MissingFileError
-from put.fileio import atomic_write_text, file_sha256, read_csv
+from put.io.files import atomic_write_text, file_sha256, read_csv
 
 COLUMNS = ["path", "sha256", "width", "height", "source"]
 
@@ -114,3 +118,23 @@ def read_sources(csv: Path) -> list[str]:
         raise ValueError(f"{csv}: no 'source' column (a split written before sources were recorded); re-run "
                          "`put split`")
     return list(table["source"])
+
+
+def split_dataset(preset: Preset, out_dir: Path) -> dict:
+    """The preset's train/test lists (and for the demo, its images first) written into `out_dir`."""
+    data = preset.data
+    if data.dataset == "demo" and data.root is None:
+        root = Path(out_dir) / "images"
+        build_demo(root, preset.model.image_size, seed=data.seed)
+    elif data.root is None:
+        raise InputError(f"data.root: the {data.dataset} preset needs the folder of its raw images "
+                         f"(set overrides.data.root in params.yaml)")
+    else:
+        root = Path(data.root)
+    files = list_dataset(data.dataset, root, seed=data.seed, eval_count=data.eval_count,
+                         places_train=data.places_train, places_images=data.places_images)
+    info = {"dataset": data.dataset}  # which split a run used (e.g. places2 vs places2_nature) ...
+    if data.dataset.startswith("places2"):  # ... and which Places365 training set and image folders
+        info.update(places_train=data.places_train, places_images=data.places_images)
+    sources = image_sources(data.dataset, root, files, data.sources)  # checked before anything is written
+    return write_split(files, Path(out_dir), info=info, sources=sources)

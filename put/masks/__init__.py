@@ -1,1 +1,1 @@
-"""Masks: file I/O with explicit polarity, generators, hole-ratio bins, the frozen evaluation masks."""
+"""Masks: file I/O with explicit polarity, generators, the frozen evaluation masks (bins: put/config/bins.py)."""

@@ -2,8 +2,9 @@
 
 Layout: `out_dir/<group>/<image stem>.png` (one channel, 255 = hole) for every group of EVAL_GROUPS, and
 `out_dir/manifest.csv` (image, mask, ratio, group, source: the mask's, image_source: the test image's, which the
-evaluation's bootstrap resamples) written last, so a manifest always points at complete files. Masks come from a PConv mask folder when one is given (drawn among the masks whose ratio at
-the working size falls in the group), else from `mask_with_ratio`. The released code drew them unseeded and
+evaluation's bootstrap resamples) written last, so a manifest always points at complete files. Masks come from a
+PConv mask folder when one is given (drawn among the masks whose ratio at the working size falls in the group),
+else from `mask_with_ratio`. The released code drew them unseeded and
 mixed in stroke masks; here the same inputs and seed give byte-identical files.
 """
 
@@ -16,9 +17,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from put.config.bins import EVAL_GROUPS, hole_ratio
 from put.errors import InputError
-from put.fileio import atomic_write_text, read_csv
-from put.masks.bins import EVAL_GROUPS, hole_ratio
+from put.io.files import atomic_write_text, read_csv
 from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
 

@@ -11,7 +11,8 @@ mask on one canvas.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageDraw

@@ -89,7 +89,8 @@ def read_mask_values(path: str | os.PathLike, size: tuple[int, int] | None = Non
     return values
 
 
-def read_mask(path: str | os.PathLike, polarity: str = "hole-white", size: tuple[int, int] | None = None) -> torch.Tensor:
+def read_mask(path: str | os.PathLike, polarity: str = "hole-white",
+              size: tuple[int, int] | None = None) -> torch.Tensor:
     """(1, H, W) keep-mask from a mask file; `size` (H, W) is checked, not resized to (a mask of more pixels is
     refused from its header, before decoding)."""
     keep = keep_mask_from_array(read_mask_values(path, expected=size), polarity, str(path))

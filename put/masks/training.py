@@ -11,7 +11,7 @@ the decoder's reference branch. Draw order as released: erase mask first, then m
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from put.errors import FileMismatchError, InputError
-from put.metrics import MetricValue
 from put.data.images import read_rgb
+from put.errors import FileMismatchError, InputError
+from put.io.pretrained import LPIPS_BACKBONES
+from put.metrics import MetricValue
 from put.metrics.image import MetricProtocol
-from put.pretrained import LPIPS_BACKBONES
 
 Distance = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -1,6 +1,6 @@
 """FID of result files against their targets, with torch-fidelity, offline only: the Inception features of both
 lists (extracted once), then the value (torch-fidelity's statistics) and, from the same features, its bootstrap
-interval or a paired difference (put/metrics/fid_bootstrap.py)."""
+interval or a paired difference (put/stats/fid_interval.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from put.io.pretrained import INCEPTION_FID
 from put.metrics import MetricValue
 from put.metrics.image import MetricProtocol
-from put.pretrained import INCEPTION_FID
 
 Features = tuple[np.ndarray, np.ndarray]  # results, targets: N x 2048 each, row i of both the same test image
 
@@ -38,8 +38,12 @@ def inception_features(result_dir: Path, target_dir: Path, protocol: MetricProto
         if n < 2:
             return MetricValue.missing(f"FID needs at least 2 PNG images per side; {side} folder {folder} has {n}")
 
-    from torch_fidelity.utils import (create_feature_extractor, extract_featuresdict_from_input_id,  # heavy
-                                      resolve_feature_extractor, resolve_feature_layer_for_metric)
+    from torch_fidelity.utils import (  # heavy
+        create_feature_extractor,
+        extract_featuresdict_from_input_id,
+        resolve_feature_extractor,
+        resolve_feature_layer_for_metric,
+    )
 
     options = dict(
         input1=str(result_dir), input2=str(target_dir), fid=True,

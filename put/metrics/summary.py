@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from put.metrics import MetricValue
-from put.metrics.bootstrap import Bootstrap, Interval, difference_interval, finite_mean, mean_interval
 from put.metrics.fid import Features, fid_of_features
-from put.metrics.fid_bootstrap import fid_difference_interval, fid_interval
+from put.stats.bootstrap import Bootstrap, Interval, difference_interval, finite_mean, mean_interval
+from put.stats.fid_interval import fid_difference_interval, fid_interval
 
 PIXEL_METRICS = ("psnr", "ssim", "mae")
 

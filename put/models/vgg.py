@@ -6,8 +6,8 @@ import torch
 from torch import nn
 from torchvision.models.vgg import cfgs, make_layers
 
-from put.checkpoint import load_torch_file
-from put.pretrained import VGG19, MissingWeightsError
+from put.io.pretrained import VGG19, MissingWeightsError
+from put.models.checkpoint import load_torch_file
 
 # Index of each ReLU in torchvision's vgg19().features.
 RELU_INDEX = {
@@ -28,12 +28,12 @@ class VGG19Features(nn.Module):
         self.names = {index: name for name, index in RELU_INDEX.items()}
 
     @classmethod
-    def untrained(cls) -> "VGG19Features":
+    def untrained(cls) -> VGG19Features:
         """Random weights: for tests of the loss arithmetic only, never for training."""
         return cls(make_layers(cfgs["E"]))
 
     @classmethod
-    def pretrained(cls) -> "VGG19Features":
+    def pretrained(cls) -> VGG19Features:
         """Loads torchvision's ImageNet weights from the hub cache; MissingWeightsError names the file if absent."""
         path = VGG19.require()
         state = load_torch_file(path, expected="torchvision's VGG19 weights file")
@@ -44,7 +44,7 @@ class VGG19Features(nn.Module):
             raise MissingWeightsError(f"{path}: not torchvision's VGG19 weights ({err})") from err
         return cls(features)
 
-    def train(self, mode: bool = True) -> "VGG19Features":
+    def train(self, mode: bool = True) -> VGG19Features:
         return super().train(False)  # always frozen
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -20,8 +20,9 @@ from pydantic import ValidationError
 from put.config import GENERATION_NAMES, PRESETS, PVQVAE_OF_VARIANT, ModelConfig, apply_variant, preset
 from put.config.params import deep_merge, describe
 from put.errors import InputError
-from put.fileio import file_sha256
-from put.model_io import save_pvqvae, save_transformer
+from put.io.files import file_sha256
+from put.io.yamlfile import read_yaml_mapping
+from put.models.checkpoint import save_pvqvae, save_transformer
 from put.models.discriminator import PatchDiscriminator
 from put.models.put_model import PUTModel
 from put.models.pvqvae import PVQVAE
@@ -36,7 +37,6 @@ from put.official.keys import (
     transformer_state,
 )
 from put.official.load import official_state_dict
-from put.yamlfile import read_yaml_mapping
 
 PVQVAE_FILE, TRANSFORMER_FILE = "pvqvae.pt", "transformer.pt"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.errors import FileMismatchError
-from put.fileio import read_json
+from put.io.files import read_json
 
 COST_FILE = "cost.json"  # `put cost`'s output: derived figures, not measured rows
 LOADER_FILES = "loader_*.json"  # `put bench loader` (make bench-loader): input rates, read by no table
@@ -24,7 +24,8 @@ def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
         items = data["rows"] if provenance is not None else data if isinstance(data, list) else [data]
         for row in items:
             if not isinstance(row, dict) or "benchmark" not in row:
-                raise FileMismatchError(f"{path}: expected benchmark rows (objects with a `benchmark` key), got {row!r:.80}")
+                raise FileMismatchError(f"{path}: expected benchmark rows (objects with a `benchmark` key), "
+                                        f"got {row!r:.80}")
             if "dtype" in row and "precision" not in row:  # files written before rows named it `precision`
                 row = {**row, "precision": row["dtype"]}
             rows.append({**row, "source": source or path.stem,

@@ -1,4 +1,4 @@
-"""The cost tables (report and README) from `put cost`'s cost.json (put/bench_cost.py computes it):
+"""The cost tables (report and README) from `put cost`'s cost.json (put/bench/cost.py computes it):
 GPU-hours and wall time per stage and for the ablation DAG at the GPU counts of workflow/resources.yaml, and
 every measured GPU layout of the training stages (what the counts were chosen from)."""
 
@@ -49,8 +49,8 @@ def cost_frame(cost: dict) -> pd.DataFrame:
                      "GPU-h (all jobs)": s["jobs"] * s["device_hours"] if "device_hours" in s else None,
                      "Measured on": _measured_on(s)})
     for t in cost["totals"]:
-        wall = (f"{_hours(t['wall_hours'])} (every job of a stage at once); "
-                f"{_hours(t['wall_hours_one_job_at_a_time'])} one job at a time") if "missing" not in t else t["missing"]
+        wall = t["missing"] if "missing" in t else (f"{_hours(t['wall_hours'])} (every job of a stage at once); "
+                                                   f"{_hours(t['wall_hours_one_job_at_a_time'])} one job at a time")
         rows.append({"Preset": t["preset"], "Stage": STAGE_NAMES[t["stage"]],
                      "Jobs x nodes x GPUs": str(t.get("jobs", NA)),
                      "Batch/GPU": "", "s/step": None, "Steps": None, "Peak GiB": None,

@@ -6,7 +6,7 @@ an ablation and of PUT are matched row by row (mode, group, image, sample) and t
 for both at once, so the interval of the difference of the means leaves out what the two share: which images
 happened to be in the test set. With seed replicates of both, their replicates are resampled too (a crossed
 bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value comes from
-the same bootstrap (Student's t on its standard error, put/metrics/bootstrap.py); the differences of one mode form
+the same bootstrap (Student's t on its standard error, put/stats/bootstrap.py); the differences of one mode form
 a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
 K = 50), whose p-values are adjusted by `evaluate.multiplicity` (Holm by default): a difference is marked only
 where its adjusted p-value is at most 1 - level.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from put.metrics.bootstrap import Bootstrap, difference_interval, finite_mean
-from put.metrics.multiplicity import CONTROLS, NAMES, mark
+from put.stats.bootstrap import Bootstrap, difference_interval, finite_mean
+from put.stats.multiplicity import CONTROLS, NAMES, mark
 
 KEYS = ["mode", "group", "image", "sample"]
 COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
@@ -80,8 +80,9 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
     families = []
     for mode, family in frame.groupby("mode", sort=False):
         adjusted, significant = mark(family["p"].to_numpy(float), method, boot.level)
-        families.append(family.assign(p_adjusted=adjusted, significant=significant, family_size=int(
-            family["p"].notna().sum()), family=f"{name + ', ' if name else ''}{mode}: {len(family)} differences from {reference}", method=method))
+        label = f"{name + ', ' if name else ''}{mode}: {len(family)} differences from {reference}"
+        families.append(family.assign(p_adjusted=adjusted, significant=significant,
+                                      family_size=int(family["p"].notna().sum()), family=label, method=method))
     return pd.concat(families, ignore_index=True) if families else frame
 
 

@@ -53,9 +53,10 @@ def _figures(figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLi
 def software_appendix(software: Mapping[str, str]) -> str:
     """An appendix listing the software a run used (name -> version, plain text)."""
     rows = "\n".join(f"{latex_escape(name)} & {latex_escape(version)} \\\\" for name, version in software.items())
-    return ("\\appendix\n\\section{Software}\nThe versions this report was made with (\\texttt{put.versions}; MLflow "
-            "records the same with every run as tags \\texttt{put.version.*}). \\texttt{make install} installs "
-            "exactly \\texttt{requirements.lock}; \\texttt{make lock} regenerates it.\n\n"
+    return ("\\appendix\n\\section{Software}\nThe versions this report was made with "
+            "(\\texttt{put.io.versions}; MLflow records the same with every run as tags \\texttt{put.version.*}). "
+            "\\texttt{make install} installs exactly \\texttt{requirements.lock}; "
+            "\\texttt{make lock} regenerates it.\n\n"
             "\\begin{center}\\small\n\\begin{tabular}{>{\\raggedright\\arraybackslash}p{3.5cm}"
             ">{\\raggedright\\arraybackslash}p{12cm}}\n\\toprule\n"
             f"{rows}\n\\bottomrule\n\\end{{tabular}}\n\\end{{center}}\n")

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 from pandas.io.formats.style import Styler
 
 from put.errors import InputError
-from put.report.plots import save_figure
 from put.report.differences import family_sentence
+from put.report.plots import save_figure
 from put.report.tables import SIGNIFICANT, best_cells, cell_text, footnotes, latex_escape, reason_latex
 
 FRONTIER_TABLE = "frontier.tex"
@@ -26,7 +26,8 @@ FRONTIER_CAPTION = ("Speed/quality frontier of the full model: quality against t
 # column -> (header, decimals, lower is better; None: not ranked)
 COLUMNS: dict[str, tuple[str, int, bool | None]] = {
     "forward_passes": ("Forwards / image", 1, None), "ms_per_image": ("ms / image", 1, None),
-    "psnr": (r"PSNR $\uparrow$", 3, False), "ssim": (r"SSIM $\uparrow$", 3, False), "mae": (r"MAE $\downarrow$", 4, True),
+    "psnr": (r"PSNR $\uparrow$", 3, False), "ssim": (r"SSIM $\uparrow$", 3, False),
+    "mae": (r"MAE $\downarrow$", 4, True),
     "lpips": (r"LPIPS $\uparrow$", 4, False), "fid": (r"FID $\downarrow$", 3, True),
 }
 QUALITY = ("psnr", "ssim", "mae", "lpips", "fid")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pandas.io.formats.style import Styler
 
-from put.fileio import atomic_write_text
+from put.io.files import atomic_write_text
 
 _MATH = re.compile(r"\$([^$]+)\$")
 _TEXT_MACROS = [(re.compile(r"\\texttt\{([^{}]*)\}"), r"<code>\1</code>"),

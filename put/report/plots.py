@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from put.config import PALETTE, VARIANT_COLOURS, VARIANTS
-from put.fileio import atomic_path
-from put.masks.bins import FINE_BINS
+from put.config.bins import FINE_BINS
+from put.io.files import atomic_path
 
 CURVE_METRICS: dict[str, str] = {"psnr": "PSNR (dB, higher is better)", "ssim": "SSIM (higher is better)",
                                  "mae": "MAE (lower is better)", "fid": "FID (lower is better)",

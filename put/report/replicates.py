@@ -9,10 +9,18 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from put.config.params import OFFICIAL_PREFIX
-from put.metrics.bootstrap import seed_interval
 from put.report.reported import METRICS
-from put.report.tables import (DECIMALS, GROUPS, METRIC_LABELS, NA, VARIANT_LABELS, VARIANT_ORDER, half_width_text,
-                               latex_escape)
+from put.report.tables import (
+    DECIMALS,
+    GROUPS,
+    METRIC_LABELS,
+    NA,
+    VARIANT_LABELS,
+    VARIANT_ORDER,
+    half_width_text,
+    latex_escape,
+)
+from put.stats.bootstrap import seed_interval
 
 STATS = ("mean", "s.d.", r"$\pm$ seeds", r"$\pm$ images")
 

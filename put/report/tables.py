@@ -19,10 +19,9 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES, TPAMI_VARIANT
+from put.config.bins import TABLE_GROUPS
 from put.config.params import OFFICIAL_PREFIX
-from put.fileio import atomic_write_text
-from put.masks.bins import TABLE_GROUPS
-from put.metrics.bootstrap import printed_decimals
+from put.io.files import atomic_write_text
 from put.report.differences import family_sentence
 from put.report.reported import (
     DATASETS,
@@ -38,6 +37,7 @@ from put.report.reported import (
     table1_reported,
     table3_reported,
 )
+from put.stats.bootstrap import printed_decimals
 
 GROUPS: tuple[str, ...] = tuple(TABLE_GROUPS)
 VARIANT_ORDER: tuple[str, ...] = ("conv", "one", "no_ref", "tok", "qua0", "put")  # Table 3's row order

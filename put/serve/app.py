@@ -22,12 +22,12 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from put.data.images import ImageTooLargeError
 from put.errors import PutError, describe
-from put.inpaint import InpaintSettings
 from put.masks.io import POLARITIES
-from put.sampling import SamplingOptions
+from put.sampling.inpaint import InpaintSettings
+from put.sampling.schedules import SamplingOptions
 from put.serve.catalog import ModelEntry
 from put.serve.jobs import QueueFull, Runner, results_zip
-from put.serve.limits import MiB, Limits
+from put.serve.limits import Limits, MiB
 from put.serve.store import Store, UnknownId, image_png, mask_png
 
 STATIC = resources.files("put.serve") / "static"

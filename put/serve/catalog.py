@@ -10,12 +10,12 @@ from pathlib import Path
 
 import torch
 
-from put.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.config import VARIANT_COLOURS
 from put.config.params import OFFICIAL_PREFIX
+from put.config.paths import TRANSFORMER_CHECKPOINT, masks_dir
 from put.errors import MissingFileError
+from put.models.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.models.put_model import PUTModel
-from put.paths import TRANSFORMER_CHECKPOINT, masks_dir
 
 TRANSFORMER_FILE = Path(TRANSFORMER_CHECKPOINT).name  # what a run folder holds: runs/<preset>/<variant>/
 TEST_IMAGES_LISTED = 1000  # the dropdown lists at most this many test images per preset
@@ -46,7 +46,7 @@ class ModelEntry:
 
     def load(self, device: str) -> PUTModel:
         """The model, loaded once (the checkpoint and its P-VQVAE verified as `put inpaint` does)."""
-        from put.model_io import load_put_model
+        from put.models.checkpoint import load_put_model
 
         with self._lock:
             if self._model is None:

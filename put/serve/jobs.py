@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from put.errors import PutError, ServiceError, describe
-from put.inpaint import InpaintSettings, inpaint_tensors
 from put.models.put_model import paste_known
-from put.sampling_engine import Sampler
+from put.sampling.engine import Sampler
+from put.sampling.inpaint import InpaintSettings, inpaint_tensors
 from put.serve.catalog import ModelEntry
 from put.serve.limits import ITEM_OVERHEAD, Limits
 from put.serve.store import StoredMask, UnknownId, image_png, mask_png

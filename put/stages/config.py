@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from put.config.params import Params
-from put.fileio import atomic_write_text
+from put.io.files import atomic_write_text
 
 HEADER = ("# Resolved parameters of the DAG (written by `put config` from params.yaml and "
           "put/config/presets.yaml; do not edit).\n")

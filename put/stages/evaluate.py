@@ -3,10 +3,10 @@
 Per table group and mode: mean PSNR, SSIM, MAE (scikit-image, under the recorded protocol) and FID
 (torch-fidelity) against the ground truth. Per fine bin: mean PSNR, SSIM, MAE over all samples, FID of
 each image's first sample and the mean pairwise LPIPS of its samples (diversity). Every value has its 95%
-bootstrap interval over the sources of the test images (put/metrics/bootstrap.py), or, with too few sources,
+bootstrap interval over the sources of the test images (put/stats/bootstrap.py), or, with too few sources,
 the reason it has none. This module reads and writes files; the numbers come from put/metrics/summary.py.
 
-Four files (names in put.paths):
+Four files (names in put.config.paths):
 - `<label>.json`: only metrics, nested {mode: {group: {metric: value, metric_lo: .., metric_hi: ..}}} plus
   {"bins": {bin: {...}}}, which is what `dvc metrics show` lists; a metric that could not be measured is absent.
 - `<label>_info.json`: the variant and seed replicate, the protocol, the sampling settings, the number of test
@@ -26,19 +26,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from put.config.bins import FINE_BINS, TABLE_GROUPS
 from put.config.params import Params
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.errors import FileMismatchError
-from put.fileio import atomic_write_text, read_csv, read_json
-from put.masks.bins import FINE_BINS, TABLE_GROUPS
+from put.io.files import atomic_write_text, read_csv, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table
 from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
-from put.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.stages.sample import TABLE_MODES, read_samples
-from put.tracking.runs import NullTracker, stage_tracker, tracked
+from put.stats.bootstrap import Bootstrap
+from put.tracking.base import NullTracker, tracked
+from put.tracking.spool import stage_tracker
 
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
@@ -126,7 +128,7 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
     """Writes the four files; returns the metrics file's content."""
     preset = params.resolved()
     protocol, top_k = preset.evaluate, preset.sample.top_k
-    boot, fid_boot = protocol.bootstrap(), protocol.bootstrap(fid=True)
+    boot, fid_boot = Bootstrap.of(protocol), Bootstrap.of(protocol, fid=True)
     samples, masks, out = Path(samples), Path(masks), Path(out)
     jobs = evaluation_jobs(samples, masks)
     cells, per_image = Cells(), []
@@ -216,7 +218,8 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
         info = read_json(metrics_info_file(path), f"the `put evaluate` record written beside {path.name}")
         if not (isinstance(values, dict) and isinstance(info, dict) and isinstance(info.get("unavailable"), dict)
                 and isinstance(info.get("n"), dict)):
-            raise FileMismatchError(f"{path}: not a metrics file of `put evaluate` (or its {metrics_info_file(path).name} "
+            raise FileMismatchError(f"{path}: not a metrics file of `put evaluate` "
+                                    f"(or its {metrics_info_file(path).name} "
                              "is not) -- re-run the evaluate stage")
         if preset is not None and info.get("preset") != preset:
             raise FileMismatchError(f"{path}: metrics of the {info.get('preset')!r} preset, expected {preset!r}")

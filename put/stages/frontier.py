@@ -31,34 +31,40 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from put.bench import device_name, synchronize
+from put.config import paths
 from put.config.evaluation import FrontierConfig, MetricProtocol, parse_schedule
 from put.config.params import Params
 from put.data.images import read_image, write_image
-from put.fileio import atomic_write_text, read_json
+from put.io.files import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
-from put.metrics.bootstrap import Bootstrap, Interval, finite_mean
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import Features, fid_features, fid_of_features
 from put.metrics.image import metrics_table
-from put.metrics.multiplicity import mark
 from put.metrics.summary import PIXEL_METRICS, fid_difference, mean_difference
-from put.model_io import load_put_model
-from put import paths
+from put.models.checkpoint import load_put_model
+from put.models.device import autocast, device_name, precision, synchronize
 from put.models.put_model import PUTModel
-from put.report.frontier import (DIFFERENCE_COLUMNS, FRONTIER_FIGURE, FRONTIER_TABLE, QUALITY, frontier_table,
-                                 plot_frontier)
+from put.models.seeding import derive_seed
+from put.report.frontier import (
+    DIFFERENCE_COLUMNS,
+    FRONTIER_FIGURE,
+    FRONTIER_TABLE,
+    QUALITY,
+    frontier_table,
+    plot_frontier,
+)
 from put.report.tables import write_latex
-from put.sampling import SamplingOptions, step_counts
-from put.sampling_engine import Sampler, inpaint_batch
-from put.seeding import derive_seed
+from put.sampling.engine import Sampler, inpaint_batch
+from put.sampling.schedules import SamplingOptions, step_counts
 from put.stages.evaluate import Cells
+from put.stats.bootstrap import Bootstrap, Interval, finite_mean
+from put.stats.multiplicity import mark
+from put.tracking.base import NullTracker, tracked
 from put.tracking.names import metric_names
-from put.tracking.runs import NullTracker, stage_tracker, tracked
 from put.tracking.source import git_commit
-from put.train.common import autocast
+from put.tracking.spool import stage_tracker
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
@@ -225,7 +231,7 @@ def frontier_differences(measured: dict[tuple[str, str], Measured], references: 
                          protocol: MetricProtocol) -> pd.DataFrame:
     """One row per setting (that has a reference) x group x metric: the paired difference from the reference,
     its interval and p-value, and the p-value adjusted over the whole family, with whether it survives."""
-    boot, fid_boot = protocol.bootstrap(), protocol.bootstrap(fid=True)
+    boot, fid_boot = Bootstrap.of(protocol), Bootstrap.of(protocol, fid=True)
     rows = []
     for (name, group), a in measured.items():
         reference = references[name]
@@ -280,7 +286,7 @@ def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path
                          **{f"{m}_unavailable": cells.unavailable.get(f"{setting.name}/{group}/{m}", "")
                             for m in QUALITY},
                          "samples": int(part["sample"].max()) + 1, "batch_size": config.batch_size,
-                         "device": device_name(dev), "precision": "bf16-autocast" if dev.type == "cuda" else "fp32"})
+                         "device": device_name(dev), "precision": precision(dev.type == "cuda")})
     references = {s.name: reference_of(s, chosen, preset.sample.top_k) for s in chosen}
     differences = frontier_differences(measured, references, protocol)
     frame = pd.DataFrame(rows).assign(reference=lambda f: f["setting"].map(references), method=protocol.multiplicity)

@@ -8,7 +8,7 @@ from put.config.params import Params
 from put.data.dataset import ImageListDataset
 from put.data.images import write_image
 from put.data.split import read_sources, read_split
-from put.fileio import atomic_dir
+from put.io.files import atomic_dir
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskFolder
 

@@ -22,26 +22,34 @@ import pandas as pd
 
 from put.config import TPAMI_VARIANT, VARIANTS
 from put.config.params import Params, replicate_label
+from put.config.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.data.images import read_rgb
-from put.fileio import atomic_dir, atomic_write_text, read_json
+from put.io.files import atomic_dir, atomic_write_text, read_json
+from put.io.versions import versions
 from put.masks.io import read_mask
-from put.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
-from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.differences import paired_differences
+from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
-from put.report.generations import (GENERATIONS_CAPTION, GENERATIONS_FIGURE, RELEASES, diversity_table,
-                                    generations_table, plot_generations_frontier)
+from put.report.generations import (
+    GENERATIONS_CAPTION,
+    GENERATIONS_FIGURE,
+    RELEASES,
+    diversity_table,
+    generations_table,
+    plot_generations_frontier,
+)
 from put.report.html import write_html
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
-from put.tracking.runs import NullTracker, stage_tracker, tracked
+from put.stats.bootstrap import Bootstrap
+from put.tracking.base import NullTracker, tracked
 from put.tracking.source import git_commit
-from put.versions import versions
+from put.tracking.spool import stage_tracker
 
 
 def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 3,
@@ -145,7 +153,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     # from the CVPR one (the generations table).
     ablations = {key: frame for key, frame in images.items() if key[0] != TPAMI_VARIANT}
     releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
-    differences = pd.concat([paired_differences(part, PIXEL_METRICS, protocol.bootstrap(), protocol.multiplicity,
+    differences = pd.concat([paired_differences(part, PIXEL_METRICS, Bootstrap.of(protocol), protocol.multiplicity,
                                                 name=name)
                              for name, part in (("ablations", ablations), ("releases", releases))],
                             ignore_index=True)

@@ -14,19 +14,20 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from put.config.bins import FINE_BINS, TABLE_GROUPS
 from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
 from put.errors import FileMismatchError, MissingFileError
-from put.fileio import atomic_dir, atomic_write_text, read_csv
-from put.masks.bins import FINE_BINS, TABLE_GROUPS
+from put.io.files import atomic_dir, atomic_write_text, read_csv
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
-from put.model_io import load_put_model
-from put.sampling import SamplingOptions
-from put.sampling_engine import Sampler, inpaint_batch
-from put.seeding import derive_seed
-from put.tracking.runs import NullTracker, stage_tracker, tracked
-from put.train.common import autocast
+from put.models.checkpoint import load_put_model
+from put.models.device import autocast
+from put.models.seeding import derive_seed
+from put.sampling.engine import Sampler, inpaint_batch
+from put.sampling.schedules import SamplingOptions
+from put.tracking.base import NullTracker, tracked
+from put.tracking.spool import stage_tracker
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
 MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
@@ -59,7 +60,8 @@ def read_samples(samples: Path) -> pd.DataFrame:
                     dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
     missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
     if missing:
-        raise FileMismatchError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(SAMPLE_COLUMNS)}")
+        raise FileMismatchError(f"{path}: manifest lacks column(s) {', '.join(missing)}; "
+                                f"expected {', '.join(SAMPLE_COLUMNS)}")
     return jobs
 
 
@@ -67,7 +69,7 @@ def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np
     """Masked input | PUT_all | PUT_K | ground truth for a few 40-60% inputs, as one uint8 image."""
     picked = jobs[(jobs["group"] == "40-60") & jobs["mode"].isin(TABLE_MODES)]
     lines = []
-    for image, results in list(picked.groupby("image", sort=True))[:rows]:
+    for _, results in list(picked.groupby("image", sort=True))[:rows]:
         mask = results["mask"].iloc[0]
         gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
         hole = read_mask(masks / mask)[0].numpy() == 0

@@ -4,34 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from put.checkpoint import load_checkpoint
-from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, DataConfig, ModelConfig, Preset
+from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
 from put.config.params import Params
-from put.data.dataset import AugmentedImages, ImageListDataset
-from put.data.prepared import PreparedImages
+from put.config.paths import EVAL_CURVE, TRAIN_CURVE
 from put.errors import InputError
-from put.fileio import file_sha256, read_csv
-from put.masks.io import MaskFolder
-from put.masks.training import TrainingMasks
-from put.model_io import check_variant
-from put.paths import EVAL_CURVE, TRAIN_CURVE
-from put.tracking.runs import NullTracker, stage_tracker, tracked
+from put.io.files import file_sha256, read_csv
+from put.models.checkpoint import check_variant, load_checkpoint
+from put.tracking.base import NullTracker, tracked
+from put.tracking.spool import stage_tracker
 from put.train.distributed import setup_distributed, teardown_distributed
+from put.train.inputs import split_datasets, training_masks
 from put.train.loop import LoopResult, discard_resume_state, run_training
 from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask
-
-
-def training_masks(preset: Preset, config: ModelConfig, stage: str) -> TrainingMasks:
-    """The training masks of stage "pvqvae" or "transformer" (each has its own mask settings)."""
-    size = (config.image_size, config.image_size)
-    pconv = None
-    if preset.masks.pconv_root is not None:
-        pconv = MaskFolder(Path(preset.masks.pconv_root), preset.masks.pconv_polarity, size)
-    train = {"pvqvae": preset.pvqvae_train, "transformer": preset.transformer_train}[stage]
-    erase_prob = preset.pvqvae_train.erase_prob if stage == "pvqvae" else 0.0
-    return TrainingMasks(size, config.pvqvae.patch_size, train.masks, pconv, pconv_select=preset.masks.pconv_select,
-                         erase_prob=erase_prob)
 
 
 def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: dict[str, str] | None,
@@ -89,20 +74,6 @@ def training_identity(preset: Preset, config: ModelConfig, train: dict, split_di
     return {"model": config.model_dump(mode="json"), "train": train, "masks": preset.masks.model_dump(mode="json"),
             "data": preset.data.model_dump(mode="json"),
             "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"), **extra}
-
-
-def split_datasets(split_dir: Path, image_size: int, data: DataConfig,
-                   prepared: Path | None = None) -> tuple[AugmentedImages, AugmentedImages]:
-    """The training and test images: from the `prepare` stage's cache, or the original files with
-    data.prepared: originals or no cache given."""
-    split_dir = Path(split_dir)
-    if prepared is not None and data.prepared != "originals":
-        return tuple(PreparedImages(prepared, split_dir, split, image_size, train=split == "train",
-                                    train_resize=data.train_resize, resize_filter=data.resize_filter,
-                                    storage=data.prepared) for split in ("train", "test"))
-    return (ImageListDataset(split_dir / "train.csv", image_size, train=True, train_resize=data.train_resize,
-                             resize_filter=data.resize_filter),
-            ImageListDataset(split_dir / "test.csv", image_size, train=False, resize_filter=data.resize_filter))
 
 
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,

@@ -1,7 +1,7 @@
 """MLflow tracking, the only package that imports mlflow: where a run comes from and which code it runs
 (source.py), what its runs, metrics and views are named (names.py), the runs themselves with their models and
 datasets (runs.py), and system metrics while a stage runs (system.py, which hands them to the run's logging).
-Callers import from the module they need, so that a stage's code dependencies (put/dag/code_deps.py) take only
+Callers import from the module they need, so that a stage's code dependencies (put/io/code.py) take only
 what it runs.
 
 Layout in the experiment `put-<preset>` (tagged as model training, `mlflow.experimentKind`): one parent run per

@@ -72,7 +72,7 @@ def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
     """The value of MLflow's saved-view experiment tag (`mlflow.sharedViewState.<id>`, what the runs page's
     "Views -> Save as new view" writes): the evaluation runs with their PSNR and SSIM columns, best first."""
     columns = [f"metrics.`{key}`" for key in metric_keys]
-    widths = {column: 150 for column in columns} | {RUN_NAME: 230}  # the run names whole (`evaluate no_ref`)
+    widths = dict.fromkeys(columns, 150) | {RUN_NAME: 230}  # the run names whole (`evaluate no_ref`)
     state = {"searchFilter": f"tags.`put.stage` = 'evaluate' and tags.`{SUPERSEDED}` IS NULL",
              "orderByKey": f"metrics.`{sort_key}`",
              "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],

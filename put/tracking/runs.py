@@ -17,10 +17,24 @@ from typing import Any
 import numpy as np
 
 from put.config import VARIANT_COLOURS
-from put.tracking.names import (CODE_TAG, LOGGED_FROM, SUPERSEDED, UI_HOST, UI_PORT, VARIANTS_VIEW, experiment_name,
-                                file_digest, flatten, metric_names, parent_name, runs_link, variants_view)
-from put.tracking.source import (code_version, environment_tags, installed_distributions, stage_code,
-                                 tracking_enabled, tracking_uri)
+from put.io.code import command_sources
+from put.tracking.base import NullTracker
+from put.tracking.names import (
+    CODE_TAG,
+    LOGGED_FROM,
+    SUPERSEDED,
+    UI_HOST,
+    UI_PORT,
+    VARIANTS_VIEW,
+    experiment_name,
+    file_digest,
+    flatten,
+    metric_names,
+    parent_name,
+    runs_link,
+    variants_view,
+)
+from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
 from put.tracking.system import SystemMetrics
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
@@ -61,7 +75,7 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
-    code = code_version(stage_code(stage.replace("_", "-")))
+    code = code_version(command_sources(stage.replace("_", "-")))
     query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
             "attributes.status = 'FINISHED'"
     with _lock(uri):
@@ -71,36 +85,6 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
             return None
         found = client.search_runs([experiment.experiment_id], query, max_results=1)
     return found[0].info.run_id if found else None
-
-
-class NullTracker:
-    def log_metrics(self, metrics: dict[str, float], step: int, **links: str) -> None:
-        pass
-
-    def log_params(self, params: dict[str, Any]) -> None:
-        pass
-
-    def log_image(self, image: np.ndarray, name: str) -> None:
-        pass
-
-    def log_artifact(self, path: Path) -> None:
-        pass
-
-    def log_dataset(self, path: Path, name: str, context: str) -> None:
-        pass
-
-    def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
-                  step: int = 0) -> None:
-        pass
-
-    def use_model(self, kind: str) -> None:
-        pass
-
-    def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
-        pass
-
-    def finish(self, status: str = "FINISHED") -> None:
-        pass
 
 
 class MlflowTracker(NullTracker):
@@ -121,7 +105,7 @@ class MlflowTracker(NullTracker):
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
         command = stage.replace("_", "-")
-        files = stage_code(command)
+        files = command_sources(command)
         self.code = code_version(files)
         # outside the lock: git and the installed distributions take a while
         environment = environment_tags(" ".join(["put", command] + ([variant] if variant else [])), files)
@@ -295,7 +279,7 @@ class MlflowTracker(NullTracker):
         limit = float(os.environ.get("PUT_MLFLOW_MODEL_COPY_MB", "256")) * 2**20
         copied = size <= limit
         flavour = {"kind": kind, "variant": self.variant, "preset": self.preset, "sha256": sha, "bytes": size,
-                   "loader": "put.checkpoint.load_checkpoint (safetensors, no pickle)",
+                   "loader": "put.models.checkpoint.load_checkpoint (safetensors, no pickle)",
                    "checkpoint": checkpoint.name if copied else None,
                    "reference": None if copied else {"path": str(checkpoint.resolve()), "host": socket.gethostname(),
                                                      "why": f"{size / 2**20:.0f} MiB, above the copy limit "
@@ -353,33 +337,6 @@ class MlflowTracker(NullTracker):
         with self.lock:
             for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
                 self.client.set_terminated(run, status=status)
-
-
-def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
-                  **options: Any) -> NullTracker:
-    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs), whose calls are
-    spooled once the server stops answering (put/tracking/spool.py)."""
-    if not tracking_enabled():
-        return NullTracker()
-    from put.tracking.spool import ResilientTracker
-
-    system = options.pop("system_metrics", False)
-    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags, **options}
-    return ResilientTracker(MlflowTracker, init, system)
-
-
-@contextlib.contextmanager
-def tracked(tracker: NullTracker):
-    """Marks the run FINISHED, or FAILED/KILLED when the stage raises or is stopped."""
-    try:
-        yield tracker
-    except SystemExit:
-        tracker.finish("KILLED")
-        raise
-    except BaseException:
-        tracker.finish("FAILED")
-        raise
-    tracker.finish("FINISHED")
 
 
 def experiment_link(preset: str, server: str | None = None) -> str | None:

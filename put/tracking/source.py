@@ -11,7 +11,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
+
+from put.io.code import ROOT
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 
@@ -24,7 +25,7 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
 
 
-CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose code runs (an editable install)
+CODE_ROOT = ROOT  # the checkout whose code runs (an editable install)
 PARAMS_FILE = "params.yaml"  # the knobs, beside the code (a stage run's parameters come from it)
 
 
@@ -38,14 +39,6 @@ def _git(*args: str) -> str | None:
 
 def git_commit() -> str | None:
     return _git("rev-parse", "HEAD")
-
-
-def stage_code(command: str) -> tuple[str, ...]:
-    """The source files `put <command>` runs (repository-relative): its import closure, found as the DAG finds a
-    stage's code dependencies (put/dag/code_deps.py), so a run's code version and DVC's re-runs agree."""
-    from put.dag.code_deps import command_sources
-
-    return command_sources(command)
 
 
 def code_version(files: Sequence[str]) -> str:
@@ -66,7 +59,7 @@ def environment_tags(command: str, code: Sequence[str] = ()) -> dict[str, str]:
     library versions. `put.git.dirty`: whether the stage's `code` files or its parameters (params.yaml, the
     presets) differ from the commit; the pipeline's own products, which every run rewrites, do not count."""
     from put.config.presets import PRESET_FILE
-    from put.versions import versions
+    from put.io.versions import versions
 
     tags = {"put.host": socket.gethostname(), "mlflow.source.type": "LOCAL", "mlflow.source.name": command}
     for tag, args in (("mlflow.source.git.commit", ("rev-parse", "HEAD")),

@@ -13,12 +13,14 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from put.tracking.runs import NullTracker
+from put.tracking.base import NullTracker
+from put.tracking.source import tracking_enabled
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
 SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
@@ -181,3 +183,16 @@ def replay(spool: Path, make: Callable[..., NullTracker]) -> int:
             args = [later.data.tags[LAST_STATUS]]
         getattr(tracker, record["call"])(*args, **kwargs)
     return len(calls)
+
+
+def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
+                  **options: Any) -> NullTracker:
+    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs), whose calls are
+    spooled once the server stops answering (put/tracking/spool.py)."""
+    if not tracking_enabled():
+        return NullTracker()
+    from put.tracking.runs import MlflowTracker
+
+    system = options.pop("system_metrics", False)
+    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags, **options}
+    return ResilientTracker(MlflowTracker, init, system)

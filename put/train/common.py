@@ -1,9 +1,8 @@
-"""Small pieces both training tasks use: autocast, DDP wrapping, learning rates, held-out batches."""
+"""Small pieces both training tasks use: DDP wrapping, learning rates, held-out batches."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -11,11 +10,6 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from put.train.distributed import Distributed
-
-
-def autocast(device: torch.device):
-    """bf16 autocast on GPUs (no loss scaling needed); full fp32 on CPU, where runs must be bit-reproducible."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
 
 
 def wrap_ddp(module: nn.Module, dist: Distributed, **kwargs) -> nn.Module:

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from put.errors import InputError
-from put.seeding import derive_seed
+from put.models.seeding import derive_seed
 from put.train.launch import slurm_cpus
 
 

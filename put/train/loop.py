@@ -36,16 +36,16 @@ from typing import Any, Protocol
 import torch
 from tqdm import tqdm
 
-from put.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.config import TrainConfig
-from put.diskspace import DiskFullError, require_space
+from put.config.paths import EVAL_CURVE, TRAIN_CURVE
 from put.errors import PutError
-from put.fileio import atomic_path, link_or_copy, recover_leftovers
-from put.paths import EVAL_CURVE, TRAIN_CURVE
-from put.seeding import derive_seed
+from put.io.diskspace import DiskFullError, require_space
+from put.io.files import atomic_path, link_or_copy, recover_leftovers
+from put.models.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from put.models.seeding import derive_seed
+from put.tracking.base import NullTracker
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
-from put.tracking.runs import NullTracker
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
 
@@ -90,7 +90,7 @@ class StopSignal:
         self.received: int | None = None
         self._previous = {}
 
-    def __enter__(self) -> "StopSignal":
+    def __enter__(self) -> StopSignal:
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self

@@ -6,17 +6,18 @@ from collections.abc import Iterator
 
 import torch
 
-from put.checkpoint import Checkpoint
 from put.config import ModelConfig, PVQVAETrainConfig
+from put.models.checkpoint import Checkpoint
+from put.models.device import autocast
 from put.models.discriminator import PatchDiscriminator
 from put.models.losses import GeneratorLoss, discriminator_loss, discriminator_view
 from put.models.pvqvae import PVQVAE
 from put.models.quantizer import GumbelDraw
+from put.models.seeding import derive_seed, step_uniform
 from put.models.vgg import VGG19Features
-from put.train.common import autocast, held_out_batch, psnr, set_lr, wrap_ddp
+from put.train.common import held_out_batch, psnr, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
-from put.seeding import derive_seed, step_uniform
 from put.train.schedule import warmup_cosine
 
 

@@ -1,6 +1,6 @@
 """Room on disk for a training's saves: estimated when it starts (a warning if short), checked before each save.
 
-A save writes the new state beside the old one and renames it over it (put/checkpoint.py), so at its peak the
+A save writes the new state beside the old one and renames it over it (put/models/checkpoint.py), so at its peak the
 folder holds two states: the resumable one and the one being written (at the end, the final checkpoint beside
 the last resumable state)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from put.checkpoint import Checkpoint, tensor_bytes
-from put.diskspace import free_bytes, human
+from put.io.diskspace import free_bytes, human
+from put.models.checkpoint import Checkpoint, tensor_bytes
 
 
 def unstarted_moments_bytes(task: object) -> int:

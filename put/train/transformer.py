@@ -8,13 +8,20 @@ from pathlib import Path
 
 import torch
 
-from put.checkpoint import Checkpoint, CheckpointError, relative_reference
 from put.config import ModelConfig, TransformerTrainConfig
-from put.fileio import file_sha256
-from put.model_io import check_generation, checkpoint_config, load_pvqvae
+from put.io.files import file_sha256
+from put.models.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    check_generation,
+    checkpoint_config,
+    load_pvqvae,
+    relative_reference,
+)
+from put.models.device import autocast
 from put.models.put_model import PUTModel, masked_token_loss
-from put.seeding import derive_seed
-from put.train.common import autocast, held_out_batch, set_lr, wrap_ddp
+from put.models.seeding import derive_seed
+from put.train.common import held_out_batch, set_lr, wrap_ddp
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
 from put.train.distributed import Distributed
 from put.train.schedule import warmup_cosine

@@ -16,13 +16,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from put.bench_train import build_task
-from put.checkpoint import load_checkpoint
-from put.config import model_config, preset as load_preset
+from put.bench.train import build_task
+from put.config import model_config
+from put.config import preset as load_preset
+from put.models.checkpoint import load_checkpoint
 from put.models.put_model import PUTModel
-from put.sampling import SamplingOptions, sample_iterative
-from put.sampling_engine import sample_tokens
-from put.seeding import derive_seed
+from put.models.seeding import derive_seed
+from put.sampling.eager import sample_iterative
+from put.sampling.engine import sample_tokens
+from put.sampling.schedules import SamplingOptions
 from put.train.loop import TrainingStopped, finite_or_raise, resume_path
 from tests.test_training import TINY_PARAMS, params, stop_at, workdir  # noqa: F401 (fixture)
 
@@ -162,7 +164,7 @@ def test_captures_in_several_threads_while_another_loads_a_model(ffhq_model):
     capture fails (none falls back to the eager sampler) and each draws the eager sampler's tokens."""
     import threading
 
-    from put.sampling_engine import Sampler
+    from put.sampling.engine import Sampler
 
     options = SamplingOptions(top_k=50, tokens_per_step=4)
     inputs = [ffhq_inputs(ffhq_model, batch) for batch in (1, 2, 3)]

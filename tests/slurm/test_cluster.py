@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from put.checkpoint import load_checkpoint
 from put.config import PVQVAE_VARIANTS, VARIANTS
 from put.config.params import load_params
+from put.config.paths import EVAL_CURVE, TRAIN_CURVE, metrics_file, pvqvae_checkpoint, transformer_checkpoint
 from put.dag.declaration import stage
-from put.paths import EVAL_CURVE, TRAIN_CURVE, metrics_file, pvqvae_checkpoint, transformer_checkpoint
+from put.models.checkpoint import load_checkpoint
 from put.tracking.names import flatten, metric_names
 from put.train.loop import resume_path
 from tests.helpers import ROOT, working_copy

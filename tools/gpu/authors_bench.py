@@ -1,6 +1,6 @@
 """Time the authors' released sampling loop (`sample_largest` of their cvpr2022 branch: one token per forward,
 top-50, fp32 as their code runs) on a device, with random weights at the FFHQ model's sizes, and write rows in
-the format of `put bench sampling` (put/bench.py), so the report's speed table sets theirs beside ours.
+the format of `put bench sampling` (put/bench/common.py), so the report's speed table sets theirs beside ours.
 
 Never imported by the package. The authors' code is read from a folder (exported from github.com/liuqk3/PUT,
 branch cvpr2022, as tools/parity does) and imported with shims for current Python, numpy and torch, never
@@ -29,8 +29,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from put.bench import device_name, environment, rate_fields, synchronize  # noqa: E402
+from put.bench.common import environment, rate_fields  # noqa: E402
 from put.config import model_config  # noqa: E402
+from put.models.device import device_name, synchronize  # noqa: E402
 from put.models.transformer import UQTransformer  # noqa: E402
 
 CONFIG = "configs/put_cvpr2022/ffhq/transformer_ffhq.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 from put.config import PRESETS
 from put.dag.declaration import STAGES
 from put.errors import InputError
-from put.yamlfile import YamlFileError, read_yaml_mapping
+from put.io.yamlfile import YamlFileError, read_yaml_mapping
 
 RESOURCE_TABLE = Path("workflow") / "resources.yaml"  # relative to the repository root
 RULES = tuple(stage.name for stage in STAGES if stage.replica_of is None)  # a seed replicate takes its stage's

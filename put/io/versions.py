@@ -11,7 +11,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-LOCK_FILE = Path(__file__).resolve().parents[1] / "requirements.lock"
+LOCK_FILE = Path(__file__).resolve().parents[2] / "requirements.lock"
 PACKAGES = ("torch", "torchvision", "numpy", "scipy", "pillow", "scikit-image", "pandas", "pydantic", "lpips",
             "torch-fidelity", "mlflow", "dvc", "snakemake")  # what the numbers depend on, and the DAG's tools
 

@@ -1,18 +1,18 @@
 """The sampling engine: the exact iterative step on fixed buffers, captured as one CUDA graph on GPUs; and
 `sample_tokens` / `inpaint_batch`, the one entry every caller uses (the engine on CUDA, the eager sampler
-of put/sampling.py elsewhere).
+of put/sampling/eager.py elsewhere).
 
 At batch 1 the eager step is bound by kernel launches (some 400 per forward): replaying the whole step --
 forward, position choice, top-K draw, write-back into the token and input buffers -- as one graph removes
-them. Everything the step reads lives in buffers of static shape (put/sampling.py `static_shape`): the
+them. Everything the step reads lives in buffers of static shape (put/sampling/eager.py `static_shape`): the
 inputs, tokens and still-masked flags, the per-step counts of the run's plan, its uniforms, and a step
-counter on the device that each replay advances. The step itself is put/sampling.py's `choose` and
+counter on the device that each replay advances. The step itself is put/sampling/eager.py's `choose` and
 `write_back`, so the engine draws the same tokens as the eager sampler for the same seed (tests compare
 them). Kinds:
 
 - "graph": the step captured in a CUDA graph (on CPU the same buffers and step, run without capture);
 - "compile": the same with the transformer's forward compiled by torch.compile inside the graph;
-- "eager": put/sampling.py's loop; "auto": "graph" on CUDA, "eager" elsewhere.
+- "eager": put/sampling/eager.py's loop; "auto": "graph" on CUDA, "eager" elsewhere.
 
 The blocks run in the caller's autocast precision (bf16 on GPUs); logits, scores and draws stay fp32.
 
@@ -33,9 +33,9 @@ import torch
 
 from put.errors import InputError
 from put.models.put_model import PUTModel
-from put.sampling import (Progress, SamplingOptions, choose, plan, sample_all_at_once, sample_iterative, sampler_inputs,
-                          static_shape, write_back)
-from put.seeding import run_seed, step_uniform
+from put.models.seeding import run_seed, step_uniform
+from put.sampling.eager import choose, sample_all_at_once, sample_iterative, sampler_inputs, write_back
+from put.sampling.schedules import Progress, SamplingOptions, plan, static_shape
 
 ENGINES = ("auto", "eager", "graph", "compile")
 WARMUP_STEPS = 3  # run before a capture, on a side stream (allocator, cuBLAS handles, compilation)
@@ -100,7 +100,7 @@ class SamplingEngine:
     @torch.inference_mode()
     def run(self, features: torch.Tensor, known: torch.Tensor, tokens: torch.Tensor, seed: int | None = None,
             progress: Progress | None = None, known_fraction: torch.Tensor | None = None) -> torch.Tensor:
-        """As put/sampling.py `sample_iterative`, on this engine's buffers (captured first if not yet)."""
+        """As put/sampling/eager.py `sample_iterative`, on this engine's buffers (captured first if not yet)."""
         self.capture()
         b, _, h, w = features.shape
         x, code_inputs, positions = sampler_inputs(self.model, features, known_fraction)
@@ -179,7 +179,8 @@ def sample_tokens(model: PUTModel, features: torch.Tensor, known: torch.Tensor, 
                   options: SamplingOptions = SamplingOptions(), seed: int | None = None,
                   engine: str | Sampler = "auto", progress: Progress | None = None,
                   known_fraction: torch.Tensor | None = None) -> torch.Tensor:
-    """Iterative sampling (see put/sampling.py) by `engine`: a caller's Sampler (its engines reused), or an engine's
+    """Iterative sampling (see put/sampling/eager.py) by `engine`: a caller's Sampler (its engines reused), or an
+    engine's
     name (a sampler for this call only); the same tokens whichever runs it. `known_fraction` (B,): each image's
     known pixel fraction, which the TPAMI model's mask embedding reads (None for the CVPR model)."""
     sampler = engine if isinstance(engine, Sampler) else Sampler(model, engine)

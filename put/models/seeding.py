@@ -3,7 +3,7 @@
 Every random draw of the pipeline is a pure function of a run seed and a position in the run (training
 step, batch row, sampling step ...), never of how the run was split up, resumed or replayed. The sampler's
 noise is drawn by torch's own generator, seeded afresh for each step: the eager sampler and the captured
-engine (put/sampling_engine.py) draw the same numbers for the same (seed, step) on the same kind of device
+engine (put/sampling/engine.py) draw the same numbers for the same (seed, step) on the same kind of device
 (CPU and CUDA generators differ).
 """
 

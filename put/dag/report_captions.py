@@ -71,4 +71,4 @@ class Captions:
         return caption(file)
 
     def __repr__(self) -> str:
-        return "put.report.products.Captions()"
+        return "put.dag.report_captions.Captions()"

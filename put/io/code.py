@@ -1,22 +1,14 @@
-"""The source files a stage's command runs: its import closure inside the `put` package.
+"""The package's own source files that a `put` subcommand runs: its import closure, found statically.
 
-Found statically (`ast`), following every import of a module, at module level or inside functions, and
-the `__init__.py` of every package on the way, from put/__main__.py and the stage's command module (the
-table in put/commands/__init__.py). put/cli.py imports the command modules by name (importlib), so the
-stages stay apart: a stage depends on the dispatcher and on what its own subcommand uses.
-
-Preset files (put/config/presets/*.yaml) are data, not code: stages depend on the values they resolve to,
-through the resolved parameter file (see put/dag/declaration.py), so that a changed iteration count re-runs
-the stages it affects and no other.
+Both the DAG (a stage's code dependencies) and tracking (a run's code version) read it, so they agree on which
+change re-runs which stage (docs/architecture.md, "Code dependencies").
 """
 
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-
-from put.commands import COMMANDS
 
 PACKAGE = "put"
 ROOT = Path(__file__).resolve().parents[2]  # the repository root (the folder holding put/)
@@ -51,7 +43,7 @@ def _with_parents(name: str) -> set[str]:
     return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
@@ -74,10 +66,16 @@ def closure(roots: set[str]) -> set[str]:
     return done
 
 
-@lru_cache(maxsize=None)
+def command_module(command: str) -> str:
+    """The module of `put <command>`: put/commands/<command, dashes as underscores>.py."""
+    name = f"{PACKAGE}.commands.{command.replace('-', '_')}"
+    if module_file(name) is None:
+        raise KeyError(f"`put {command}` is not a subcommand (no {name.replace('.', '/')}.py)")
+    return name
+
+
+@cache
 def command_sources(command: str) -> tuple[str, ...]:
     """Repository-relative paths of the source files `python -m put <command>` depends on, sorted."""
-    if command not in COMMANDS:
-        raise KeyError(f"`put {command}` is not a subcommand (put/commands/__init__.py)")
-    modules = closure({f"{PACKAGE}.__main__", COMMANDS[command]})
+    modules = closure({f"{PACKAGE}.__main__", command_module(command)})
     return tuple(sorted(module_file(m).relative_to(ROOT).as_posix() for m in modules))

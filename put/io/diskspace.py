@@ -1,6 +1,6 @@
 """A full disk (or quota), told as one line: which output, how many bytes it needs when known, and what was kept.
 
-Every output is written under a temporary name and renamed into place only when complete (put/fileio.py), so a
+Every output is written under a temporary name and renamed into place only when complete (put/io/files.py), so a
 write that fails for lack of space loses nothing: the error says so. Writers translate the operating system's
 ENOSPC / EDQUOT (also when a library reports it as another error, as torch's zip writer does) into
 `DiskFullError`; `require_space` refuses a large write before it starts."""

@@ -23,8 +23,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from put.diskspace import DiskFullError, as_disk_full, human
 from put.errors import FileMismatchError, MissingFileError, PathError
+from put.io.diskspace import DiskFullError, as_disk_full, human
 
 if TYPE_CHECKING:
     import pandas as pd

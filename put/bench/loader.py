@@ -25,17 +25,17 @@ import numpy as np
 import torch
 from PIL import Image
 
-from put.config.params import load_params
-from put.config.presets import Preset, preset as get_preset
+from put.config.presets import Preset
+from put.config.presets import preset as get_preset
 from put.data.dataset import AugmentedImages, stored_pixels
 from put.data.demo import available_photos
 from put.data.images import open_image, to_rgb
 from put.data.prepared import prepare
-from put.data.split import write_split
+from put.data.split import split_dataset, write_split
 from put.masks.generate import mask_with_ratio
 from put.masks.io import write_mask
-from put.stages.train import split_datasets, training_masks
 from put.train.data import MaskedImages, StepBatchSampler, training_loader
+from put.train.inputs import split_datasets, training_masks
 
 # What one GPU consumes: the team's H100 baseline measurement (bf16, FFHQ preset, at commit d89b9d3), a P-VQVAE
 # step of 128 images in 0.468 s, a transformer step of 48 in 0.184 s. The paper's other presets consume no more.
@@ -149,7 +149,8 @@ def compare_formats(paths: list[Path], preset: Preset, seconds: float) -> list[d
         encoded = [encode(fmt, pixels) for pixels in exact]
         errors = [np.abs(decode(fmt, e, x.shape) - x) for e, x in zip(encoded, exact)]
         rows.append({"format": fmt, "bytes_per_image": float(np.mean([len(e) for e in encoded])),
-                     **timed_rate(lambda k: decode(fmt, encoded[k], exact[k].shape), list(range(len(paths))), seconds),
+                     **timed_rate(lambda k, fmt=fmt, encoded=encoded: decode(fmt, encoded[k], exact[k].shape),
+                                  list(range(len(paths))), seconds),
                      "max_abs_error": float(max(e.max() for e in errors)),
                      "mean_abs_error": float(np.mean([e.mean() for e in errors]))})
     return rows
@@ -192,10 +193,7 @@ def _bench(preset_name: str, workers: list[int], count: int, seconds: float, wor
     preset = get_preset(preset_name)
     data = preset.data
     if data.dataset == "demo":
-        from put.stages.split import run_split
-
-        (work / "params.yaml").write_text("preset: demo\n")
-        run_split(load_params(work / "params.yaml"), work / "splits")
+        split_dataset(preset, work / "splits")
         source = "the demo preset's split"
     else:
         paper_split(work, data.dataset, count)
@@ -264,7 +262,7 @@ def run_loader_bench(presets: list[str], workers: list[int] | None, seconds: flo
     """`put bench loader`: one report per preset, printed; written as a JSON list to `out` when given."""
     import json
 
-    from put.fileio import atomic_write_text
+    from put.io.files import atomic_write_text
 
     reports = []
     for name in presets:

@@ -1,7 +1,7 @@
 """FID's bootstrap interval, exact and fast enough for a real evaluation (1,000 images, 2048-d features).
 
 A resample is a vector of weights: how often each test image was drawn (its source drawn that often; see
-put/metrics/bootstrap.py). FID of the weighted feature sets is computed exactly from n x n Gram matrices of the
+put/stats/bootstrap.py). FID of the weighted feature sets is computed exactly from n x n Gram matrices of the
 features (K11 = F1 F1^T, K22 = F2 F2^T, K12 = F1 F2^T, once per cell), so no 2048 x 2048 matrix square root is
 taken per resample:
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from put.metrics.bootstrap import Bootstrap, Interval, interval, too_few, unit_counts, workers
+from put.stats.bootstrap import Bootstrap, Interval, interval, too_few, unit_counts, workers
 
 BATCH_PER_WORKER = 8  # resamples per thread per statistic call
 THREADED = 128  # from this many images on, resamples are spread over threads (below, the overhead dominates)
@@ -45,7 +45,7 @@ class Grams:
     k12: np.ndarray
 
     @classmethod
-    def of(cls, features1: np.ndarray, features2: np.ndarray) -> "Grams":
+    def of(cls, features1: np.ndarray, features2: np.ndarray) -> Grams:
         f1, f2 = np.asarray(features1, dtype=np.float64), np.asarray(features2, dtype=np.float64)
         if f1.shape != f2.shape or f1.ndim != 2:
             raise ValueError(f"paired features differ in shape: {f1.shape} and {f2.shape}")

@@ -17,14 +17,15 @@ command that would measure it: no figure is modelled from another batch.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from put.config import PVQVAE_OF_VARIANT, TPAMI_VARIANT, VARIANTS, model_config, preset as load_preset
+from put.config import PVQVAE_OF_VARIANT, TPAMI_VARIANT, VARIANTS, model_config
+from put.config import preset as load_preset
+from put.config.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS
 from put.data.sources import FFHQ_SIZE, FFHQ_TEST_START, IMAGENET_EVAL_COUNT, PLACES2_NATURE_CATEGORIES
-from put.masks.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS
 from put.masks.generate import mask_with_ratio
 from put.report.benchmarks import of_kind
 
@@ -44,7 +45,7 @@ def masked_patches(preset: str) -> dict[str, np.ndarray]:
     return _masked_patches(config.image_size, config.pvqvae.patch_size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _masked_patches(size: int, patch: int, count: int = MASKS_PER_GROUP, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     found = {}
@@ -87,7 +88,7 @@ def sampling_rows(rows: list[dict], preset: str, tokens_per_step: int, gpus: int
 def at_batch(rows: list[dict], batch: int, gpus: int) -> dict | None:
     """The row at `batch`; of ours, the engine the stage uses before others."""
     at = [r for r in rows if r["batch"] == batch]
-    auto = "graph" if gpus > 0 else "eager"  # put/sampling_engine.py resolve_engine("auto")
+    auto = "graph" if gpus > 0 else "eager"  # put/sampling/engine.py resolve_engine("auto")
     return _preferred([r for r in at if r["engine"] == auto]) or _preferred(at)
 
 
@@ -253,7 +254,7 @@ def cost_report(rows: list[dict], resources: dict, presets: list[str], resources
         for key, items in preset_costs(rows, resources, name).items():
             found[key] += items
     used = sorted({s["source"] for s in found["stages"] + found["layouts"] if "source" in s})
-    return {"provenance": {"what": "computed by `put cost` (put/bench_cost.py) from measured rows, the "
+    return {"provenance": {"what": "computed by `put cost` (put/bench/cost.py) from measured rows, the "
                                    "presets' schedules and the GPU counts of " + resources_file.as_posix(),
                            "sources": used, "model": __doc__.split("\n\n")[1].replace("\n", " ")},
             **found}

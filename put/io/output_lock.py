@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from put.errors import LockedError
-from put.fileio import pid_alive, recover_leftovers
+from put.io.files import pid_alive, recover_leftovers
 
 MOUNTS = Path("/proc/self/mountinfo")
 READ_HOLDER_S = 2.0  # a lock just taken holds its identity a moment later: how long a refused run looks for it
@@ -122,7 +122,7 @@ class OutputLock:
         self.content = json.dumps(this_process(), indent=1).encode()
         self.held: list[tuple[Path, int]] = []
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         try:
             for output in self.outputs:
                 locked = self._acquire(output)  # then every leftover beside it but this run's is a dead run's

@@ -18,13 +18,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from put.bench import environment, network, peak_memory_fields, rate_fields, synchronize
-from put.config import model_config, preset as load_preset
+from put.bench.common import environment, network, peak_memory_fields, rate_fields
+from put.config import model_config
+from put.config import preset as load_preset
 from put.errors import InputError
 from put.masks.training import TrainingMasks, batch_of
-from put.model_io import save_pvqvae
+from put.models.checkpoint import save_pvqvae
+from put.models.device import synchronize
 from put.models.pvqvae import PVQVAE
-from put.seeding import derive_seed
+from put.models.seeding import derive_seed
 from put.train.distributed import Distributed
 from put.train.loop import finite_or_raise
 from put.train.pvqvae import PVQVAETask
@@ -73,7 +75,8 @@ def bench_train(preset: str, stage: str, batch: int, device: str = "cpu", steps:
     dev = torch.device(device)
     P, config = load_preset(preset), model_config(preset)
     global_batch = (P.pvqvae_train if stage == "pvqvae" else P.transformer_train).batch_size
-    row = {"benchmark": "train", "code": "ours", "stage": stage, "preset": preset, **environment(dev, dev.type == "cuda"),
+    row = {"benchmark": "train", "code": "ours", "stage": stage, "preset": preset,
+           **environment(dev, dev.type == "cuda"),
            "batch": batch, "preset_batch": global_batch,
            "gpus_layout": global_batch // batch if global_batch % batch == 0 else None,
            "preset_iterations": (P.pvqvae_train if stage == "pvqvae" else P.transformer_train).iterations}

@@ -1,7 +1,7 @@
 """What the evaluate stage costs (`put bench fid-interval`, `put bench evaluate`): one FID interval at the scale of a
 real evaluation, beside the method it replaced, and the parts of one variant's evaluation (per-image PSNR/SSIM/MAE,
 Inception features and LPIPS by random-weight networks of the real architectures, the mean and FID intervals), from
-which put/bench_cost.py models the stage.
+which put/bench/cost.py models the stage.
 
 Features and images are synthetic (correlated Gaussian features, random images): the speed depends on their
 sizes, not their content.
@@ -15,11 +15,12 @@ from unittest import mock
 import numpy as np
 import torch
 
-from put.bench import environment, synchronize
+from put.bench.common import environment
 from put.config import preset as load_preset
-from put.metrics.bootstrap import Bootstrap, printed_decimals, workers
-from put.metrics.coverage import GaussianPair
-from put.metrics.fid_bootstrap import Grams, fid_interval
+from put.models.device import synchronize
+from put.stats.bootstrap import Bootstrap, printed_decimals, workers
+from put.stats.coverage import GaussianPair
+from put.stats.fid_interval import Grams, fid_interval
 
 INCEPTION_SIZE = 299  # torch-fidelity resizes every image to this
 PREVIOUS_RESAMPLES = 2000  # what the FID interval drew before (an SVD of an n x n matrix per resample)
@@ -89,10 +90,10 @@ def bench_evaluate(preset: str, device: torch.device, images: int = 16, seed: in
     """The parts of one variant's evaluation of `preset`, per unit: PSNR/SSIM/MAE per result (the preset's image
     size and protocol; CPU), Inception features per image and LPIPS per pair on `device`, a mean interval over
     the preset's test images (all samples of the fine bins' images: the largest) and one FID interval at that
-    n (CPU). The counts of each come from put/bench_cost.py."""
-    from put.metrics.bootstrap import mean_interval
+    n (CPU). The counts of each come from put/bench/cost.py."""
     from put.metrics.diversity import lpips_model
     from put.metrics.image import image_metrics
+    from put.stats.bootstrap import mean_interval
 
     config = load_preset(preset)
     size, protocol = config.model.image_size, config.evaluate
@@ -113,7 +114,7 @@ def bench_evaluate(preset: str, device: torch.device, images: int = 16, seed: in
     n = config.data.eval_count or _test_images(config.data.dataset)
     rows = n * config.sample.diversity_samples
     values, units = rng.normal(20, 3, rows), np.repeat(np.arange(n), config.sample.diversity_samples)
-    mean_seconds = _seconds(lambda: mean_interval(values, units, protocol.bootstrap()), repeats=1)
+    mean_seconds = _seconds(lambda: mean_interval(values, units, Bootstrap.of(protocol)), repeats=1)
     fid = bench_fid_interval(n, 2048, protocol.fid_bootstrap_resamples, previous_resamples=1)
     return {"benchmark": "evaluate", "preset": preset, "image_size": size, "test_images": n,
             "seconds_per_result": per_result, "inception_seconds_per_image": per_image,
@@ -124,6 +125,6 @@ def bench_evaluate(preset: str, device: torch.device, images: int = 16, seed: in
 
 
 def _test_images(dataset: str) -> int:
-    from put.bench_cost import TEST_IMAGES
+    from put.bench.cost import TEST_IMAGES
 
     return TEST_IMAGES[dataset]

@@ -30,7 +30,7 @@ interval").
   variants, replicates are resampled too, independently of the sources (a crossed bootstrap): the interval
   then covers the training and sampling randomness as well as the choice of test images.
 - `seed_interval`: mean, standard deviation and Student-t interval over seed replicates.
-FID's interval, from the same machinery, is in put/metrics/fid_bootstrap.py.
+FID's interval, from the same machinery, is in put/stats/fid_interval.py.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from put.config.evaluation import MetricProtocol, check_resamples
+
 Statistic = Callable[..., np.ndarray]  # per resampled sample, unit indices (b, k) -> one value per resample (b,)
 MEMORY = 2 ** 22  # array entries per batch of resamples (about 32 MB per float64 array the statistic makes)
-MIN_TAIL = 25  # resamples beyond each bound at the least: fewer cannot place a percentile bound at all
 HALF_WIDTH_DIGITS = 2  # a half width is printed to two significant digits (or fewer: see `printed_decimals`)
 
 
@@ -75,15 +76,11 @@ class Bootstrap:
     def __post_init__(self) -> None:
         check_resamples(self.resamples, self.level)
 
-
-def check_resamples(resamples: int, level: float) -> None:
-    """A level in (0, 1) and enough resamples to place its percentile bounds (MIN_TAIL beyond each)."""
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    needed = int(np.ceil(2 * MIN_TAIL / (1 - level)))
-    if resamples < needed:
-        raise ValueError(f"{resamples} resamples cannot place {level:.0%} percentile bounds; at least "
-                         f"{needed} are needed ({MIN_TAIL} beyond each bound)")
+    @classmethod
+    def of(cls, protocol: MetricProtocol, fid: bool = False) -> Bootstrap:
+        """The bootstrap `protocol` (params.yaml's evaluate section) asks for: FID's has its own resample count."""
+        return cls(protocol.interval_level, protocol.fid_bootstrap_resamples if fid else protocol.bootstrap_resamples,
+                   protocol.bootstrap_seed, protocol.min_units)
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ class Interval:
         return self.reason is None
 
     @classmethod
-    def missing(cls, reason: str, units: int = 0) -> "Interval":
+    def missing(cls, reason: str, units: int = 0) -> Interval:
         return cls(units=units, reason=reason)
 
     def record(self) -> dict:
@@ -191,7 +188,7 @@ class Sums:
     counts: np.ndarray
 
     @classmethod
-    def of(cls, values: np.ndarray, units: np.ndarray, labels: np.ndarray | None = None) -> "Sums":
+    def of(cls, values: np.ndarray, units: np.ndarray, labels: np.ndarray | None = None) -> Sums:
         values, units = np.asarray(values, dtype=float), np.asarray(units)
         labels = np.unique(units) if labels is None else labels
         position = np.searchsorted(labels, units)

@@ -15,11 +15,11 @@ from tqdm import tqdm
 from put.data.images import ImageReadError, read_image, write_image
 from put.errors import InputError, PathError
 from put.masks.io import MaskError, read_mask
+from put.models.device import autocast
 from put.models.put_model import PUTModel, paste_known
-from put.sampling import Progress, SamplingOptions
-from put.sampling_engine import Sampler, inpaint_batch
-from put.seeding import derive_seed
-from put.train.common import autocast
+from put.models.seeding import derive_seed
+from put.sampling.engine import Sampler, inpaint_batch
+from put.sampling.schedules import Progress, SamplingOptions
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from torch.hub import HASH_REGEX
 from tqdm import tqdm
 
 from put.errors import MissingFileError, ServiceError
-from put.fileio import atomic_path
+from put.io.files import atomic_path
 
 DOWNLOAD_COMMAND = "put weights --download"
 

@@ -37,8 +37,8 @@ REPORT_DIR = "reports/{preset}"
 # Compiled from REPORT_DIR/report.tex when pdflatex exists. Outside REPORT_DIR, which the DAG's front ends
 # clear before the report stage runs: a machine without pdflatex never deletes the committed PDF.
 REPORT_PDF = "reports/{preset}.pdf"
-LOG_DIR = "logs/{preset}"
-BENCHMARKS_DIR = "reports/benchmarks"  # committed measurements (this machine's and GPUs'), see benchmark_dir  # Snakemake: one log per job, logs/<preset>/<rule>[/<variant>].log
+LOG_DIR = "logs/{preset}"  # Snakemake: one log per job, logs/<preset>/<rule>[/<variant>].log
+BENCHMARKS_DIR = "reports/benchmarks"  # committed measurements (this machine's and GPUs'), see benchmark_dir
 
 
 def path_of(pattern: str, preset: str, variant: str = "put", **extra: str) -> Path:

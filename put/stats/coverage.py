@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from put.metrics.bootstrap import Bootstrap, difference_interval, mean_interval
-from put.metrics.fid_bootstrap import Grams, fid_interval, fid_weighted
-from put.metrics.multiplicity import mark
+from put.stats.bootstrap import Bootstrap, difference_interval, mean_interval
+from put.stats.fid_interval import Grams, fid_interval, fid_weighted
+from put.stats.multiplicity import mark
 
 Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]  # n units -> values, unit of each
 

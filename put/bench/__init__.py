@@ -1,0 +1,1 @@
+"""Benchmarks: sampling, P-VQVAE, training steps, the data loader, evaluation, and what each preset costs."""

@@ -1,0 +1,1 @@
+"""Sampling tokens for masked patches: schedules, the eager sampler, the captured engine, inpainting files."""

@@ -1,0 +1,1 @@
+"""Statistics of the evaluation: bootstrap intervals, FID's interval, multiple comparisons, the coverage study."""
