@@ -159,9 +159,10 @@ bench: $(STAMP)
 	  else echo "the authors' loop not timed: no $(GPU_DIR)/authors (make gpu-prepare)"; fi
 	$(MAKE) cost
 
-# What each preset costs (reports/benchmarks/cost.json and the README's tables) from the rows in reports/benchmarks/.
+# What each preset costs (reports/benchmarks/cost.json and the tables of docs/speed-and-cost.md) from the rows in
+# reports/benchmarks/.
 cost: $(STAMP)
-	$(BIN)/put cost --readme README.md
+	$(BIN)/put cost --page docs/speed-and-cost.md
 
 # GPU work. On a machine with internet, once: wheels of what a bare GPU machine's Python 3.12 lacks (pydantic,
 # pytest) and the authors' released code (AUTHORS_GIT: the .git folder of a clone of github.com/liuqk3/PUT),
@@ -189,7 +190,7 @@ coverage: $(STAMP)
 	$(BIN)/put coverage --out docs/coverage.md
 
 # Training samples per second and CPU core, from the prepared images and from the originals, per preset (the
-# paper presets on generated images of their sizes; about 15 minutes in all). See README, "Feeding the GPUs".
+# paper presets on generated images of their sizes; about 15 minutes in all). See docs/cluster.md, "Feeding the GPUs".
 bench-loader: $(STAMP)
 	for preset in demo ffhq places2 imagenet; do \
 	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done

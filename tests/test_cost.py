@@ -1,5 +1,5 @@
 """What presets cost (put/bench/cost.py, `put cost`): training and sampling arithmetic, which rows are used, the
-README's tables and reports/benchmarks/cost.json current with the committed rows."""
+tables of docs/speed-and-cost.md and reports/benchmarks/cost.json current with the committed rows."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from put.config import preset
 from put.config.bins import EVAL_GROUPS
 from put.dag.resources import RESOURCE_TABLE, load_resource_table
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
-from put.report.cost import README_MARKERS, cost_markdown, with_readme_tables
+from put.report.cost import TABLE_MARKERS, cost_markdown, with_cost_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "reports" / "benchmarks"
@@ -142,33 +142,33 @@ def test_the_evaluation_costs_its_metrics_intervals_and_networks():
     assert "missing" not in on_cpu and on_cpu["images"] == 16 and on_cpu["jobs"] == 6
 
 
-def test_the_committed_cost_file_and_readme_tables_are_current():
-    """cost.json is what `put cost` computes from the committed rows; the README shows its tables (`make cost`)."""
+def test_the_committed_cost_file_and_page_tables_are_current():
+    """cost.json is what `put cost` computes from the committed rows; docs/speed-and-cost.md shows its tables."""
     committed = json.loads((BENCHMARKS / COST_FILE).read_text())
     rows = read_benchmark_rows(BENCHMARKS)
     recomputed = cost_report(rows, load_resource_table(ROOT / RESOURCE_TABLE), list(committed_presets(committed)),
                              RESOURCE_TABLE)
     assert json.loads(json.dumps(recomputed)) == committed, "reports/benchmarks/cost.json is stale: run `make cost`"
-    readme = (ROOT / "README.md").read_text()
-    assert with_readme_tables(readme, committed) == readme, "README's cost tables are stale: run `make cost`"
+    page = (ROOT / "docs" / "speed-and-cost.md").read_text()
+    assert with_cost_tables(page, committed) == page, "docs/speed-and-cost.md's cost tables are stale: run `make cost`"
 
 
 def committed_presets(cost: dict) -> dict:
     return dict.fromkeys(s["preset"] for s in cost["stages"])
 
 
-def test_cost_command_rewrites_the_readme_tables_and_needs_its_markers(tmp_path, monkeypatch, capsys):
+def test_cost_command_rewrites_the_page_tables_and_needs_its_markers(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)  # workflow/resources.yaml is read from the repository root
     folder = tmp_path / "benchmarks"
     folder.mkdir()
     (folder / "train.json").write_text(json.dumps([train("transformer", 48, 0.3), train("pvqvae", 32, 0.2)]))
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{README_MARKERS[0]}\nold table\n{README_MARKERS[1]}\nrest\n")
-    assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--readme", str(readme)]) == 0
+    page = tmp_path / "speed-and-cost.md"
+    page.write_text(f"intro\n{TABLE_MARKERS[0]}\nold table\n{TABLE_MARKERS[1]}\nrest\n")
+    assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--page", str(page)]) == 0
     cost = json.loads((folder / COST_FILE).read_text())
-    text = readme.read_text()
-    assert "old table" not in text and cost_markdown(cost) in text and text.endswith(f"{README_MARKERS[1]}\nrest\n")
+    text = page.read_text()
+    assert "old table" not in text and cost_markdown(cost) in text and text.endswith(f"{TABLE_MARKERS[1]}\nrest\n")
     assert "| ffhq | UQ-Transformer | 6 x 1 x 1 | 48 | 0.3 |" in capsys.readouterr().out
-    readme.write_text("no markers\n")
-    assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--readme", str(readme)]) == 2
+    page.write_text("no markers\n")
+    assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--page", str(page)]) == 2
     assert "no cost-table markers" in capsys.readouterr().err

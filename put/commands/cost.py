@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=list(PRESETS))
     parser.add_argument("--benchmarks", default=str(benchmark_dir()),
                         help="folder of measured rows (`put bench`, tools/gpu/); cost.json is written there")
-    parser.add_argument("--readme", help="also rewrite the cost tables of this README (between its markers)")
+    parser.add_argument("--page", help="also rewrite the cost tables of this Markdown page (between its markers), "
+                        "e.g. docs/speed-and-cost.md")
     parser.set_defaults(out_folder=False)
 
 
@@ -25,15 +26,15 @@ def run(args: argparse.Namespace) -> dict:
     from put.dag.resources import RESOURCE_TABLE, load_resource_table
     from put.io.files import atomic_write_text
     from put.report.benchmarks import COST_FILE, read_benchmark_rows
-    from put.report.cost import cost_markdown, with_readme_tables
+    from put.report.cost import cost_markdown, with_cost_tables
 
     folder = Path(args.benchmarks)
     cost = cost_report(read_benchmark_rows(folder), load_resource_table(RESOURCE_TABLE), args.preset, RESOURCE_TABLE)
-    if args.readme:  # checked before anything is written
-        readme = Path(args.readme)
-        text = with_readme_tables(readme.read_text(), cost, str(readme))
+    if args.page:  # checked before anything is written
+        page = Path(args.page)
+        text = with_cost_tables(page.read_text(), cost, str(page))
     atomic_write_text(folder / COST_FILE, json.dumps(cost, indent=1) + "\n")
-    if args.readme:
-        atomic_write_text(readme, text)
+    if args.page:
+        atomic_write_text(page, text)
     print(cost_markdown(cost))
     return cost

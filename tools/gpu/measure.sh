@@ -7,7 +7,7 @@
 #   pvqvae:   P-VQVAE inference at batch 64;
 #   train:    both training stages of the three presets at the per-GPU batch of 1, 2, 4 and 8 GPUs;
 #   authors:  the authors' released sampling loop on the same GPU (their code in $AUTHORS);
-#   cost:     `put cost --readme README.md` (cost.json and the README's tables from the new rows);
+#   cost:     `put cost --page docs/speed-and-cost.md` (cost.json and that page's tables from the new rows);
 #   test_gpu: the CUDA correctness tests (`make test-gpu`).
 # Results: reports/benchmarks/*_cuda_<gpu>.json (commit them), logs in .gpu/logs/; copied to $OUT when that is set
 # (the device tool's output folder). Prepare once on a machine with internet: `make gpu-prepare AUTHORS_GIT=...`
@@ -56,13 +56,13 @@ step train 300 $PUT bench train --device cuda --steps 3 --preset ffhq places2 im
   --out "$BENCH/train_cuda_$TAG.json"
 step authors 150 "$PY" tools/gpu/authors_bench.py --official "$AUTHORS" --device cuda --batch 1 10 --masked 48 \
   --out "$BENCH/authors_sampling_cuda_$TAG.json"
-step cost 60 $PUT cost --readme README.md
+step cost 60 $PUT cost --page docs/speed-and-cost.md
 step test_gpu 480 "$PY" -m pytest -q -m gpu tests/gpu -p no:cacheprovider
 
 if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT/reports/benchmarks" "$OUT/logs"
+  mkdir -p "$OUT/reports/benchmarks" "$OUT/logs" "$OUT/docs"
   cp "$BENCH"/*cuda*.json "$BENCH"/cost.json "$OUT/reports/benchmarks/" 2>/dev/null
-  cp README.md "$OUT/" && cp "$LOGS"/* "$OUT/logs/"
+  cp docs/speed-and-cost.md "$OUT/docs/" && cp "$LOGS"/* "$OUT/logs/"
 fi
 [ -z "$failed" ] || { echo "failed:$failed (logs in $LOGS)"; exit 1; }
-echo "all steps passed; commit reports/benchmarks/ and README.md"
+echo "all steps passed; commit reports/benchmarks/ and docs/speed-and-cost.md"
