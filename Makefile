@@ -75,7 +75,7 @@ browser:
 	      chromium >/dev/null; \
 	  else echo "note: chromium missing (Debian: apt-get install chromium); the browser tests are skipped"; fi; }
 
-# The fast suite (about 10 minutes on 2 cores).
+# The fast suite (about 7 minutes on 2 cores).
 test: $(STAMP) tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
 

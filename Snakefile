@@ -1,7 +1,7 @@
 # The DAG for Snakemake, built from the declaration that dvc.yaml is generated from (put/dag/declaration.py):
 # the same stages, names, commands, inputs, outputs and code dependencies in both front ends.
 #   snakemake --cores 2                           (everything, locally; the default target `all`)
-#   snakemake --profile slurm ablations           (on a Slurm cluster, see README)
+#   snakemake --profile slurm ablations           (on a Slurm cluster, see docs/cluster.md)
 #   snakemake --config preset=ffhq ...            (another preset; any other params.yaml key works too)
 #   snakemake --report report.html                (after a run: tables and figures, with captions, as one HTML file)
 # Targets: all (every stage), ablations (every variant trained, sampled and evaluated), or any rule name.

@@ -1,13 +1,7 @@
 """The package's own errors: failures whose cause is known and lies outside the code (the user's input, their
 files, the machine, a service). The CLI turns a `PutError` into one line and exit status 2, and the server into a
-4xx answer; any other exception is a bug in the package and keeps its traceback (exit status 1).
-
-Raise the most specific class where the cause is known, with a message that names the file, key or value and
-what was expected. Each class also derives from the built-in exception a caller would expect (`ValueError` for
-bad values, `FileNotFoundError` for missing files, ...), so `except ValueError` around library calls still works.
-The kinds each module refines (ParamsError, CheckpointError, ImageReadError, DiskFullError, ...) derive from
-these; this module imports nothing of the package, so every module may import it.
-"""
+4xx answer; any other exception is a bug and keeps its traceback. This module imports nothing of the package.
+Which class to raise (docs/reliability.md, "Error kinds")."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ USED_WITHOUT_IMPORT = {  # declared, imported by no module of put/: what needs t
     "scikit-learn": "two of the demo photos are data files of its package (put/data/demo.py)",
     "jinja2": "pandas' Styler.to_latex (the report's tables)",
     "psycopg2-binary": "MLflow's PostgreSQL store (workflow/tracking_server.sh)",
-    "dvc-ssh": "DVC's SSH remotes (README: Sharing results)",
+    "dvc-ssh": "DVC's SSH remotes (docs/cluster.md: Sharing results)",
 }
 TEST_ONLY = ("dev",)  # extras the package itself never imports
 

@@ -1,5 +1,6 @@
 """The documentation holds together: README.md and docs/*.md link only to files (and headings) that exist, name
-only `make` targets the Makefile has, and the README stays one screen's worth (at most README_MAX_LINES)."""
+only `make` targets the Makefile has, and the README stays one screen's worth (at most README_MAX_LINES); the
+pointers from the code into docs/ (`docs/statistics.md, "Intervals"`) name pages and headings that exist."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HTML_LINK = re.compile(r"""<(?:a|img)\b[^>]*?\b(?:href|src)=["']([^"']+)["']""", re.I)
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
+POINTER = re.compile(r'docs/([\w.-]+\.md)(?:,\s+"([^"]+)")?')
+POINTING = [*sorted((ROOT / "put").rglob("*.py")), ROOT / "Makefile", ROOT / "Snakefile",
+            ROOT / "workflow" / "resources.yaml", *sorted((ROOT / "tools" / "gpu").glob("*"))]
 MAKE = re.compile(r"(?<![\w./-])make[ \t]+([^\n`]*)")
 TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -37,6 +41,26 @@ def slug(heading: str) -> str:
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link in a heading: its text
     text = re.sub(r"<[^>]+>", "", text).replace("`", "")
     return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def headings(page: Path) -> list[str]:
+    """The text of every heading of a Markdown page, markup dropped."""
+    found = HEADING.finditer(FENCE.sub("\n", page.read_text()))
+    return [re.sub(r"<[^>]+>", "", m.group(2)).replace("`", "") for m in found]
+
+
+def broken_pointers(path: Path) -> list[str]:
+    """The `docs/PAGE.md` and `docs/PAGE.md, "Heading"` pointers in `path` whose page, or heading, does not exist
+    (a heading is named by its words, or by its first words: "Prepared images" for "Prepared images (the ...)")."""
+    broken = []
+    for match in POINTER.finditer(path.read_text()):
+        page = ROOT / "docs" / match.group(1)
+        named = " ".join(match.group(2).split()) if match.group(2) else None
+        if not page.exists():
+            broken.append(f"docs/{match.group(1)} (no such page)")
+        elif named and not any(h == named or h.startswith(named + " ") for h in headings(page)):
+            broken.append(f'docs/{match.group(1)}, "{named}" (no such heading)')
+    return broken
 
 
 def anchors(page: Path) -> set[str]:
@@ -109,6 +133,13 @@ def test_every_make_target_named_exists(page):
     assert not missing, f"{page.relative_to(ROOT)} names make targets the Makefile lacks: {sorted(missing)}"
 
 
+def test_pointers_from_the_code_into_docs_resolve():
+    broken = {str(path.relative_to(ROOT)): broken_pointers(path) for path in POINTING if path.is_file()}
+    broken = {name: found for name, found in broken.items() if found}
+    assert not broken, "pointers into docs/ that lead nowhere:\n" + "\n".join(
+        f"{name}: {pointer}" for name, found in broken.items() for pointer in found)
+
+
 def test_readme_is_one_screen():
     lines = len((ROOT / "README.md").read_text().splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; keep it to {README_MAX_LINES}, details in docs/"
@@ -128,5 +159,10 @@ def test_the_checks_catch_what_they_should(tmp_path):
     assert broken_links(page) == ["missing.png (no file missing.png)", "other.md#nowhere (no heading #nowhere in "
                                   "other.md)", "other.md#not-a-heading (no heading #not-a-heading in other.md)"]
     assert make_targets_named(page) == {"demo", "lock", "record", "nosuchtarget", "measure-gpu"}
+    (tmp_path / "module.py").write_text('"""A module (docs/statistics.md, "Intervals"); (docs/statistics.md, '
+                                        '"FID\'s\ninterval"); docs/coverage.md; (docs/statistics.md, "No such"); '
+                                        'docs/gone.md."""\n')
+    assert broken_pointers(tmp_path / "module.py") == ['docs/statistics.md, "No such" (no such heading)',
+                                                       "docs/gone.md (no such page)"]
     assert {"demo", "lock", "record", "measure-gpu", "test", "test-slow", "test-slurm"} <= makefile_targets()
     assert "nosuchtarget" not in makefile_targets()

@@ -2,7 +2,7 @@
 refusals, and the per-model queue. One server (`put serve` as a user starts it) on tiny random-weight checkpoints
 serves every test here.
 
-The README's screenshot is taken by test_page_compares_variants_side_by_side:
+The screenshot in README.md and docs/serving.md is taken by test_page_compares_variants_side_by_side:
     PUT_SERVE_SCREENSHOT=docs/serve.png .venv/bin/python -m pytest -q tests/test_serve.py
 """
 

@@ -1,15 +1,6 @@
 """`put bench loader`: how many full training samples per second the CPUs turn out, from the prepared cache and
-from the original files, and so how many CPU cores keep one GPU fed.
-
-A full sample is what a data-loader worker makes for one position of a training batch: the image (decode and
-resize, or the prepared pixels), its random crop and flip, and the stage's training masks (MaskedImages). It is
-timed for each training stage (their masks differ) in one process (images per second and per CPU-second of one
-core) and through the training DataLoader with N worker processes. Data: the demo preset's own split; for a
-paper preset, images of the paper's sizes generated in a temporary folder from the demo photos (FFHQ: 1024 px
-PNG; Places2: JPEG with a 512 px shorter side; ImageNet: JPEG of ImageNet's typical 500 x 375), with a stand-in
-PConv mask set (generated irregular masks, 512 px PNG as NVIDIA's) unless the preset's mask folder exists. The
-same run compares storage formats for the prepared images (size, decode rate, exactness).
-"""
+from the original files, and so how many CPU cores keep one GPU fed; the same run compares storage formats for
+the prepared images. What is timed, on which data (docs/cluster.md, "Feeding the GPUs")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""`put track`: the MLflow runs of the DAG's stages that DVC skipped, logged from their outputs.
-
-DVC runs a stage only when its inputs, code or parameters changed; a stage it skips (in a fresh clone, say, the
-evaluations of samples that come out bit-identical to the committed ones) logs nothing, and MLflow would lack its
-run. After a completed `dvc repro` every stage's outputs are current, so each tracked stage instance without a
-finished run of this DAG configuration and code version gets one, logged from its outputs by the stage's own
-logging code (the `log_outputs` of its command module) and marked put.logged_from = outputs. Instances with their
-run are left alone; so are, said so, instances whose outputs are missing and those DVC finds out of date (`dvc
-status`: their outputs were made by other code or parameters).
-`make demo` and `make sync` run it after `dvc repro`.
-"""
+"""`put track`: the MLflow runs of the DAG's stages that DVC skipped, logged from their outputs by each stage's
+own `log_outputs` and marked put.logged_from = outputs. `make demo` and `make sync` run it after `dvc repro`
+(docs/mlflow.md, "Stages DVC skipped")."""
 
 from __future__ import annotations
 

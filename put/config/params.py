@@ -1,13 +1,6 @@
-"""`params.yaml`: the pipeline's single source of knobs, validated on load.
-
-    preset: demo                 # demo | ffhq | places2 | imagenet
-    overrides: {}                # any preset field, e.g. {pvqvae_train: {iterations: 2000}}
-    variants:                    # per-variant model overrides on top of the ablation switch
-      qua0: {transformer: {random_quant_prob: 0.1}}
-
-The ablation switches themselves are defined once, in put.config.model.apply_variant; a per-variant
-entry here changes that variant only (and so re-runs only its stages).
-"""
+"""`params.yaml`: the pipeline's single source of knobs (preset, overrides, per-variant overrides, official,
+seeds), validated on load. The ablation switches themselves are defined once, in
+put.config.model.apply_variant (docs/pipeline.md, "Parameters")."""
 
 from __future__ import annotations
 

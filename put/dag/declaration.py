@@ -1,19 +1,8 @@
-"""The pipeline's DAG, declared once.
-
-Both front ends come from this list: `dvc.yaml` is generated from it (put/dag/dvc_yaml.py; `put dag`, checked
-by a test) and the Snakefile builds its rules from it at parse time (put/dag/snakemake.py). A stage is one
-`python -m put <command>` call; every file it reads or writes is named here with the command-line option that
-takes it, so the command line, the declared inputs and outputs, and both front ends cannot disagree. What a
-stage's code depends on is not listed: it is computed (put/io/code.py). Which parameters it reads are
-sections of the resolved parameter file that the `config` stage writes (DVC tracks their values per stage).
-
-Fan-out: a stage runs once, once per ablation variant, once per variant with its own P-VQVAE, once per
-entry of params.yaml's `official` (the authors' released checkpoints, evaluated under our protocol; their
-stages have no instances when there is no entry), or once per seed of params.yaml's `seeds` (the seed replicates
-of training, sampling and evaluation: one stage per variant, `train_transformer_tok@1`, whose instances are the
-seeds, none by default; the base run, seed 0, keeps the plain stages). Adding a variant is an edit of
-put/config/model.py; adding a stage is one `Stage(...)` below.
-"""
+"""The pipeline's DAG, declared once: every stage as one `python -m put <command>` call, the files it reads and
+writes with the options that take them, and its fan-out (per variant, per P-VQVAE, per `official` entry, per
+seed). dvc.yaml is generated from it (put/dag/dvc_yaml.py) and the Snakefile builds its rules from it
+(put/dag/snakemake.py); code dependencies are computed (put/io/code.py). Adding a stage is one `Stage(...)` below
+(docs/dvc-snakemake.md, "One declaration, two front ends")."""
 
 from __future__ import annotations
 

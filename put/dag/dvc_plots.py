@@ -1,12 +1,6 @@
 """`dvc plots`: one Vega-Lite template per declared plot (`.dvc/plots/put_<name>.json`, written by `put dag`
-beside dvc.yaml, checked current by a test) and the page they are shown in.
-
-DVC's own templates colour by revision and tell a revision's files apart only by dash, label axes with raw
-column names and start them at 0. Ours: one colour per series (the variant, in the colour it has everywhere, or
-the sampling family on the frontier), the revision as the dash, axis titles from the declaration, scales fitted to
-the data (a log scale for forward passes), and a labelled rule where a loss term that is off at first starts. The
-page (`.dvc/plots_page.html`, `plots.html_template` in .dvc/config) carries Vega, Vega-Lite and vega-embed inline
-(vendored by `make vega`, workflow/vendor_vega.py), so it renders offline, e.g. on a cluster's login node."""
+beside dvc.yaml, checked current by a test) and the offline page they are shown in. What ours change from DVC's
+own templates (docs/dvc-snakemake.md, "dvc plots")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The Snakemake rules, built from the DAG declaration (the Snakefile loops over the stages).
-
-Each rule gets: the declared inputs; the source files its command runs (as inputs, so that an edited file
-re-runs exactly the rules that run it); the resolved values of the parameters it reads as its `params` (so a
-changed value re-runs exactly the rules that read it: Snakemake's `params` re-run trigger, on by default, compares
-them with its record of the last run); the declared outputs; a log file and a benchmark file (run time, memory)
-per job; threads and Slurm resources from workflow/resources.yaml. Jobs read the effective parameters --
-params.yaml with any `--config` values merged in -- from one file that the Snakefile's `onstart` handler writes
-before the first job, so a `--config` value reaches the jobs. Reading the Snakefile (`-n`, `--lint`, `--report`)
-writes nothing.
-"""
+"""The Snakemake rules, built from the DAG declaration (the Snakefile loops over the stages): the declared inputs
+and the source files each command runs, the resolved parameters it reads as `params`, the declared outputs, a log
+and a benchmark file per job, threads and Slurm resources (docs/dvc-snakemake.md, "Snakemake")."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
 """The prepared image cache: every training and test image decoded and resized once, at the size a training
-stage reads it, stored as raw pixels in a few large numpy shard files with an index and checksums.
-
-Layout of the folder `put prepare` writes (docs/fidelity.md, "Prepared images", has the format comparison):
-
-    manifest.json        what was prepared (sizes, filter, dtype, the split files' SHA-256) and each shard's
-                         size and SHA-256
-    index.csv            one row per image: split, position in the split CSV, shard, offset (elements), height,
-                         width, SHA-256 of the stored pixels and of the source file
-    train-00000.npy ...  1-D arrays of the images' pixels (H x W x 3, row-major) one after the other; numpy's
-                         own format, so a shard is self-describing and memory-mapped by the readers
-
-A training image is stored at `train_resize` (its shorter side), uncropped, so the random crop and flip stay
-per sample; a test image at the image size, centre-cropped. Pixels are float16 (the resize's float values:
-exact for FFHQ's 1024 -> 256, within 1/16 of a grey level otherwise) or uint8 (rounded: within 1/2).
-
-Resumable: shards are written one at a time into `<out>.partial/` beside the output (each file atomically, a
-shard's index after its pixels), and a re-run keeps every finished shard whose sources and settings still
-match; the folder becomes `<out>` only when complete, so a pipeline never sees half a cache.
-"""
+stage reads it, stored as raw pixels in a few large numpy shard files with an index and checksums, resumable
+from its finished shards. The folder's layout (docs/pipeline.md, "The prepared images"); the format comparison
+(docs/fidelity.md, "Prepared images")."""
 
 from __future__ import annotations
 

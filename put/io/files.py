@@ -1,10 +1,7 @@
-"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (everything goes to a
-temporary name beside the target, file or folder, and is renamed onto it: atomic on POSIX; a folder is swapped
-in one step where Linux can), the recovery of what a killed run left behind, checks that an output can be
-written before the work starts, JSON and CSV reads whose errors name the file, content hashes.
-
-Temporary names: `.NAME.tmp-PID` (a file or folder being written) and `.NAME.old-PID` (the folder being
-replaced, only where the swap takes two renames), beside NAME."""
+"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (`.NAME.tmp-PID`
+beside the target, renamed onto it; a folder swapped in one step where Linux can), the recovery of what a killed
+run left behind, checks that an output can be written before the work starts, JSON and CSV reads whose errors
+name the file, content hashes (docs/reliability.md, "Atomic writes")."""
 
 from __future__ import annotations
 

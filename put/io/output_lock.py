@@ -1,35 +1,8 @@
-"""One writer per output: an exclusive lock that every `put` command writing an output holds for its whole run
-(put/cli.py), across processes and the nodes of a cluster's shared file system. A second run on the same output
-stops at once with a LockedError naming the holder (host, pid, start, Slurm job, command); it never waits.
-
-Mechanism: flock(2) on `.NAME.lock` beside the output, a file that holds the holder's identity. The kernel drops
-the lock when the holder's process ends, however it ends (kill -9, the OOM killer, Slurm's SIGKILL), so a dead
-run never leaves its output locked, and there is no lease to time out, no pid to check and nothing to take over
-(a process forked by the holder, a data-loader worker, shares the lock until it exits too).
-flock rather than fcntl(F_SETLK): a POSIX lock belongs to the process, so a second lock of the same output in one
-process would succeed and the first close of the file, by anyone in the process, would release it. The file is
-removed on release, while still locked; an acquirer then checks that the file it locked is still the one at the
-path, else a run that opened it just before the removal would hold a deleted file while the next one creates
-and locks a new file (the stress test in tests/test_reliability.py fails without the check).
-
-Across nodes, no lease either. On Linux NFS (2.6.12 and later) flock is a whole-file lock held by the server
-(NLM on NFSv3, the protocol's own locks on NFSv4), and Lustre mounted with `flock` keeps it coherent across its
-clients. A lease would only matter when a holder's node dies, and the file systems have their own: an NFSv4
-server drops a dead client's locks when the client's lease ends (90 s by default), before Slurm declares the node
-down (SlurmdTimeout, 300 s by default) and requeues its jobs elsewhere, and Lustre evicts a dead client with its
-locks. Under NFSv3 the locks of a node that died stay until it reboots (statd tells the server): the error says
-to delete the lock file by hand if its node is gone. Where locks are local to a node (NFS mounted `nolock` or
-`local_lock=flock|all`, Lustre `localflock`) runs on other nodes would not see them: the command says so on
-stderr and runs. (BeeGFS is such a case unless its client sets tuneUseGlobalFileLocks, which the mount options do
-not show.) Where flock fails (ENOLCK: no lock manager), the command says so and runs unlocked.
-
-Slurm: a requeued job starts only after its first instance ended, which released the lock; if that instance
-still runs (a node cut off from the controller only), the requeued one stops at once, naming it. Not covered: a
-node cut off from the file server for longer than its NFSv4 lease loses its locks to the next run, and a job of
-that node that goes on once it is back is not told (Linux fails I/O on the lock file only); Slurm has normally
-killed it by then, as the node was set down. Snakemake's and DVC's own locks guard their bookkeeping, not the
-outputs of concurrent jobs, and stay as they are.
-"""
+"""One writer per output: an exclusive flock(2) on `.NAME.lock` beside the output, held by every `put` command
+that writes an output for its whole run (put/cli.py), across processes and the nodes of a shared file system. A
+second run on the same output stops at once with a LockedError naming the holder (host, pid, start, Slurm job,
+command); it never waits. Why flock, why no lease of our own, which file systems carry the lock across nodes
+(docs/reliability.md, "Output locks")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Free-form stroke masks as the released PUT training pipeline draws them (`generate_stroke_mask` with a
-`keep_ratio`, image_synthesis/data/utils/util.py of the authors' code), reimplemented on a numpy Generator.
-
-Unlike the DeepFill-style strokes of `put.masks.generate`, the strokes here are the *known* pixels: a target
-keep ratio is drawn uniformly from `keep_ratio` and strokes are added until at least that fraction of the
-image is known; enclosed holes smaller than `min_area` are then filled (made known). Each stroke is a walk of
-`min_vertices..max_vertices` segments from a random pixel; every segment has its own integer angle in
-degrees (0..max_angle, mirrored on even segments as released), integer length (0..max_length) and even
-brush width (min_brush..max_brush), ends clipped to the image, and is drawn as OpenCV's thick line. Lengths,
-widths and min_area are given at 256x256 (released sizes) and scale with sqrt(H * W) / 256 like every
-generator of put.masks.
-"""
+`keep_ratio`, image_synthesis/data/utils/util.py of the authors' code), reimplemented on a numpy Generator: the
+strokes are the *known* pixels, added up to a keep ratio (docs/model.md, "Training masks")."""
 
 from __future__ import annotations
 

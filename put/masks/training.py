@@ -1,13 +1,7 @@
-"""Training-mask sampling of one stage (docs/fidelity.md, "Training masks"), pure functions of a numpy
-Generator, following the released ImageListDataset (image_synthesis/data/image_list_dataset.py of the authors' code).
-
-Every mask starts as a base mask: a PConv mask whose hole ratio lies in the stage's window (or, with no PConv
-set configured, a generated irregular mask) with `irregular_prob`, else strokes drawn as known pixels up to
-a keep ratio. The stage's mask m is then all-hole with `all_hole_prob`, else made blocky at token resolution
-with `blocky_prob`. The P-VQVAE also erases the training image itself with an independent base mask (no
-all-hole, no blocky) with `erase_prob`, which decides the codebook of each patch; its m hides pixels from
-the decoder's reference branch. Draw order as released: erase mask first, then m.
-"""
+"""Training-mask sampling of one stage, pure functions of a numpy Generator, following the released
+ImageListDataset (image_synthesis/data/image_list_dataset.py of the authors' code): a base mask (PConv or strokes),
+made all-hole or blocky, and the P-VQVAE's erase mask, drawn in the released order (docs/model.md, "Training
+masks"; the released values: docs/fidelity.md, "Training masks")."""
 
 from __future__ import annotations
 

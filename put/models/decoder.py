@@ -1,14 +1,6 @@
-"""MSG-Dec: the multi-scale guided decoder with its reference branch.
-
-Levels count down from the token grid (level n = log2(r)) to full resolution (level 0). Before each
-upsampling and before the output layers, the main features are *replaced* where pixels are known by
-the reference branch's features of the masked image (the paper's Mask Guided Addition, as the
-released code implements it). Ablation `no_ref` drops the reference branch.
-
-The TPAMI decoder is the same network with other settings: fewer res blocks at token resolution, res
-blocks after every upsampling (mirrored in the reference branch), and nearest-neighbour x2 + 3x3 conv
-upsampling instead of transposed convs.
-"""
+"""MSG-Dec: the multi-scale guided decoder with its reference branch, whose features replace the main ones where
+pixels are known (the paper's Mask Guided Addition, as released). Ablation `no_ref` drops the branch; the TPAMI
+decoder is the same network with other settings (docs/model.md, "The networks")."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""UQ-Transformer: un-quantized P-VQVAE features in, distributions over the codebook `e` out.
-
-Read top to bottom: input projection + learned position embedding, n' pre-LN blocks of bidirectional
-multi-head self-attention (SDPA) and a GELU2 MLP, final LayerNorm + linear head onto K tokens.
-
-TPAMI's ViT-base is the same network with four switches (TransformerConfig): query and value biases only,
-stochastic depth, a learned mask embedding mixed into each patch's input by its hole fraction, and BEiT's
-init; and its sizes (12 x 768, 12 heads, K = 8192).
-
-The input projection and the head always run in fp32, also inside a caller's bf16 autocast: the
-sampler ranks positions and tokens by these logits, and bf16 would flip near-ties (they cost ~1% of
-a forward). Only the blocks follow the caller's precision.
-"""
+"""UQ-Transformer: un-quantized P-VQVAE features in, distributions over the codebook `e` out: input projection +
+position embedding, n' pre-LN blocks, LayerNorm + linear head. TPAMI's ViT-base is the same network with four
+switches (TransformerConfig). The input projection and the head always run in fp32, also inside a caller's bf16
+autocast (docs/model.md, "The networks")."""
 
 from __future__ import annotations
 

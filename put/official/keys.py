@@ -1,14 +1,6 @@
-"""The authors' state-dict names and layouts mapped onto ours, key by key.
-
-Their P-VQVAE (image_synthesis/modeling/codecs/image_codec/patch_vqgan.py: PatchVQGAN with PatchEncoder2
-or PatchConvEncoder2, VectorQuantizer, PatchConvDecoder2) and UQ-Transformer
-(masked_image_inpainting_transformer_in_feature.py) hold the same tensors as ours under other names,
-except that their attention has separate query/key/value Linears where ours has one fused `qkv`.
-Their TPAMI 2024 models (branch main) use the same codec classes with res blocks after every upsampling
-(numbered in one Sequential with the upsamplers) and the ViT of masked_image_inpainting_transformer.py
-(fused qkv with query and value biases, a mask embedding). Every key must be accounted for: renamed, fused,
-or one of the training-only losses' copies of pretrained VGG19 weights / BCE labels that we never load.
-"""
+"""The authors' state-dict names and layouts mapped onto ours, key by key, for their CVPR 2022 and TPAMI 2024
+models. Every key must be accounted for: renamed, fused, or a training-only copy that we never load
+(docs/model.md, "The authors' checkpoints")."""
 
 from __future__ import annotations
 

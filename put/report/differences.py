@@ -1,16 +1,6 @@
-"""Paired differences: each ablation against PUT on the same test images, masks and sample draws, corrected as a
-family.
-
-The evaluate stage keeps every per-image value with its image's source (`<label>_images.csv`); here the values of
-an ablation and of PUT are matched row by row (mode, group, image, sample) and the bootstrap resamples the sources
-for both at once, so the interval of the difference of the means leaves out what the two share: which images
-happened to be in the test set. With seed replicates of both, their replicates are resampled too (a crossed
-bootstrap), so the interval also covers training and sampling randomness. Each difference's p-value comes from
-the same bootstrap (Student's t on its standard error, put/stats/bootstrap.py); the differences of one mode form
-a family (Table 3's: 5 ablations x 3 metrics x 3 groups at
-K = 50), whose p-values are adjusted by `evaluate.multiplicity` (Holm by default): a difference is marked only
-where its adjusted p-value is at most 1 - level.
-"""
+"""Paired differences: each ablation against PUT on the same test images, masks and sample draws, bootstrapped
+over the sources for both at once (and over seed replicates, crossed, when both have them); each family's
+p-values are adjusted by `evaluate.multiplicity` (docs/statistics.md, "Which ablations differ from PUT")."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""The eager sampler (supplementary Algorithm 1 and its variants).
-
-- `sample_iterative`: each step is one full forward; among still-masked positions take the one(s) with the
-  largest max-logit (or max probability), draw from its top-K, and replace that position's input by the code's
-  embedding; how many per step: put/sampling/schedules.py. Pluralistic results: replicate the input B times.
-  All of it is batched: no Python loop over batch elements or positions inside a step.
-- `sample_all_at_once`: deterministic PUT_all, every masked position from one forward, argmax.
-
-A step is `choose` (positions and tokens, fp32, static shapes) then `write_back`; the captured engine
-(put/sampling/engine.py, used on GPUs) replays exactly these two on fixed buffers. The top-K draw is
-Gumbel-max over noise that is a pure function of (seed, step) (put/models/seeding.py), so the two draw the same
-tokens for the same seed.
-"""
+"""The eager sampler (supplementary Algorithm 1 and its variants): `sample_iterative`, one full forward per step,
+batched, and `sample_all_at_once` (PUT_all, argmax). A step is `choose` then `write_back`, which the captured
+engine (put/sampling/engine.py) replays on fixed buffers; the top-K draw is Gumbel-max over noise of (seed,
+step), so both draw the same tokens (docs/model.md, "Sampling")."""
 
 from __future__ import annotations
 

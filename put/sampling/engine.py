@@ -1,27 +1,8 @@
-"""The sampling engine: the exact iterative step on fixed buffers, captured as one CUDA graph on GPUs; and
-`sample_tokens` / `inpaint_batch`, the one entry every caller uses (the engine on CUDA, the eager sampler
-of put/sampling/eager.py elsewhere).
-
-At batch 1 the eager step is bound by kernel launches (some 400 per forward): replaying the whole step --
-forward, position choice, top-K draw, write-back into the token and input buffers -- as one graph removes
-them. Everything the step reads lives in buffers of static shape (put/sampling/eager.py `static_shape`): the
-inputs, tokens and still-masked flags, the per-step counts of the run's plan, its uniforms, and a step
-counter on the device that each replay advances. The step itself is put/sampling/eager.py's `choose` and
-`write_back`, so the engine draws the same tokens as the eager sampler for the same seed (tests compare
-them). Kinds:
-
-- "graph": the step captured in a CUDA graph (on CPU the same buffers and step, run without capture);
-- "compile": the same with the transformer's forward compiled by torch.compile inside the graph;
-- "eager": put/sampling/eager.py's loop; "auto": "graph" on CUDA, "eager" elsewhere.
-
-The blocks run in the caller's autocast precision (bf16 on GPUs); logits, scores and draws stay fp32.
-
-A `Sampler` belongs to one caller (a stage, a command, one worker thread of `put serve`): it keeps the engines it
-built (a few shapes) for its later batches, and nothing is shared through a global cache. Captures are serialised
-across threads and use CUDA's thread-local capture mode, so another thread loading a model or running kernels
-cannot invalidate one; if building or capturing an engine fails anyway, the sampler says so in one line naming
-the cause and samples eagerly from then on.
-"""
+"""The sampling engine: the exact iterative step on fixed buffers, captured as one CUDA graph on GPUs (kinds
+"graph", "compile", "eager", "auto"); and `sample_tokens` / `inpaint_batch`, the one entry every caller uses (the
+engine on CUDA, the eager sampler of put/sampling/eager.py elsewhere). A `Sampler` belongs to one caller and keeps
+the engines it built; it draws the same tokens as the eager sampler for the same seed, and falls back to it in one
+line if a capture fails (docs/serving.md, "Sampling on GPUs")."""
 
 from __future__ import annotations
 

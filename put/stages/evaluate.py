@@ -1,21 +1,7 @@
-"""Stage `evaluate`: one variant's samples -> metrics (Table 1 / Table 3 cells and the hole-ratio curves).
-
-Per table group and mode: mean PSNR, SSIM, MAE (scikit-image, under the recorded protocol) and FID
-(torch-fidelity) against the ground truth. Per fine bin: mean PSNR, SSIM, MAE over all samples, FID of
-each image's first sample and the mean pairwise LPIPS of its samples (diversity). Every value has its 95%
-bootstrap interval over the sources of the test images (put/stats/bootstrap.py), or, with too few sources,
-the reason it has none. This module reads and writes files; the numbers come from put/metrics/summary.py.
-
-Four files (names in put.config.paths):
-- `<label>.json`: only metrics, nested {mode: {group: {metric: value, metric_lo: .., metric_hi: ..}}} plus
-  {"bins": {bin: {...}}}, which is what `dvc metrics show` lists; a metric that could not be measured is absent.
-- `<label>_info.json`: the variant and seed replicate, the protocol, the sampling settings, the number of test
-  images behind each cell (`n`), why each absent value is absent, and per interval the units (sources) it
-  resampled, its resamples and Monte-Carlo error, or why there is none (`intervals`).
-- `<label>_bins.csv`: one row per fine bin, x = hole-ratio bin centre (`hole_ratio`), for `dvc plots`.
-- `<label>_images.csv`: every per-image value behind the means (one row per result with its image's source;
-  LPIPS per input on the row of its first sample): what the report's paired differences are computed from.
-"""
+"""Stage `evaluate`: one variant's samples -> metrics (Table 1 / Table 3 cells and the hole-ratio curves), each
+with its 95% bootstrap interval over the sources of the test images or the reason it has none. This module reads
+and writes files (`<label>.json`, `_info.json`, `_bins.csv`, `_images.csv`; names in put.config.paths); the
+numbers come from put/metrics/summary.py. What each file holds (docs/pipeline.md, "The evaluation's files")."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""Stage `frontier`: what faster sampling costs the full model in quality.
-
-Each sampling setting (N tokens per step, a cosine confidence schedule over S steps, each at every top-K,
-and argmax all at once) inpaints the evaluation masks of the chosen groups; the stage times it on the device
-at hand, counts the transformer forward passes each image needs (from `step_counts`, the function the
-sampler itself follows) and measures PSNR/SSIM/MAE, LPIPS diversity and FID (the last two where their
-weights exist) with the evaluate stage's code, under the same protocol. Every setting's value gets the paired
-interval of its difference from the exact schedule (one token per step, Algorithm 1, at the same K; argmax
-against the preset's K), resampling the test images' sources, and the family of these differences is corrected
-as Table 3's (`evaluate.multiplicity`).
-
-Files in `out`: metrics.json (numbers only, {setting: {group: {metric: value}}}, for `dvc metrics`),
-frontier.csv (one row per setting and group, with why a value is absent and, per metric, the difference from
-its reference: `<metric>_diff`, `_diff_lo`, `_diff_hi`, `_p`, `_p_adjusted`, `_significant`, `_no_interval`),
-frontier.tex and frontier.png (error bars: the paired intervals); the
-inpainted images in a separate folder, <samples>/<setting>/<group>/<stem>_<sample>.png.
-"""
+"""Stage `frontier`: what faster sampling costs the full model in quality. Each sampling setting (N tokens per
+step, a cosine schedule over S steps, each at every top-K, and argmax all at once) inpaints the evaluation masks,
+is timed, counted in forward passes and measured with the evaluate stage's code; every value gets the paired
+interval of its difference from the exact schedule. Files (docs/pipeline.md, "The frontier's files"); intervals
+(docs/statistics.md, "The frontier with its noise")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Stage `report`: every variant's metrics -> the paper's tables (LaTeX), curves, a sample grid, the
-tidy numbers (metrics.csv) and a LaTeX document including them (compiled when pdflatex exists), with the
-speed table and, when given, the speed/quality frontier. A curve that cannot be drawn (FID, LPIPS without
-their pretrained weights) is not drawn: the document says why in one line instead.
-
-Uncertainty: every measured value carries its bootstrap interval over the test images' sources (or says why it
-has none); Table 3 marks the ablations whose paired difference from PUT survives the family-wise correction
-(differences.csv: raw and adjusted p-values; with seed replicates, over replicates and images); seeds.tex
-gives each metric's mean, spread and interval over the seeds beside the image-sampling spread (seeds.csv).
-Tables 1 and 3 and the curves show the base run (seed 0). The appendix lists the software versions."""
+"""Stage `report`: every variant's metrics -> the paper's tables (LaTeX), curves, a sample grid, the tidy
+numbers (metrics.csv), paired differences, seed replicates and a LaTeX document including them (compiled when
+pdflatex exists). A curve that cannot be drawn is left out and the document says why (docs/pipeline.md, "The
+report")."""
 
 from __future__ import annotations
 

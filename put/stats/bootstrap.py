@@ -1,37 +1,8 @@
-"""Confidence intervals: a seeded bootstrap over independent units (a cluster bootstrap), paired differences with
-their p-values, and intervals over seed replicates.
-
-The unit of resampling is the *source* of a test image: the photograph, video or scan it was cut from where one
-source gives several test images (the demo's crops of 3 photographs), else the image itself. A resample draws
-sources with replacement and carries all their images, their masks and every sample drawn for them, so an
-interval says how much a metric would move on another test set drawn the same way. Every statistic is a
-function of how often each unit was drawn, evaluated for a batch of resamples at once (scipy.stats.bootstrap
-with vectorized=True resamples the unit indices; `batch` bounds memory); the seed makes it reproducible.
-
-The interval is the expanded percentile interval (Hesterberg, "What teachers should know about the bootstrap",
-2015): the percentile interval at the level whose normal quantile is sqrt(n / (n - 1)) times Student's t quantile
-of n - 1 degrees of freedom, n the units. A plain percentile interval is too narrow at small n (its spread is
-that of n values divided by n, not n - 1, and its tails are normal, not t); the expansion fixes both and vanishes
-as n grows. A p-value uses the same correction on the bootstrap's standard error: Student's t of the estimate over
-sqrt(n / (n - 1)) times the standard deviation of the resampled statistic, n - 1 degrees of freedom. Counting
-resamples beyond zero (the percentile interval inverted) would put the far tail that a family's correction needs
-(Holm's strictest threshold over 45 differences is 0.11%) on a handful of resamples and in a normal tail, and
-null families would get marks far more often than 5% (docs/coverage.md measures both).
-
-Below `Bootstrap.min_units` units no interval is drawn: a bootstrap of a handful of units covers far less than its
-label (docs/coverage.md measures how much), so the interval is replaced by a reason ("n = 3 images: too few for an
-interval").
-
-- `mean_interval`: a mean over images, or over all samples of the images (a fine bin holds several samples
-  per image): the ratio of summed finite values to their count, infinite values (a perfect result's PSNR) left
-  out as `finite_mean` leaves them out of the point estimate.
-- `difference_interval`: paired, two variants on the same images and masks (the same resampled units for
-  both): the interval of the difference of their means and its two-sided p-value. With seed replicates of both
-  variants, replicates are resampled too, independently of the sources (a crossed bootstrap): the interval
-  then covers the training and sampling randomness as well as the choice of test images.
-- `seed_interval`: mean, standard deviation and Student-t interval over seed replicates.
-FID's interval, from the same machinery, is in put/stats/fid_interval.py.
-"""
+"""Confidence intervals: a seeded bootstrap over independent units (a cluster bootstrap over the test images'
+sources): means (`mean_interval`), paired differences with their p-values (`difference_interval`) and intervals
+over seed replicates (`seed_interval`). The interval is the expanded percentile interval; below
+`Bootstrap.min_units` units there is none, only the reason. FID's interval is in put/stats/fid_interval.py.
+Why the source, why the expansion, how the p-value is corrected (docs/statistics.md, "Intervals")."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
 """How often the intervals hold the truth: simulations where the truth is known (docs/coverage.md, `put coverage`).
-
-Each check draws many synthetic test sets, runs the very functions the evaluation runs, and counts:
-
-- `mean_coverage`, `difference_coverage`: per-image values of a known distribution (normal, skewed, heavy-tailed,
-  or clustered: 3 images per source sharing a source effect), n units per set; the fraction of intervals of the
-  mean, and of the paired difference of two variants' means, that contain the true value.
-- `fwer`: a null family like Table 3's (5 variants against one reference x 3 metrics x 3 groups, no true
-  difference; the reference's own noise makes the comparisons correlated, as in the table): the fraction of
-  families with at least one mark, under a multiplicity method.
-- `fid_coverage`: paired Gaussian features whose population FID is known in closed form; the fraction of FID
-  intervals that contain the population FID, and the fraction that contain the FID expected of n images (FID is
-  biased upwards at small n: the interval is about the latter).
-
-A fraction of `sets` trials has a binomial standard error sqrt(p (1 - p) / sets): 1,000 sets measure a 95%
-coverage to +-1.4 points (95% confidence).
-"""
+Each check draws many synthetic test sets and runs the very functions the evaluation runs: coverage of the mean
+and paired-difference intervals (`mean_coverage`, `difference_coverage`), the family-wise error rate of each
+multiplicity method (`fwer`) and the coverage of FID's interval (`fid_coverage`). What each check draws
+(docs/statistics.md, "How often the intervals hold the truth")."""
 
 from __future__ import annotations
 

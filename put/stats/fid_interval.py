@@ -1,24 +1,7 @@
-"""FID's bootstrap interval, exact and fast enough for a real evaluation (1,000 images, 2048-d features).
-
-A resample is a vector of weights: how often each test image was drawn (its source drawn that often; see
-put/stats/bootstrap.py). FID of the weighted feature sets is computed exactly from n x n Gram matrices of the
-features (K11 = F1 F1^T, K22 = F2 F2^T, K12 = F1 F2^T, once per cell), so no 2048 x 2048 matrix square root is
-taken per resample:
-
-    |mu1 - mu2|^2 + tr S1 + tr S2 - 2 tr sqrt(S1 S2),
-
-with mu and S the weighted mean and covariance (denominator W - 1, W the images drawn) and
-tr sqrt(S1 S2) = sum of sqrt(eigenvalues of M M^T), M = D^1/2 C12 D^1/2 / (W - 1): C12 is K12 centred by the
-weighted means, D the weights. Only the images drawn (about 63% of them) enter M, and M M^T is symmetric, so a
-resample costs one product and one symmetric eigenvalue decomposition of a ~0.63n square matrix (LAPACK syevd)
-instead of an SVD of an n x n one: about 16x less work at n = 1,000. Resamples are spread over the CPU cores,
-one BLAS thread each. reports/benchmarks/fid_interval_cpu.json has the figures (`put bench fid-interval`).
-
-Resampling with replacement biases FID upwards (a resample holds duplicates: fewer distinct images), so the
-interval is shifted back by the bootstrap's bias (`interval(estimate=...)`): it is an interval for the FID of n
-test images drawn as these were, which itself lies above the population FID by FID's own small-sample bias
-(docs/coverage.md measures both).
-"""
+"""FID's bootstrap interval, exact and fast enough for a real evaluation (1,000 images, 2048-d features): a
+resample is a vector of weights, and FID of the weighted features comes from n x n Gram matrices through one
+symmetric eigenvalue decomposition per resample, resamples spread over the CPU cores; the interval is shifted back
+by the bootstrap's bias. The derivation and its timings (docs/statistics.md, "FID's interval")."""
 
 from __future__ import annotations
 

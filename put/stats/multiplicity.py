@@ -1,16 +1,6 @@
-"""Error control over a family of comparisons (`evaluate.multiplicity`).
-
-A table of many paired differences is read as a family ("which ablations hurt?"): tested one by one at 5%, 45
-null comparisons give about two false marks by chance. Each method turns the raw p-values of a family into
-adjusted ones, and a comparison is marked where its adjusted p-value is at most 1 - level:
-
-- holm: Holm's step-down procedure, family-wise error rate (the chance of any false mark) at most 1 - level
-  under any dependence between the comparisons; uniformly more powerful than Bonferroni.
-- bonferroni: the same guarantee, each p-value times the family size.
-- bh: Benjamini-Hochberg, controls the false discovery rate (the expected share of false marks among the
-  marks) instead, under independence or positive dependence; more marks, weaker guarantee.
-- none: raw p-values, each comparison on its own.
-"""
+"""Error control over a family of comparisons (`evaluate.multiplicity`): raw p-values to adjusted ones by Holm
+(family-wise error rate, the default), Bonferroni, Benjamini-Hochberg (false discovery rate) or none; a
+comparison is marked where its adjusted p-value is at most 1 - level (docs/statistics.md, "Multiplicity")."""
 
 from __future__ import annotations
 

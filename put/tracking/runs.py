@@ -1,5 +1,5 @@
 """The runs of a DAG configuration: a parent per configuration, a child per stage instance, with the stage's
-parameters, metrics, artefacts, dataset inputs and models (see the package's docstring for the layout)."""
+parameters, metrics, artefacts, dataset inputs and models (docs/mlflow.md, "Layout of the runs")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Tracking that outlives a tracking server's outage. A stage's tracker calls MLflow as usual; MLflow's client
-retries a server that does not answer (MLFLOW_HTTP_REQUEST_MAX_RETRIES, default 7, with a backoff of
-MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR x 2^n s, default 2: about 4 minutes; MLFLOW_HTTP_REQUEST_TIMEOUT, default
-120 s, per request), so a restart within that window loses nothing. When the retries run out, this call and every
-later one of the run are written to a spool file instead (no more waiting on the server), the stage finishes its
-work, and its end says in one line which run was not logged and how to log it: `put track-replay FILE` (which
-replays the calls into the same run, found again by its tags, once the server is back)."""
+"""Tracking that outlives a tracking server's outage: once MLflow's client has run out of retries, this call and
+every later one of the run go to a spool file, the stage finishes its work and names the run it could not log;
+`put track-replay FILE` logs them into the same run once the server is back (docs/mlflow.md, "When the tracking
+server is down")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """Launching a training over several processes: `torchrun` on this node (one process per GPU), or on several
-nodes of a Slurm job, one `torchrun` per node under `srun` with a c10d rendezvous on this (the first) node.
-
-`--gpus G --nodes N` of a training command: G processes per node, N nodes. The command re-runs itself under the
-launcher (`exec`, so a scheduler's SIGTERM reaches srun / torchrun, which pass it on to the workers; they save
-their state and exit, see train/loop.py). On N nodes the batch step of the job (the first node, where this
-process runs) starts `srun --nodes N --ntasks-per-node 1 torchrun ...`: each node's torchrun starts G workers,
-the agents meet at <this host>:<a free port>, and ranks are numbered over all nodes (rank 0: this node's first
-process, the only one that writes files and logs to MLflow). A node that fails or is killed ends the step (srun
---kill-on-bad-exit), the job fails, and its retry resumes from the saved state.
-"""
+nodes of a Slurm job, one `torchrun` per node under `srun` with a c10d rendezvous on this (the first) node
+(docs/cluster.md, "Several GPUs and nodes per training job")."""
 
 from __future__ import annotations
 

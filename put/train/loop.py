@@ -1,23 +1,7 @@
 """The training loop both stages share: resume, periodic atomic checkpoints, SIGTERM handling,
-non-finite-loss stop, progress and metric logging.
-
-Files: the finished model goes to `out` only when training completes (so a pipeline never mistakes a
-partial run for a result); the resumable state lives in `<out>.resume.pt` beside it, outside any
-declared output, and is removed by the stage as its very last act (`discard_resume_state`), after
-`out` and the tracking are written; once training ends, it is the final state (a hard link to `out`). Until
-then a kill, say a time limit while the stage logs to a slow tracking server, makes Snakemake delete `out` as
-a failed job's output, and the retry resumes from that state instead of starting over: from the final step,
-it only writes `out` again. Re-running the same command after kill -9, SIGTERM (Slurm's time limit or
-preemption) or a crash continues from the last checkpoint.
-
-Resuming never mixes two configurations: every saved state records the training's *identity* (the
-resolved settings that define it, the training data's digest and, for a transformer, the P-VQVAE's), and
-a state whose identity differs from the current one is refused with the changed keys named; `restart`
-discards it. The logged losses and held-out metrics travel inside the state too, so the curves written
-at the end (`curves/train.csv`, `curves/eval.csv`) cover the whole run however often it was resumed. They hold
-no timings (the wait for data goes to MLflow only): a re-run on the same machine writes the same bytes, so DVC
-sees no change where nothing changed.
-"""
+non-finite-loss stop, progress and metric logging. The finished model goes to `out` only when training
+completes; the resumable state lives in `<out>.resume.pt` beside it, records the training's identity and is
+never resumed under other settings. Files, identity and curves (docs/cluster.md, "Training resumes")."""
 
 from __future__ import annotations
 

@@ -487,7 +487,7 @@ def dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 def use_shared_cache(repo: Path, cache: Path) -> None:
     """A clone's DVC cache in the cluster's shared folder, files linked into the workspace, not copied
-    (README: Sharing results)."""
+    (docs/cluster.md, "Sharing results")."""
     for args in (("cache", "dir", "--local", str(cache)), ("config", "--local", "cache.shared", "group"),
                  ("config", "--local", "cache.type", "reflink,hardlink,symlink")):
         done = dvc(repo, *args)
