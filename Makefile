@@ -8,7 +8,7 @@ GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
 
-.PHONY: install lock tex browser demo repro sync mlflow test test-slow test-slurm test-all dag vega exp record bench bench-loader cost coverage gpu-prepare test-gpu measure-gpu \
+.PHONY: install lock tex browser demo repro sync mlflow lint test test-slow test-slurm test-all dag vega exp record bench bench-loader cost coverage gpu-prepare test-gpu measure-gpu \
 	clean-venv tracking-server tracking-server-stop
 
 install: $(STAMP)
@@ -75,9 +75,13 @@ browser:
 	      chromium >/dev/null; \
 	  else echo "note: chromium missing (Debian: apt-get install chromium); the browser tests are skipped"; fi; }
 
-# The fast suite (about 7 minutes on 2 cores).
-test: $(STAMP) tex browser
+# The linter, then the fast suite (about 7 minutes on 2 cores).
+test: $(STAMP) lint tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff (pyproject.toml): must be clean on the whole tree.
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.
 test-slow: $(STAMP) tex browser

@@ -1,4 +1,4 @@
-"""Slurm resources of the DAG's rules, for workflow/rules/common.smk: the workflow half (per preset and rule,
+"""Slurm resources of the DAG's rules, read by the Snakefile: the workflow half (per preset and rule,
 workflow/resources.yaml) joined with the site half (account, partitions, GPU model: slurm/site.yaml).
 Outside Slurm the same resources are harmless: the local executor ignores the slurm_* keys."""
 
