@@ -1,8 +1,17 @@
 """What each preset costs: GPU-hours and wall time of every stage of the ablation DAG, from measured benchmark
 rows (`put bench train`, `put bench sampling`), the presets' schedules and the GPU counts of
-workflow/resources.yaml; a stage not measured as it runs is n/a, never modelled from another batch. `put cost`
-writes reports/benchmarks/cost.json. The model, stated so it can be checked (docs/speed-and-cost.md, "What each
-preset costs")."""
+workflow/resources.yaml. `put cost` writes reports/benchmarks/cost.json (docs/speed-and-cost.md, "What each
+preset costs"). The next paragraph is data: cost.json quotes it as its model, so keep it the second one.
+
+The model, stated so it can be checked: a training job of N GPUs takes the measured seconds per step of one
+GPU at its per-GPU batch (the preset's batch / N) times the preset's iterations (DDP's all-reduce, data loading
+and evaluation are not in the benchmark); a sampling job takes, per batch, as many steps as the batch's most
+masked image needs, at the seconds per step measured at the stage's batch (a group's test images at most), plus
+one forward per batch for the all-at-once results and a P-VQVAE pass per image. Masked patches per image come
+from generated evaluation masks of each hole-ratio group (put/masks; a real run's PConv masks of the same groups
+differ somewhat). A stage not measured at its batch is n/a, naming the batches that were measured and the
+command that would measure it: no figure is modelled from another batch.
+"""
 
 from __future__ import annotations
 
