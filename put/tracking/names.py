@@ -1,16 +1,14 @@
 """Names in MLflow: the experiment, the tags that identify and link a stage's runs, flattened parameters, metric
-names that end with what they measure, the parent run's name, checkpoint digests, the saved runs-table view of
+names that end with what they measure, the parent run's name, the saved runs-table view of
 the variants and the link that opens it."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import time
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (docs/mlflow.md)
@@ -47,14 +45,6 @@ def metric_names(nested: dict[str, Any]) -> dict[str, float]:
     """{mode: {group: {metric: value}}} -> {"mode/group/metric": value}: the metrics files' nesting, whose last
     key says what is measured."""
     return {k: float(v) for k, v in flatten(nested, sep="/").items() if isinstance(v, (int, float))}
-
-
-def file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def parent_name(preset: str, dag_id: str, labels: Sequence[str] | None) -> str:

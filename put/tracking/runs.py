@@ -18,6 +18,7 @@ import numpy as np
 
 from put.config import VARIANT_COLOURS
 from put.io.code import command_sources
+from put.io.files import file_sha256
 from put.tracking.base import NullTracker
 from put.tracking.names import (
     CODE_TAG,
@@ -27,7 +28,6 @@ from put.tracking.names import (
     UI_PORT,
     VARIANTS_VIEW,
     experiment_name,
-    file_digest,
     flatten,
     metric_names,
     parent_name,
@@ -223,7 +223,7 @@ class MlflowTracker(NullTracker):
         from mlflow.entities import DatasetInput, InputTag
 
         path = Path(path)
-        digest = file_digest(path)[:16]
+        digest = file_sha256(path)[:16]
         with warnings.catch_warnings():  # MLflow's hints on schema inference and ambiguous local sources
             warnings.simplefilter("ignore", UserWarning)
             dataset = mlflow.data.from_pandas(pd.read_csv(path), source=str(path.resolve()), name=name, digest=digest)
@@ -243,7 +243,7 @@ class MlflowTracker(NullTracker):
         so the curves end there), registered with the alias `current`; a re-run that logs the same checkpoint
         reuses the model."""
         checkpoint = Path(checkpoint)
-        sha = file_digest(checkpoint)
+        sha = file_sha256(checkpoint)
         with self.lock:
             for model in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind}):
                 if model.source_run_id == self.run_id:
