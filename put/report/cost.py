@@ -8,9 +8,8 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from put.errors import FileMismatchError
-from put.report.tables import long_table
+from put.report.tables import NA, long_table
 
-NA = "n/a"
 STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer", "sample": "sampling",
                "ablation DAG": "ablation DAG"}
 

@@ -17,7 +17,6 @@ _TEXT_MACROS = [(re.compile(r"\\texttt\{([^{}]*)\}"), r"<code>\1</code>"),
                 (re.compile(r"\\textbf\{([^{}]*)\}"), r"<b>\1</b>"),
                 (re.compile(r"\\emph\{([^{}]*)\}"), r"<em>\1</em>"),
                 (re.compile(r"\\([%&_#])"), r"\1"), (re.compile(r"~"), "&nbsp;")]
-_BOLD = "textbf: --rwrap;"  # Styler's LaTeX bold, as it appears in the HTML's CSS
 
 
 def _math(latex: str) -> str:
@@ -51,7 +50,7 @@ def latex_to_html(text: str) -> str:
 def render_html(styler: Styler) -> str:
     html = styler.to_html(doctype_html=False)
     style_end = html.index("</style>") + len("</style>") if "</style>" in html else 0
-    css = html[:style_end].replace(_BOLD, "font-weight: bold;")
+    css = html[:style_end]  # bold comes inline (\textbf from tables.cell_text), turned into <b> by latex_to_html
     return ("<style>table { border-collapse: collapse; font-family: sans-serif; font-size: 14px; } "
             "th, td { padding: 2px 8px; } caption { caption-side: bottom; text-align: left; }</style>\n"
             + css + latex_to_html(html[style_end:]))

@@ -53,7 +53,6 @@ VARIANT_LABELS: dict[str, str] = {"put": "PUT", **{v: rf"PUT$^{{\rm {latex_v}}}$
 MODE_LABELS: dict[str, str] = {"all": "deterministic", "k50": r"$\mathcal{K}=50$"}
 # Other methods of Table 1, shown only with `context=True`, in the paper's order within each block.
 CONTEXT_METHODS: dict[str, tuple[str, ...]] = {"all": ("DFv2", "EC", "MED", "ICT_all"), "k50": ("PIC", "ICT_50")}
-BOLD = "textbf:--rwrap;"
 NA = "n/a"
 MEASURED_COLUMNS = ("variant", "group", "mode", *METRICS)
 SIGNIFICANT = r"$^{\dagger}$"  # Table 3: the difference from PUT survives the family-wise correction
