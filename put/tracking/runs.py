@@ -66,6 +66,7 @@ def lineage_tags(preset: str, variant: str | None, stage: str, dag_id: str, seed
 
 
 def tag_filter(tags: dict[str, str]) -> str:
+    """MLflow's filter for runs or logged models that carry all of `tags`."""
     return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
 
 
@@ -233,8 +234,7 @@ class MlflowTracker(NullTracker):
         return {"dataset_name": name, "dataset_digest": digest}
 
     def _models(self, **tags: str) -> list:
-        query = " AND ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
-        found = self.client.search_logged_models([self.experiment], filter_string=query, max_results=100)
+        found = self.client.search_logged_models([self.experiment], filter_string=tag_filter(tags), max_results=100)
         return sorted(found, key=lambda m: m.creation_timestamp)
 
     def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
