@@ -15,6 +15,7 @@ from put.config import VARIANTS
 from put.tracking.base import tracked
 from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
 from put.tracking.runs import MlflowTracker
+from put.tracking.spool import ResilientTracker
 
 WRITER = """
 import sys
@@ -111,7 +112,8 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     masks.mkdir()
     (masks / "manifest.csv").write_text("image,mask,group\na.png,m.png,10-60\n")
 
-    with tracked(MlflowTracker("demo", "conv", "train_transformer", "dag0004aaaaa", system_metrics=True)) as t:
+    init = {"preset": "demo", "variant": "conv", "stage": "train_transformer", "dag_id": "dag0004aaaaa"}
+    with tracked(ResilientTracker(MlflowTracker, init, system_metrics=True)) as t:
         t.log_dataset(split, "demo train split", "training")
         model_id = t.log_model(checkpoint, "transformer", {"eval/masked_token_loss": 3.5}, {"lr": 0.001})
         assert t.log_model(checkpoint, "transformer", {}, {}) == model_id  # a re-run reuses it

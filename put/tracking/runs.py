@@ -35,7 +35,6 @@ from put.tracking.names import (
     variants_view,
 )
 from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
-from put.tracking.system import SystemMetrics
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 MODEL_ALIAS = "current"
@@ -91,9 +90,9 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
-                 system_metrics: bool = False, seed: int = 0, from_outputs: bool = False):
+                 seed: int = 0, from_outputs: bool = False):
         """variant None: a stage that spans every variant (the report). `labels`: every evaluated label of the
-        DAG (names the parent run); `system_metrics`: sample CPU/GPU use while the stage runs. A seed replicate
+        DAG (names the parent run). A seed replicate
         (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
         of its variant by the tag put.replicates (the configuration: DAG and variant). `from_outputs`: the stage
         did not run (DVC found it up to date) and its run is logged from its outputs (`put track`), tagged
@@ -138,9 +137,6 @@ class MlflowTracker(NullTracker):
                 self.client.update_run(run_id, status="RUNNING")
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
                 self.client.log_text(self.run_id, distributions, "environment.txt")
-        self.system = SystemMetrics(self.log_metrics) if system_metrics and not from_outputs else None
-        if self.system:
-            self.system.start()
 
     def _experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -332,8 +328,6 @@ class MlflowTracker(NullTracker):
                                                variants_view(shown, sort_key))
 
     def finish(self, status: str = "FINISHED") -> None:
-        if self.system is not None:
-            self.system.finish()
         with self.lock:
             for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
                 self.client.set_terminated(run, status=status)

@@ -190,6 +190,7 @@ def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tag
         return NullTracker()
     from put.tracking.runs import MlflowTracker
 
-    system = options.pop("system_metrics", False)
+    # sampled through ResilientTracker, so that its figures are spooled too; a run logged from outputs ran nothing
+    system = options.pop("system_metrics", False) and not options.get("from_outputs", False)
     init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags, **options}
     return ResilientTracker(MlflowTracker, init, system)
