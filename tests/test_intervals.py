@@ -12,7 +12,6 @@ import torch
 from scipy import stats
 
 from put.bench.evaluate import fid_gathered
-from put.report.differences import paired_differences
 from put.report.plots import plot_curves
 from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import half_width_text, render_latex, table1, table3
@@ -29,6 +28,7 @@ from put.stats.bootstrap import (
     seed_interval,
     too_few,
 )
+from put.stats.differences import paired_differences
 from put.stats.fid_interval import Grams, fid_difference_interval, fid_interval, fid_weighted
 from put.stats.multiplicity import adjust, mark
 

@@ -55,7 +55,7 @@ def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFr
                       level: float = 0.95) -> Styler:
     """Per metric and sampling mode, the CVPR row then the TPAMI row, over the Table 1 mask groups; a dagger where
     the TPAMI model's paired difference from the CVPR one survives its family's correction (`differences`: the
-    releases' own families, put.report.differences.paired_differences of `put` and `tpami` only)."""
+    releases' own families, put.stats.differences.paired_differences of `put` and `tpami` only)."""
     family = differences[(differences["variant"] == TPAMI_VARIANT) & differences["mode"].isin(list(MODE_LABELS))] \
         if differences is not None else None
     significant = set()

@@ -4,7 +4,7 @@ Each builder returns a pandas Styler (formats, bold best values, "n/a" for unava
 default caption that lists why); `write_latex` renders it with booktabs rules under a provenance header.
 A measured value carries its interval as a small "+-" half-width (`<metric>_lo`, `<metric>_hi` of the
 metrics frame), or a footnote saying why it has none; Table 3 marks the ablations whose paired difference from
-PUT survives the family-wise correction (put/report/differences.py).
+PUT survives the family-wise correction (put/stats/differences.py).
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
            level: float = 0.95) -> Styler:
     """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
     reported rows for the matching dataset (FFHQ's, labelled, for the demo preset; none for ImageNet,
-    which the paper did not ablate). `differences` (put.report.differences.paired_differences): an ablation's
+    which the paper did not ablate). `differences` (put.stats.differences.paired_differences): an ablation's
     value is marked where its difference from PUT survives the family's correction."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)

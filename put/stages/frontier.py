@@ -48,7 +48,7 @@ from put.sampling.engine import Sampler, inpaint_batch
 from put.sampling.schedules import SamplingOptions, step_counts
 from put.stages.evaluate import Cells
 from put.stats.bootstrap import Bootstrap, Interval, finite_mean
-from put.stats.multiplicity import mark
+from put.stats.differences import interval_fields, mark_family
 from put.tracking.base import NullTracker, tracked
 from put.tracking.names import metric_names
 from put.tracking.source import git_commit
@@ -229,14 +229,12 @@ def frontier_differences(measured: dict[tuple[str, str], Measured], references: 
             if (found := difference(metric, a, measured[(reference, group)], boot, fid_boot)) is None:
                 continue
             value, bounds = found
+            fields = interval_fields(bounds)
             rows.append({"setting": name, "group": group, "metric": metric, "reference": reference,
-                         "diff": value, "diff_lo": bounds.lo, "diff_hi": bounds.hi, "p": bounds.p,
-                         "resamples": bounds.resamples or np.nan, "no_interval": bounds.reason or ""})
+                         "diff": value, "diff_lo": fields.pop("lo"), "diff_hi": fields.pop("hi"), **fields})
     frame = pd.DataFrame(rows, columns=["setting", "group", "metric", "reference", "diff", "diff_lo", "diff_hi", "p",
                                         "resamples", "no_interval"])
-    frame["p_adjusted"], frame["significant"] = mark(frame["p"].to_numpy(float), protocol.multiplicity,
-                                                     protocol.interval_level)
-    return frame
+    return mark_family(frame, protocol.multiplicity, protocol.interval_level)
 
 
 def measure_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, samples_dir: Path,

@@ -23,7 +23,6 @@ from put.io.versions import versions
 from put.masks.io import read_mask
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
-from put.report.differences import paired_differences
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
 from put.report.frontier import FRONTIER_CAPTION, FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table
 from put.report.generations import (
@@ -41,6 +40,7 @@ from put.report.tables import reason_latex, speed_table, table1, table3, write_l
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
 from put.stats.bootstrap import Bootstrap
+from put.stats.differences import paired_differences
 from put.tracking.base import NullTracker, tracked
 from put.tracking.source import git_commit
 from put.tracking.spool import stage_tracker
