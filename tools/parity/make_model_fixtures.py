@@ -3,7 +3,7 @@
 Builds their P-VQVAE (variants put, conv, one, no_ref) and UQ-Transformer (put, tok) at the demo preset's
 sizes with seeded weights (tools/parity/seeded_weights.py), runs them on CPU on fixed inputs, and writes
 what they compute to tests/fixtures/parity/models/; the parity tests compare ours against it without
-the authors' code present. Their files are only read and imported, never edited; the shims below adapt
+the authors' code present. Their files are only read and imported, never edited; the shims of common.py adapt
 the environment (current numpy / Python, no network for VGG19 weights).
 
     .venv/bin/python tools/parity/make_model_fixtures.py --official /path/to/PUT
@@ -13,63 +13,41 @@ See tests/fixtures/parity/models/README.md for what each file holds.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib.util
 import json
 import sys
-import time
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
-import torchvision
-from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seeded_weights import seeded_state, seeded_vgg19_features  # noqa: E402
+from common import (  # noqa: E402
+    CODEC,
+    aliases,
+    arguments,
+    decoded,
+    forward_outputs,
+    generate,
+    inputs,
+    instantiate,
+    layout,
+    manifest_header,
+    released_config,
+    seed_module,
+    spread_features,
+    write_png_inputs,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-SEED = 0
 LOSS_START = 10  # disc/content/style/gradient start of the loss fixtures (all terms on at that step)
 # The demo preset's sizes; the authors' code fixes the ladder at 64 * 2^level.
 DEMO = dict(image=64, patch=8, e_dim=64, res_ch=32, num_res_block=2, K=128, n_layer=4, n_head=4, n_embd=128)
 # A pair small enough to commit as files in the authors' checkpoint format.
 TINY = dict(image=16, patch=2, e_dim=8, res_ch=8, num_res_block=1, K=8, n_layer=1, n_head=2, n_embd=16)
 PVQVAE_VARIANTS = ("put", "conv", "one", "no_ref")
-CODEC = "image_synthesis.modeling.codecs.image_codec.patch_vqgan"
 TRANSFORMER = "image_synthesis.modeling.models.masked_image_inpainting_transformer_in_feature"
 FULL_SIZE = {"ffhq": "ffhq/{}_ffhq.yaml", "places2": "naturalscene/{}_naturalscene.yaml",
              "imagenet": "imagenet/{}_imagenet.yaml"}
-
-
-def install_shims(official: Path) -> None:
-    """Run their code as it is on current Python / numpy / torchvision, offline."""
-    if importlib.util.find_spec("audioop") is None:  # removed in Python 3.13; patch_vqgan imports `bias` from it
-        sys.modules["audioop"] = types.ModuleType("audioop")
-        sys.modules["audioop"].bias = None
-    if importlib.util.find_spec("torch._six") is None:  # removed in torch 2.0; their lr_scheduler imports inf
-        sys.modules["torch._six"] = types.ModuleType("torch._six")
-        sys.modules["torch._six"].inf = float("inf")
-    for name, alias in (("bool", bool), ("int", int), ("float", float)):
-        if name not in np.__dict__:
-            setattr(np, name, alias)
-
-    def vgg19(*args, **kwargs):  # their losses call models.vgg19(pretrained=True).features
-        if torch.empty(0).device.type == "meta":
-            from torchvision.models.vgg import cfgs, make_layers
-            return SimpleNamespace(features=make_layers(cfgs["E"]))
-        return SimpleNamespace(features=seeded_vgg19_features(SEED))
-
-    torchvision.models.vgg19 = vgg19
-    sys.path.insert(0, str(official))
-
-
-def instantiate(config: dict):
-    from image_synthesis.utils.misc import instantiate_from_config
-    return instantiate_from_config(config)
 
 
 def codec_config(s: dict, variant: str, with_loss: bool, ckpt_path: str | None = None) -> dict:
@@ -112,45 +90,6 @@ def our_model_overrides(s: dict) -> dict:
             "transformer": {"n_layer": s["n_layer"], "n_head": s["n_head"], "n_embd": s["n_embd"]}}
 
 
-def layout(module: torch.nn.Module) -> dict[str, list[int]]:
-    return {k: list(v.shape) for k, v in module.state_dict().items()}
-
-
-def aliases(module: torch.nn.Module) -> list[list[str]]:
-    """Groups of state-dict keys naming one tensor (their discriminator registers conv1 also as `features`)."""
-    groups: dict[int, list[str]] = {}
-    for name, tensor in module.state_dict(keep_vars=True).items():
-        groups.setdefault(id(tensor), []).append(name)
-    return [names for names in groups.values() if len(names) > 1]
-
-
-def seed_module(module: torch.nn.Module, keep_prefixes: tuple[str, ...] = ()) -> None:
-    """Seeded weights everywhere except the BCE labels, the VGG trunks and `keep_prefixes`."""
-    keep = ("loss.perceptual_loss.", "loss.style_loss.", "loss.adversarial_loss.") + keep_prefixes
-    current = module.state_dict()
-    fixed = {k: v for k, v in current.items() if k.startswith(keep)}
-    module.load_state_dict(seeded_state(layout(module), SEED, fixed, aliases(module)))
-
-
-def inputs(s: dict, batch: int = 2) -> dict[str, np.ndarray]:
-    """Images (uint8, smooth + noise), keep-masks with holes crossing patch borders, erase masks."""
-    rng = np.random.RandomState(SEED)
-    size = s["image"]
-    low = rng.uniform(0, 255, (batch, 3, 12, 12)).astype(np.float32)
-    smooth = torch.nn.functional.interpolate(torch.from_numpy(low), size=(size, size), mode="bicubic",
-                                             align_corners=False).numpy()
-    images = np.clip(smooth + rng.normal(0, 20, smooth.shape), 0, 255).round().astype(np.uint8)
-    keep = np.ones((batch, 1, size, size), dtype=bool)
-    erase = np.ones((batch, 1, size, size), dtype=bool)
-    u = size // 16
-    keep[0, :, 3 * u:11 * u + 1, 2 * u:9 * u] = False
-    keep[1, :, 9 * u:15 * u, 5 * u:14 * u + 3] = False
-    keep[1, :, u:5 * u, u:3 * u] = False
-    keep[1, :, 12 * u, u] = False  # a single hole pixel: its patch goes to book e'
-    erase[1, :, 2 * u:7 * u, 8 * u:13 * u] = False
-    return {"images": images, "keep": keep, "erase": erase}
-
-
 def pvqvae_outputs(codec, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from image_synthesis.modeling.utils.misc import get_token_type
 
@@ -165,14 +104,8 @@ def pvqvae_outputs(codec, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out["tokens"] = got["token"]
         out["token_known"] = (get_token_type(keep, token_shape) == 1)[:, 0]
         out["target_tokens"] = codec.get_features(images, return_token=True)["token"]
-        quant = codec.quantize.get_codebook_entry(got["token"].view(-1), shape=got["token"].shape)
-        quant = codec.post_quant_conv(quant)
-        masked = codec.multi_pixels_with_mask(codec.pre_process(images), keep)
-        with_reference = codec.decoder.requires_image
-        out["decoded"] = codec.decoder(quant, masked, mask=keep) if with_reference else codec.decoder(quant)
-        # Code search on spread-out features: many distinct codes in both books.
-        spread = np.random.RandomState(SEED + 1).normal(0, 3, out["features"].shape).astype(np.float32)
-        out["search_features"] = out["features"] + torch.from_numpy(spread)
+        out["decoded"] = decoded(codec, got["token"], images, keep)
+        out["search_features"] = spread_features(out["features"])
         token_type = out["token_known"][:, None].long()  # 1: unmasked patch
         out["search_tokens"] = codec.quantize(out["search_features"], token_type=token_type)["index"]
 
@@ -208,9 +141,11 @@ def recording_positions(steps: list):
         torch.nn.functional.one_hot = one_hot
 
 
-def fill_steps(known: torch.Tensor, steps: list[torch.Tensor]) -> np.ndarray:
+def fill_steps_from_picks(known: torch.Tensor, steps: list[torch.Tensor]) -> np.ndarray:
     """(B, L) step at which each position got its token (-1: known), from the positions picked per step
-    for the rows still unfinished (their batch_idx); picks of already known positions are skipped, as they do."""
+    for the rows still unfinished (their batch_idx); picks of already known positions are skipped, as they do.
+    Not make_tpami_fixtures.fill_steps_from_inputs: this loop forwards only the unfinished rows, so the inputs of
+    two steps do not line up row by row."""
     filled = torch.where(known, -1, -2)
     for step, index in enumerate(steps):
         active = torch.nonzero((filled == -2).any(1)).flatten()
@@ -222,66 +157,31 @@ def fill_steps(known: torch.Tensor, steps: list[torch.Tensor]) -> np.ndarray:
     return filled.numpy()
 
 
-@contextlib.contextmanager
-def decoded_tokens(model, captured: dict):
-    """The tokens their sampling loop hands to the codec's decoder, as captured["tokens"]."""
-    decode = model.content_codec.decode
-
-    def spy_decode(token, **kwargs):
-        captured["tokens"] = token.clone()
-        return decode(token, **kwargs)
-
-    model.content_codec.decode = spy_decode
-    try:
-        yield
-    finally:
-        del model.content_codec.decode
-
-
 def sample(model, images: torch.Tensor, keep: torch.Tensor,
            tokens_per_step: int) -> tuple[np.ndarray, list, np.ndarray]:
     """Their greedy (top-1) sample_largest: tokens (B, L), positions picked per step, completed images."""
-    captured: dict = {}
     steps: list = []
-    torch.manual_seed(SEED)
-    with recording_positions(steps), decoded_tokens(model, captured):
-        out = model.generate_content({"image": images.clone(), "mask": keep.clone()}, filter_ratio=1,
-                                     filter_type="count", sample_largest=True, num_token_per_iter=tokens_per_step)
-    completed = out["completed"].permute(0, 2, 3, 1).numpy().astype(np.uint8)  # as their inference script
-    return captured["tokens"].numpy(), steps, completed
+    tokens, completed = generate(model, images, keep, recording_positions(steps), sample_largest=True,
+                                 num_token_per_iter=tokens_per_step)
+    return tokens.numpy(), steps, completed
 
 
 def transformer_outputs(model, data: dict[str, np.ndarray], sampling: bool) -> dict[str, np.ndarray]:
     from image_synthesis.modeling.utils.misc import get_token_type
 
-    images = torch.from_numpy(data["images"]).float()
-    keep = torch.from_numpy(data["keep"])
-    out = {}
-    model.eval()
-    torch.manual_seed(SEED)
-    out["draws"] = torch.rand(len(images), 1, *model.content_codec.token_shape)  # prepare_data's first torch.rand
-    torch.manual_seed(SEED)
-    with torch.no_grad():
-        result = model({"image": images, "mask": keep}, return_loss=True)
-    out["logits"], out["loss"] = result["logits"], result["loss"]
-    out = {k: v.numpy() for k, v in out.items()}
+    out = forward_outputs(model, data)
     if sampling:
+        images = torch.from_numpy(data["images"]).float()
+        keep = torch.from_numpy(data["keep"])
         known = (get_token_type(keep, model.content_codec.token_shape) == 1).view(len(images), -1)
         for n, name in ((1, "n1"), (4, "n4")):
             tokens, steps, _ = sample(model, images, keep, n)
             out[f"sample_{name}_tokens"] = tokens
-            out[f"sample_{name}_fill_step"] = fill_steps(known, steps)
+            out[f"sample_{name}_fill_step"] = fill_steps_from_picks(known, steps)
         tokens, _, completed = sample(model, images, keep, -1)
         out["sample_all_tokens"] = tokens
         out["sample_all_completed"] = completed
     return out
-
-
-def write_png_inputs(prefix: Path, image: np.ndarray, keep: np.ndarray, completed: np.ndarray) -> None:
-    """The inpainting check's files: RGB image, mask (white = hole, our default polarity), their result."""
-    Image.fromarray(image.transpose(1, 2, 0)).save(f"{prefix}_image.png")
-    Image.fromarray(np.where(keep[0], 0, 255).astype(np.uint8)).save(f"{prefix}_mask.png")
-    Image.fromarray(completed).save(f"{prefix}_official.png")
 
 
 def solver_checkpoint(model: torch.nn.Module, optimizers: dict) -> dict:
@@ -325,28 +225,18 @@ def tiny_pair(out: Path) -> None:
 
 def full_size_layouts(official: Path) -> dict:
     """Every state-dict key and shape of their full-size models, per their configs, built on the meta device."""
-    import yaml
-
     layouts = {}
     for preset, pattern in FULL_SIZE.items():
         layouts[preset] = {}
         for kind in ("pvqvae", "transformer"):
-            with open(official / "configs/put_cvpr2022" / pattern.format(kind)) as f:
-                config = yaml.load(f, Loader=yaml.FullLoader)["model"]
-            config["params"].get("content_codec_config", {}).get("params", {}).pop("ckpt_path", None)
+            config = released_config(official / "configs/put_cvpr2022" / pattern.format(kind))
             with torch.device("meta"):
                 layouts[preset][kind] = layout(instantiate(config))
     return layouts
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--official", required=True, type=Path, help="export of the authors' code (branch cvpr2022)")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests/fixtures/parity/models")
-    args = parser.parse_args()
-    install_shims(args.official.resolve())
-    torch.set_num_threads(1)  # fixed reduction orders
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = arguments(__doc__, "branch cvpr2022", "models")
 
     data = inputs(DEMO)
     layouts, alias_groups = {}, {}
@@ -369,10 +259,8 @@ def main() -> None:
     tiny_pair(args.out)
 
     manifest = {
-        "command": "python tools/parity/make_model_fixtures.py --official <authors' code>",
-        "made": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "numpy": np.__version__,
-        "python": sys.version.split()[0], "seed": SEED, "loss_start": LOSS_START, "demo_sizes": DEMO,
-        "tiny_sizes": TINY, "layouts": layouts,
+        **manifest_header("python tools/parity/make_model_fixtures.py --official <authors' code>"),
+        "loss_start": LOSS_START, "demo_sizes": DEMO, "tiny_sizes": TINY, "layouts": layouts,
         "aliases": alias_groups,
     }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

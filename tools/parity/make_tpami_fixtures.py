@@ -4,7 +4,7 @@ Builds their TPAMI P-VQVAE (PatchVQGAN: PatchEncoder2, PatchConvDecoder2 with re
 and nearest-neighbour upsampling, a quantizer of K + K' codes) and their ViT transformer
 (masked_image_inpainting_transformer.py) at small sizes with seeded weights, runs them on CPU on the CVPR
 fixtures' inputs, and writes what they compute to tests/fixtures/parity/tpami/. Their files are only read and
-imported, never edited; the CVPR script's shims and helpers are reused (make_model_fixtures.py). Their code also
+imported, never edited; the CVPR script's shims and helpers are shared (common.py). Their code also
 needs timm (DropPath, trunc_normal_), which the put package does not: install it into the environment that runs
 this script only (tools/parity/README.md).
 
@@ -15,22 +15,33 @@ See tests/fixtures/parity/tpami/README.md for what each file holds.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_model_fixtures as cvpr  # noqa: E402  (the CVPR script: shims, seeding, inputs, checkpoint format)
+from common import (  # noqa: E402
+    CODEC,
+    SEED,
+    arguments,
+    decoded,
+    forward_outputs,
+    generate,
+    inputs,
+    instantiate,
+    layout,
+    manifest_header,
+    released_config,
+    seed_module,
+    spread_features,
+    write_png_inputs,
+)
 
-SEED = cvpr.SEED
-CODEC, TRANSFORMER = cvpr.CODEC, "image_synthesis.modeling.models.masked_image_inpainting_transformer"
-ROOT = cvpr.ROOT
+TRANSFORMER = "image_synthesis.modeling.models.masked_image_inpainting_transformer"
 # Small TPAMI models: 64 px, patch 8 (their 256 px layout: 3 upsamplings) and patch 16 (their 512 px layout:
 # 4 upsamplings), two books of unequal size, a decoder with res blocks after every upsampling.
 CODECS = {
@@ -119,11 +130,8 @@ def codec_outputs(codec, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out.update(features=got["feature"], tokens=got["token"], token_known=(token_type == 1)[:, 0],
                    unmask_ratio=unmask_ratio[:, 0])
         out["target_tokens"] = codec.get_features(images, return_token=True)["token"]
-        codes = codec.quantize.get_codebook_entry(got["token"].view(-1), shape=got["token"].shape)
-        quant = codec.post_quant_conv(codes)
-        out["decoded"] = codec.decoder(quant, codec.multi_pixels_with_mask(codec.pre_process(images), keep), mask=keep)
-        spread = np.random.RandomState(SEED + 1).normal(0, 3, out["features"].shape).astype(np.float32)
-        out["search_features"] = out["features"] + torch.from_numpy(spread)
+        out["decoded"] = decoded(codec, got["token"], images, keep)
+        out["search_features"] = spread_features(out["features"])
         out["search_tokens"] = codec.quantize(out["search_features"], token_type=token_type.long())["index"]
     return {k: v.detach().numpy() for k, v in out.items()}
 
@@ -150,8 +158,8 @@ def gumbel_outputs(s: dict, data: dict[str, np.ndarray], features: np.ndarray) -
     draws and the exponential noise behind them (known patches' draw, then masked patches')."""
     from image_synthesis.modeling.utils.misc import get_token_type
 
-    codec = cvpr.instantiate(codec_config(s, gumbel=True))
-    cvpr.seed_module(codec)
+    codec = instantiate(codec_config(s, gumbel=True))
+    seed_module(codec)
     quantizer = codec.quantize.train()
     token_type, _ = get_token_type(torch.from_numpy(data["keep"]), (features.shape[-2], features.shape[-1]))
     draws: list = []
@@ -173,9 +181,10 @@ def recording_block_inputs(model, seen: list):
         handle.remove()
 
 
-def fill_steps(known: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
+def fill_steps_from_inputs(known: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
     """(B, L) forward after which each position got its token (-1: known): its input changed between forwards
-    s and s + 1 (the last forward fills what is still open)."""
+    s and s + 1 (the last forward fills what is still open). Not make_model_fixtures.fill_steps_from_picks: this
+    loop picks positions with topk, not one_hot, and forwards the whole batch every step."""
     inputs = [x.flatten(1, 2) for x in seen]  # (B, L, D) each
     filled = torch.where(known, -1, len(inputs) - 1)
     for step in range(len(inputs) - 2, -1, -1):
@@ -187,29 +196,11 @@ def sample(model, images: torch.Tensor, keep: torch.Tensor, schedule) -> tuple[n
     """Their sample() with top-1 (filter_ratio 1): tokens (B, L), fill steps, completed images (uint8)."""
     from image_synthesis.modeling.utils.misc import get_token_type
 
-    captured: dict = {}
     seen: list = []
-    torch.manual_seed(SEED)
-    with recording_block_inputs(model, seen), cvpr.decoded_tokens(model, captured):
-        out = model.generate_content({"image": images.clone(), "mask": keep.clone()}, filter_ratio=1,
-                                     filter_type="count", num_token_per_iter=schedule, calculate_acc_and_prob=False)
+    tokens, completed = generate(model, images, keep, recording_block_inputs(model, seen),
+                                 num_token_per_iter=schedule, calculate_acc_and_prob=False)
     known = (get_token_type(keep, model.content_codec.token_shape)[0] == 1).view(len(images), -1)
-    completed = out["completed"].permute(0, 2, 3, 1).numpy().astype(np.uint8)
-    return captured["tokens"].view(len(images), -1).numpy(), fill_steps(known, seen), completed
-
-
-def transformer_outputs(model, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    images = torch.from_numpy(data["images"]).float()
-    keep = torch.from_numpy(data["keep"])
-    out = {}
-    model.eval()
-    torch.manual_seed(SEED)
-    out["draws"] = torch.rand(len(images), 1, *model.content_codec.token_shape)  # prepare_data's torch.rand
-    torch.manual_seed(SEED)
-    with torch.no_grad():
-        result = model({"image": images, "mask": keep}, return_loss=True)
-    out["logits"], out["loss"] = result["logits"], result["loss"]
-    return {k: v.numpy() for k, v in out.items()}
+    return tokens.view(len(images), -1).numpy(), fill_steps_from_inputs(known, seen), completed
 
 
 def sampling_outputs(model, data: dict[str, np.ndarray], prefix: Path) -> dict[str, np.ndarray]:
@@ -220,7 +211,7 @@ def sampling_outputs(model, data: dict[str, np.ndarray], prefix: Path) -> dict[s
         tokens, filled, completed = sample(model, images, keep, schedule)
         out[f"sample_{name}_tokens"], out[f"sample_{name}_fill_step"] = tokens, filled
         if schedule == -1:
-            cvpr.write_png_inputs(prefix, data["images"][0], data["keep"][0], completed[0])
+            write_png_inputs(prefix, data["images"][0], data["keep"][0], completed[0])
     return out
 
 
@@ -228,22 +219,18 @@ def full_size(official: Path) -> dict:
     """Every state-dict key and shape of their full-size TPAMI P-VQVAE (with its losses) and transformer (with
     its content_codec), per their configs, and their parameter counts. The P-VQVAE is built on the meta device;
     the transformer on the CPU (its drop-path rates are read with .item(), which meta tensors lack)."""
-    import yaml
-
     result = {}
     for name, res in FULL_SIZE:
         entry = {}
         for kind, file in (("pvqvae", f"p_vqvae_{name}_res{res}.yaml"),
                            ("transformer", f"vit_base_{name}_res{res}.yaml")):
-            with open(official / "configs/put_tpami2024" / name / file) as f:
-                config = yaml.load(f, Loader=yaml.FullLoader)["model"]
-            config["params"].get("content_codec_config", {}).get("params", {}).pop("ckpt_path", None)
+            config = released_config(official / "configs/put_tpami2024" / name / file)
             with torch.device("meta" if kind == "pvqvae" else "cpu"):
-                module = cvpr.instantiate(config)
+                module = instantiate(config)
             prefix = "content_codec." if kind == "transformer" else ""
             own = {k: p for k, p in module.named_parameters() if not k.startswith(("loss.", "content_codec."))}
             codec = {k: p for k, p in module.named_parameters() if k.startswith(prefix) and "loss." not in k}
-            entry[kind] = {"layout": cvpr.layout(module), "parameters": sum(p.numel() for p in own.values()),
+            entry[kind] = {"layout": layout(module), "parameters": sum(p.numel() for p in own.values()),
                            "codec_parameters": sum(p.numel() for p in codec.values())}
         result[f"{name}_res{res}"] = entry
     return result
@@ -257,40 +244,33 @@ def install_round_shim() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--official", required=True, type=Path, help="export of the authors' code (branch main)")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests/fixtures/parity/tpami")
-    args = parser.parse_args()
-    cvpr.install_shims(args.official.resolve())
+    args = arguments(__doc__, "branch main", "tpami")
     install_round_shim()
-    torch.set_num_threads(1)  # fixed reduction orders
-    args.out.mkdir(parents=True, exist_ok=True)
 
     layouts, overrides = {}, {}
-    data = cvpr.inputs(CODECS["p8"])  # the CVPR fixtures' inputs (64 px: the same arrays)
+    data = inputs(CODECS["p8"])  # the CVPR fixtures' inputs (64 px: the same arrays)
     for name, sizes in CODECS.items():
-        codec = cvpr.instantiate(codec_config(sizes))
-        cvpr.seed_module(codec)
-        layouts[f"pvqvae_{name}"] = cvpr.layout(codec)
+        codec = instantiate(codec_config(sizes))
+        seed_module(codec)
+        layouts[f"pvqvae_{name}"] = layout(codec)
         overrides[f"pvqvae_{name}"] = our_model_overrides(sizes)
         outputs = codec_outputs(codec, data)
         if name == "p8":
             outputs.update(gumbel_outputs(sizes, data, outputs["search_features"]))
         np.savez_compressed(args.out / f"pvqvae_{name}.npz", **outputs)
     for name, t in TRANSFORMERS.items():
-        model = cvpr.instantiate(transformer_config(t))
-        cvpr.seed_module(model)
-        layouts[f"transformer_{name}"] = cvpr.layout(model)
+        model = instantiate(transformer_config(t))
+        seed_module(model)
+        layouts[f"transformer_{name}"] = layout(model)
         overrides[f"transformer_{name}"] = our_model_overrides(CODECS[t["codec"]], t)
-        outputs = transformer_outputs(model, data)
+        outputs = forward_outputs(model, data)
         if name == "vit":
             outputs.update(sampling_outputs(model, data, args.out / "official_vit_inpaint"))
         np.savez_compressed(args.out / f"transformer_{name}.npz", **outputs)
 
     manifest = {
-        "command": "python tools/parity/make_tpami_fixtures.py --official <authors' code, branch main>",
-        "made": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "numpy": np.__version__,
-        "python": sys.version.split()[0], "seed": SEED, "codecs": CODECS, "transformers": TRANSFORMERS,
+        **manifest_header("python tools/parity/make_tpami_fixtures.py --official <authors' code, branch main>"),
+        "codecs": CODECS, "transformers": TRANSFORMERS,
         "schedules": list(SCHEDULES), "gumbel": GUMBEL, "gumbel_step": GUMBEL_STEP, "layouts": layouts,
         "overrides": overrides,
     }
