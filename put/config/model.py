@@ -16,10 +16,12 @@ Variant = Literal["put", "conv", "one", "no_ref", "tok", "qua0", "tpami"]
 Generation = Literal["cvpr2022", "tpami2024"]
 GENERATION_NAMES: dict[str, str] = {"cvpr2022": "CVPR 2022", "tpami2024": "TPAMI 2024"}
 VARIANTS: tuple[str, ...] = get_args(Variant)
-# `tok` and `qua0` change only the transformer: they reuse the full model's P-VQVAE.
-PVQVAE_OF_VARIANT: dict[str, str] = {
-    "put": "put", "conv": "conv", "one": "one", "no_ref": "no_ref", "tok": "put", "qua0": "put", "tpami": "tpami",
-}
+# The ablation switches of the paper's Table 3, each set on top of a preset's P-VQVAE or transformer (a variant in
+# neither changes nothing). A variant that changes only the transformer reuses the full model's P-VQVAE.
+PVQVAE_SWITCHES: dict[str, dict[str, Any]] = {"conv": {"encoder": "conv"}, "one": {"dual_codebook": False},
+                                              "no_ref": {"reference_branch": False}}
+TRANSFORMER_SWITCHES: dict[str, dict[str, Any]] = {"tok": {"input": "quantized"}, "qua0": {"random_quant_prob": 0.0}}
+PVQVAE_OF_VARIANT: dict[str, str] = {v: "put" if v in TRANSFORMER_SWITCHES else v for v in VARIANTS}
 # Not an ablation: the TPAMI 2024 model trained beside the CVPR variants on the same data (a preset's `tpami`
 # names the preset whose model and training settings it takes; put/config/params.py).
 TPAMI_VARIANT = "tpami"
@@ -177,12 +179,9 @@ def apply_variant(config: ModelConfig, variant: str) -> ModelConfig:
     variant's preset is chosen by the caller, see presets.variant_preset)."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-    pvqvae_changes = {"conv": {"encoder": "conv"}, "one": {"dual_codebook": False},
-                      "no_ref": {"reference_branch": False}}.get(variant, {})
-    transformer_changes = {"tok": {"input": "quantized"}, "qua0": {"random_quant_prob": 0.0}}.get(variant, {})
     return config.model_copy(update={
-        "pvqvae": config.pvqvae.model_copy(update=pvqvae_changes),
-        "transformer": config.transformer.model_copy(update=transformer_changes),
+        "pvqvae": config.pvqvae.model_copy(update=PVQVAE_SWITCHES.get(variant, {})),
+        "transformer": config.transformer.model_copy(update=TRANSFORMER_SWITCHES.get(variant, {})),
     })
 
 

@@ -20,6 +20,7 @@ from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES, TPAMI_VARIANT
 from put.config.bins import TABLE_GROUPS
+from put.config.model import ABLATIONS
 from put.config.params import OFFICIAL_PREFIX
 from put.io.files import atomic_write_text
 from put.report.differences import family_sentence
@@ -40,7 +41,7 @@ from put.report.reported import (
 from put.stats.bootstrap import printed_decimals
 
 GROUPS: tuple[str, ...] = tuple(TABLE_GROUPS)
-VARIANT_ORDER: tuple[str, ...] = ("conv", "one", "no_ref", "tok", "qua0", "put")  # Table 3's row order
+VARIANT_ORDER: tuple[str, ...] = (*ABLATIONS, "put")  # Table 3's rows: the ablations as listed, then PUT
 METRIC_LABELS: dict[str, str] = {"fid": r"FID $\downarrow$", "psnr": r"PSNR $\uparrow$", "ssim": r"SSIM $\uparrow$",
                                  "mae": r"MAE $\downarrow$"}
 DECIMALS: dict[str, int] = {"fid": 3, "psnr": 3, "ssim": 3, "mae": 4}  # as printed in the paper
@@ -48,8 +49,6 @@ METHOD_LABELS: dict[str, str] = {
     "DFv2": "DFv2", "EC": "EC", "MED": "MED", "ICT_all": r"ICT$_{\rm all}$", "PUT_all": r"PUT$_{\rm all}$",
     "PIC": "PIC", "ICT_50": r"ICT$_{50}$", "PUT_50": r"PUT$_{50}$",
 }
-VARIANT_LABELS: dict[str, str] = {"put": "PUT", **{v: rf"PUT$^{{\rm {latex_v}}}$" for v, latex_v in (
-    ("conv", "conv"), ("one", "one"), ("no_ref", r"no\_ref"), ("tok", "tok"), ("qua0", "qua0"))}}
 MODE_LABELS: dict[str, str] = {"all": "deterministic", "k50": r"$\mathcal{K}=50$"}
 # Other methods of Table 1, shown only with `context=True`, in the paper's order within each block.
 CONTEXT_METHODS: dict[str, tuple[str, ...]] = {"all": ("DFv2", "EC", "MED", "ICT_all"), "k50": ("PIC", "ICT_50")}
@@ -64,6 +63,11 @@ _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$"
 def latex_escape(text: str) -> str:
     """Plain text (file names, reasons, device names) made safe for LaTeX."""
     return "".join(_LATEX_SPECIALS.get(c, c) for c in str(text))
+
+
+# As the paper writes them: PUT, and each ablation as PUT with its name raised (PUT$^{\rm conv}$).
+VARIANT_LABELS: dict[str, str] = {v: "PUT" if v == "put" else rf"PUT$^{{\rm {latex_escape(v)}}}$"
+                                  for v in VARIANT_ORDER}
 
 
 # --------------------------------------------------------------------------------------------- measured data
