@@ -1,4 +1,5 @@
-"""Shared by the slow tests that run the DAG: a throwaway copy of the repository's code as it is now."""
+"""Shared by the slow tests that run the DAG: a throwaway copy of the repository's code as it is now, and the paths
+of the products they check."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 import put.config.paths
+from put.config.paths import METRICS_FILE, PVQVAE_CHECKPOINT, REPORT_DIR, TRANSFORMER_CHECKPOINT, path_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,3 +47,20 @@ def working_copy(dst: Path, source: Path = ROOT) -> Path:
         else:
             (dst / name).unlink(missing_ok=True)  # deleted in the working tree
     return dst
+
+
+def pvqvae_checkpoint(preset: str, variant: str) -> Path:
+    """`tok` and `qua0` resolve to the full model's P-VQVAE."""
+    return path_of(PVQVAE_CHECKPOINT, preset, variant)
+
+
+def transformer_checkpoint(preset: str, variant: str) -> Path:
+    return path_of(TRANSFORMER_CHECKPOINT, preset, variant)
+
+
+def metrics_file(preset: str, variant: str) -> Path:
+    return path_of(METRICS_FILE, preset, variant)
+
+
+def report_dir(preset: str) -> Path:
+    return path_of(REPORT_DIR, preset)

@@ -31,14 +31,10 @@ from put.config.paths import (
     REPORT_PDF,
     TRAIN_CURVE,
     TRANSFORMER_CURVES,
-    metrics_file,
     metrics_info_file,
     path_of,
-    pvqvae_checkpoint,
-    report_dir,
     samples_dir,
     split_dir,
-    transformer_checkpoint,
 )
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.declaration import CONFIG, REPLICATED, STAGES, stage
@@ -46,7 +42,16 @@ from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
 from put.dag.report_captions import caption
 from put.tracking.names import VARIANTS_VIEW, runs_link
-from tests.helpers import ROOT, is_product, product_roots, working_copy
+from tests.helpers import (
+    ROOT,
+    is_product,
+    metrics_file,
+    product_roots,
+    pvqvae_checkpoint,
+    report_dir,
+    transformer_checkpoint,
+    working_copy,
+)
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}

@@ -17,7 +17,6 @@ from put.errors import (
     BUG_REPORT,
     FileMismatchError,
     InputError,
-    LockedError,
     MissingFileError,
     PathError,
     PutError,
@@ -37,7 +36,6 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
     from put.io.diskspace import DiskFullError
-    from put.io.output_lock import OutputLocked
     from put.io.pretrained import DownloadError, MissingWeightsError
     from put.io.yamlfile import YamlFileError
     from put.masks.io import MaskError
@@ -56,7 +54,7 @@ def error_classes() -> list[tuple[type, type, type]]:
             (DatasetLayoutError, MissingFileError, FileNotFoundError),
             (CheckpointError, FileMismatchError, RuntimeError), (StaleState, FileMismatchError, RuntimeError),
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
-            (OutputLocked, LockedError, RuntimeError), (DownloadError, ServiceError, RuntimeError),
+            (DownloadError, ServiceError, RuntimeError),
             (QueueFull, ServiceError, RuntimeError), (DiskFullError, PutError, OSError),
             (TrainingDiverged, PutError, RuntimeError)]
 

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from put.config import PVQVAETrainConfig, TransformerTrainConfig
-from put.config.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, fine_bin_of, hole_ratio, in_group
+from put.config.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS, hole_ratio
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.generate import blocky, irregular_mask, mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, read_mask
@@ -19,6 +19,20 @@ from put.masks.strokes import fill_small_holes, stroke_keep_mask
 from put.masks.training import TrainingMasks, batch_of, pconv_candidates
 
 SIZES = [(32, 32), (64, 48), (128, 128)]
+
+
+def in_group(ratio: float, name: str) -> bool:
+    """Whether a hole ratio lies in the [lo, hi) interval of an evaluation group or fine bin."""
+    try:
+        lo, hi = EVAL_GROUPS[name]
+    except KeyError:
+        raise KeyError(f"unknown mask group {name!r}; expected one of {', '.join(EVAL_GROUPS)}") from None
+    return lo <= ratio < hi
+
+
+def fine_bin_of(ratio: float) -> str | None:
+    """The fine bin holding a hole ratio, or None outside [0.1, 0.6)."""
+    return next((name for name, (lo, hi) in FINE_BINS.items() if lo <= ratio < hi), None)
 
 
 def rng(seed: int = 0) -> np.random.Generator:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,11 +14,26 @@ from pydantic import ValidationError
 
 from put.io.pretrained import INCEPTION_FID, LPIPS_ALEXNET, LPIPS_VGG16, PRETRAINED_FILES, weights_report
 from put.metrics import MetricValue
-from put.metrics.diversity import diversity_lpips, mean_pairwise
+from put.metrics.diversity import Distance, diversity_lpips_per_input, pairwise_sums
 from put.metrics.fid import fid_of_features, inception_features
 from put.metrics.image import MetricProtocol, image_metrics, metrics_table, opencv_gray
 
 SMALL = MetricProtocol(ssim_window=7)  # the paper's 51-px window needs images of at least 51 px
+
+
+def mean_pairwise(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> float:
+    """Average distance over `pairs` random distinct sample pairs per group, over all groups (see
+    `pairwise_sums`): every group contributes the same number of pairs, so the mean over all pairs equals
+    the mean of per-input means."""
+    sums = pairwise_sums(groups, distance, pairs, seed)
+    return sum(sums) / (pairs * len(sums))
+
+
+def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
+                    device: str | torch.device | None = None) -> MetricValue:
+    """Mean LPIPS over protocol.lpips_pairs random sample pairs per input (one path list per input)."""
+    per_input = diversity_lpips_per_input(groups, protocol, seed, device)
+    return per_input if isinstance(per_input, MetricValue) else MetricValue(float(np.mean(per_input)))
 
 
 def const(value, size: int = 16) -> np.ndarray:

@@ -24,9 +24,10 @@ import put.models.checkpoint
 from put.cli import main
 from put.config.params import ParamsError, load_params, params_from_mapping
 from put.dag.resources import ClusterConfigError, load_resource_table, load_site
+from put.errors import LockedError
 from put.io.diskspace import DiskFullError
 from put.io.files import atomic_dir, atomic_write_text, recover_leftovers
-from put.io.output_lock import OutputLock, OutputLocked, lock_path
+from put.io.output_lock import OutputLock, lock_path
 from put.io.yamlfile import YamlFileError, read_yaml
 from put.models.checkpoint import atomic_torch_save, save_checkpoint
 from put.official.convert import read_overrides
@@ -243,10 +244,10 @@ def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
     lose both locks at the first close of the file)."""
     out = tmp_path / "out"
     with OutputLock([out]):
-        with pytest.raises(OutputLocked, match=f"pid {os.getpid()}, "):
+        with pytest.raises(LockedError, match=f"pid {os.getpid()}, "):
             OutputLock([out]).__enter__()
         assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()  # reading it released nothing
-        with pytest.raises(OutputLocked):
+        with pytest.raises(LockedError):
             OutputLock([out]).__enter__()
     assert not lock_path(out).exists()
 
@@ -254,6 +255,7 @@ def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
 RACER = """
 import os, random, re, sys, time
 from pathlib import Path
+import put.errors
 import put.io.output_lock
 out, log, go, rounds = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 fd, me = os.open(log, os.O_WRONLY | os.O_APPEND), os.getpid()
@@ -266,7 +268,7 @@ for _ in range(rounds):
             os.write(fd, f"enter {me}\\n".encode())
             time.sleep(random.random() * 0.002)
             os.write(fd, f"exit {me}\\n".encode())
-    except put.io.output_lock.OutputLocked as err:
+    except put.errors.LockedError as err:
         holder = (re.search(r"pid (\\d+),", str(err)) or [None, "nobody"])[1]
         os.write(fd, f"refused {me} {holder}\\n".encode())
     time.sleep(random.random() * 0.001)
@@ -319,7 +321,7 @@ def test_a_lock_file_removed_as_it_is_taken_is_let_go(tmp_path, monkeypatch):
     with OutputLock([out]):
         monkeypatch.undo()
         assert lock_path(out).exists()
-        with pytest.raises(OutputLocked):
+        with pytest.raises(LockedError):
             OutputLock([out]).__enter__()
 
 
@@ -330,7 +332,7 @@ def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path
     with OutputLock([out]) as second:
         first.release()
         assert json.loads(lock_path(out).read_text())["pid"] == os.getpid() and second.held
-        with pytest.raises(OutputLocked):
+        with pytest.raises(LockedError):
             OutputLock([out]).__enter__()
     assert not lock_path(out).exists()
 

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / ".dvc" / "plots_page.html"
+PAGE = ROOT / ".dvc" / "plots_page.html"  # `plots.html_template` in .dvc/config (relative to .dvc/)
 PACKAGES = {  # name: (version, build file, npm dist.integrity)
     "vega": ("5.33.1", "build/vega.min.js",
              "sha512-1fArfVDUqVbb5z8n+/nVQb+VNBzx8svY6CrsyTK4Ujm4yrd9I1auoKxBAPXLCavY1LcrbHUskQbGUP8gXOzyQw=="),

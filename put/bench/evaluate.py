@@ -22,7 +22,6 @@ from put.stats.bootstrap import Bootstrap, printed_decimals, workers
 from put.stats.coverage import GaussianPair
 from put.stats.fid_interval import Grams, fid_interval
 
-INCEPTION_SIZE = 299  # torch-fidelity resizes every image to this
 PREVIOUS_RESAMPLES = 2000  # what the FID interval drew before (an SVD of an n x n matrix per resample)
 
 

@@ -32,17 +32,3 @@ def hole_ratio(keep: np.ndarray | torch.Tensor) -> float:
         raise ValueError("hole_ratio: empty mask")
     # An exact count over the size: the same value for the same mask however it is stored.
     return int(np.count_nonzero(keep < 0.5)) / keep.size
-
-
-def in_group(ratio: float, name: str) -> bool:
-    """Whether a hole ratio lies in the [lo, hi) interval of an evaluation group or fine bin."""
-    try:
-        lo, hi = EVAL_GROUPS[name]
-    except KeyError:
-        raise KeyError(f"unknown mask group {name!r}; expected one of {', '.join(EVAL_GROUPS)}") from None
-    return lo <= ratio < hi
-
-
-def fine_bin_of(ratio: float) -> str | None:
-    """The fine bin holding a hole ratio, or None outside [0.1, 0.6)."""
-    return next((name for name, (lo, hi) in FINE_BINS.items() if lo <= ratio < hi), None)

@@ -74,21 +74,8 @@ def masks_dir(preset: str) -> Path:
     return path_of(MASKS_DIR, preset)
 
 
-def pvqvae_checkpoint(preset: str, variant: str) -> Path:
-    """`tok` and `qua0` resolve to the full model's P-VQVAE."""
-    return path_of(PVQVAE_CHECKPOINT, preset, variant)
-
-
-def transformer_checkpoint(preset: str, variant: str) -> Path:
-    return path_of(TRANSFORMER_CHECKPOINT, preset, variant)
-
-
 def samples_dir(preset: str, variant: str) -> Path:
     return path_of(SAMPLES_DIR, preset, variant)
-
-
-def metrics_file(preset: str, variant: str) -> Path:
-    return path_of(METRICS_FILE, preset, variant)
 
 
 def metrics_info_file(metrics: Path) -> Path:
@@ -110,10 +97,6 @@ def metrics_images_file(metrics: Path) -> Path:
 METRICS_INFO = metrics_info_file(Path(METRICS_FILE)).as_posix()
 METRICS_BINS = metrics_bins_file(Path(METRICS_FILE)).as_posix()
 METRICS_IMAGES = metrics_images_file(Path(METRICS_FILE)).as_posix()
-
-
-def report_dir(preset: str) -> Path:
-    return path_of(REPORT_DIR, preset)
 
 
 def benchmark_dir() -> Path:

@@ -61,7 +61,6 @@ class Stage:
     training: bool = False                        # resumable; takes --gpus; `exec`'d under Snakemake
     tracked: bool = False                         # logs to MLflow; takes --tag (the DVC stage / Snakemake rule)
     report: bool = False                          # its outputs go into `snakemake --report`
-    replicated: bool = False                      # has seed replicates (a `for_seeds` stage per variant)
     variant: str | None = None                    # a `seeds` stage's variant, or the one a single stage runs
     replica_of: str | None = None                 # the stage whose Slurm resources it takes (a `seeds` stage's,
                                                   # the tpami frontier's)
@@ -87,7 +86,7 @@ def for_official(stage: Stage) -> Stage:
 
 def for_seeds(stage: Stage, variant: str) -> Stage:
     """One variant's stage once per seed replicate: its files under the label <variant>_seed<seed>."""
-    return replace(stage, name=f"{stage.name}_{variant}", fan_out="seeds", variant=variant, replicated=False,
+    return replace(stage, name=f"{stage.name}_{variant}", fan_out="seeds", variant=variant,
                    replica_of=stage.name,
                    inputs={o: paths.with_replicate(p, variant) if isinstance(p, str) else p
                            for o, p in stage.inputs.items()},
@@ -105,26 +104,26 @@ SAMPLE = Stage(
     inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,
             "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.SAMPLES_DIR, directory=True)},
-    params=("sample",), fan_out="variants", tracked=True, replicated=True)
+    params=("sample",), fan_out="variants", tracked=True)
 EVALUATE = Stage(
     "evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
              "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False),
              "images": Output(paths.METRICS_IMAGES, cache=False)},
-    params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True, replicated=True)
+    params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True)
 TRAIN_PVQVAE = Stage(
     "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
     outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
              "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
     params=("variants.{variant}", "data", "masks", "{settings}pvqvae_train"), fan_out="pvqvae_variants", training=True,
-    tracked=True, replicated=True)
+    tracked=True)
 TRAIN_TRANSFORMER = Stage(
     "train_transformer", "train-transformer",
     inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
     outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
              "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
     params=("variants.{variant}", "data", "masks", "{settings}transformer_train"), fan_out="variants", training=True,
-    tracked=True, replicated=True)
+    tracked=True)
 REPLICATED = (TRAIN_PVQVAE, TRAIN_TRANSFORMER, SAMPLE, EVALUATE)
 FRONTIER = Stage(
     "frontier", "frontier",

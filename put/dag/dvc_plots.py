@@ -14,7 +14,6 @@ from put.dag.declaration import PLOTS, Plot
 from put.io.code import ROOT
 
 TEMPLATE_DIR = ROOT / ".dvc" / "plots"  # DVC's folder of custom templates
-PAGE = ROOT / ".dvc" / "plots_page.html"  # `plots.html_template` in .dvc/config (relative to .dvc/)
 ANCHOR = "<DVC_METRIC_{}>"
 
 

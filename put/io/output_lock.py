@@ -28,10 +28,6 @@ READ_HOLDER_S = 2.0  # a lock just taken holds its identity a moment later: how 
 NODE_LOCAL = {"nfs": {"nolock", "local_lock=all", "local_lock=flock"}, "lustre": {"localflock"}}
 
 
-class OutputLocked(LockedError):
-    """An output another run holds."""
-
-
 def lock_path(output: Path) -> Path:
     return output.with_name(f".{output.name}.lock")
 
@@ -128,7 +124,7 @@ class OutputLock:
                     time.sleep(0.01)
                     continue
                 held_by = describe(holder) if holder else "an unreadable lock file"
-                raise OutputLocked(f"{output}: in use by another run ({held_by}); stopping so that the two do not "
+                raise LockedError(f"{output}: in use by another run ({held_by}); stopping so that the two do not "
                                    f"overwrite each other. A run's lock ends with its process; if its node died, "
                                    f"delete {lock}") from None
             except OSError as err:

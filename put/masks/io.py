@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -16,7 +15,6 @@ import torch
 from put.data.images import ImageReadError, ImageTooLargeError, open_image, write_png
 from put.errors import InputError
 
-Polarity = Literal["hole-white", "keep-white"]
 POLARITIES: tuple[str, ...] = ("hole-white", "keep-white")
 
 

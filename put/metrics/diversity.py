@@ -41,14 +41,6 @@ def pairwise_sums(groups: Iterable[torch.Tensor], distance: Distance, pairs: int
     return sums
 
 
-def mean_pairwise(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> float:
-    """Average distance over `pairs` random distinct sample pairs per group, over all groups (see
-    `pairwise_sums`): every group contributes the same number of pairs, so the mean over all pairs equals
-    the mean of per-input means."""
-    sums = pairwise_sums(groups, distance, pairs, seed)
-    return sum(sums) / (pairs * len(sums))
-
-
 def _load_group(paths: list[Path]) -> torch.Tensor:
     """(N, 3, H, W) float in [-1, 1], the range LPIPS expects."""
     arrays = [read_rgb(p) for p in paths]
@@ -90,10 +82,3 @@ def diversity_lpips_per_input(groups: list[list[Path]], protocol: MetricProtocol
 
     loaded = (_load_group(paths) for paths in groups)  # one input's samples in memory at a time
     return np.array(pairwise_sums(loaded, distance, protocol.lpips_pairs, seed)) / protocol.lpips_pairs
-
-
-def diversity_lpips(groups: list[list[Path]], protocol: MetricProtocol, seed: int,
-                    device: str | torch.device | None = None) -> MetricValue:
-    """Mean LPIPS over protocol.lpips_pairs random sample pairs per input (one path list per input)."""
-    per_input = diversity_lpips_per_input(groups, protocol, seed, device)
-    return per_input if isinstance(per_input, MetricValue) else MetricValue(float(np.mean(per_input)))

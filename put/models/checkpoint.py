@@ -245,7 +245,7 @@ def load_put_model(transformer_path: str | os.PathLike, pvqvae_path: str | os.Pa
     if generation is not None:
         check_generation(config, generation, transformer_path, f"--variant {label or variant}")
     pvqvae_file = resolve_pvqvae(ckpt, pvqvae_path)
-    pvqvae, pvqvae_ckpt = load_pvqvae(pvqvae_file)
+    pvqvae, _ = load_pvqvae(pvqvae_file)
     if pvqvae.config != config.pvqvae:
         raise CheckpointError(f"{pvqvae_file}: P-VQVAE config differs from the one {Path(transformer_path)} expects")
     model = PUTModel(config)

@@ -113,15 +113,6 @@ def fwer(n: int, families: int, boot: Bootstrap, methods: tuple[str, ...], seed:
                    float(hits / families), boot.resamples) for method, hits in zip(methods, any_mark)]
 
 
-def undercovers(result: Result, sigmas: float = 3.0) -> bool:
-    """Whether a measured coverage lies more than `sigmas` binomial standard errors (of its nominal level) below
-    that level; for a family-wise error rate, above it."""
-    error = sigmas * np.sqrt(result.nominal * (1 - result.nominal) / result.sets)
-    if result.check.startswith("family-wise"):
-        return result.observed > result.nominal + error
-    return result.observed < result.nominal - error
-
-
 @dataclass(frozen=True)
 class GaussianPair:
     """Paired features: target ~ N(0, I), result = rho * target + sqrt(1 - rho^2) * scale * z + shift (z ~ N(0, I)),

@@ -4,12 +4,9 @@ comparison is marked where its adjusted p-value is at most 1 - level (docs/stati
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 from scipy import stats
 
-Method = Literal["holm", "bonferroni", "bh", "none"]
 METHODS: tuple[str, ...] = ("holm", "bonferroni", "bh", "none")
 CONTROLS = {"holm": "family-wise error rate", "bonferroni": "family-wise error rate", "bh": "false discovery rate",
             "none": "nothing: each comparison on its own"}

@@ -33,12 +33,12 @@ import yaml
 
 from put.config import PVQVAE_VARIANTS, VARIANTS
 from put.config.params import load_params
-from put.config.paths import EVAL_CURVE, TRAIN_CURVE, metrics_file, pvqvae_checkpoint, transformer_checkpoint
+from put.config.paths import EVAL_CURVE, TRAIN_CURVE
 from put.dag.declaration import stage
 from put.models.checkpoint import load_checkpoint
 from put.tracking.names import flatten, metric_names
 from put.train.loop import resume_path
-from tests.helpers import ROOT, working_copy
+from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
