@@ -127,6 +127,21 @@ def error_bars(rows: pd.DataFrame, metric: str) -> np.ndarray:
     return np.nan_to_num(np.stack([below.to_numpy(float), above.to_numpy(float)]), nan=0.0)
 
 
+def panels(metrics: list[str], groups: list[str]) -> tuple[Figure, np.ndarray]:
+    """A figure of frontier panels: one row per mask group, one column per metric."""
+    fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
+    return fig, fig.subplots(len(groups), len(metrics), squeeze=False)
+
+
+def label_panel(ax, metric: str, group: str) -> None:
+    """A frontier panel's axes: forward passes per image (log) against the metric, titled by its mask group."""
+    ax.set_xscale("log")
+    ax.set_xlabel("forward passes per image")
+    ax.set_ylabel(YLABELS[metric])
+    ax.set_title(f"{group}% holes", fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+
+
 def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Each measurable quality metric against forward passes per image (log x), one panel per metric and one
     row per mask group; a line per sampling family and K, argmax as a single point, Algorithm 1 ringed; every
@@ -137,8 +152,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     if not metrics:
         raise InputError("no quality metric was measured: nothing to plot")
     groups = list(dict.fromkeys(frame["group"]))
-    fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
-    axes = fig.subplots(len(groups), len(metrics), squeeze=False)
+    fig, axes = panels(metrics, groups)
     styles = {"tokens_per_step": ("o", "-", "N tokens/step"), "cosine": ("s", "--", "cosine, S steps"),
               "schedule": ("D", ":", "TPAMI schedule, S steps")}
     colours = {k: f"C{i}" for i, k in enumerate(sorted(frame["top_k"].dropna().unique()))}
@@ -171,10 +185,6 @@ def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
                 ax.plot([r["forward_passes"]], [r[metric]], marker="o", markersize=15, fillstyle="none",
                         color="crimson", linestyle="", label="1 token/step (Algorithm 1)" if r["top_k"] == min(
                             colours) else None)
-            ax.set_xscale("log")
-            ax.set_xlabel("forward passes per image")
-            ax.set_ylabel(YLABELS[metric])
-            ax.set_title(f"{group}% holes", fontsize="small")
-            ax.grid(alpha=0.3, which="both")
+            label_panel(ax, metric, group)
     axes[0][-1].legend(fontsize="x-small")
     return save_figure(fig, path)

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES, TPAMI_VARIANT
 from put.config.evaluation import SampleConfig
 from put.report.differences import family_sentence
-from put.report.frontier import QUALITY, YLABELS
+from put.report.frontier import QUALITY, label_panel, panels
 from put.report.plots import save_figure
 from put.report.tables import (
     GROUPS,
@@ -121,8 +120,7 @@ def plot_generations_frontier(frames: dict[str, pd.DataFrame], path: str | os.Pa
     if not metrics:
         raise ValueError("no quality metric was measured: nothing to plot")
     groups = list(dict.fromkeys(g for f in frames.values() for g in f["group"]))
-    fig = Figure(figsize=(4.0 * len(metrics), 3.4 * len(groups) + 0.4), layout="constrained")
-    axes = fig.subplots(len(groups), len(metrics), squeeze=False)
+    fig, axes = panels(metrics, groups)
     markers = {"tokens_per_step": "o", "cosine": "s", "schedule": "D", "argmax": "*"}
     for colour, (variant, frame) in zip(("C0", "C3"), frames.items()):
         for row, group in zip(axes, groups):
@@ -134,11 +132,7 @@ def plot_generations_frontier(frames: dict[str, pd.DataFrame], path: str | os.Pa
                     ax.plot(line["forward_passes"], line[metric], marker=markers.get(family, "."), color=colour,
                             linestyle="-" if family != "argmax" else "", alpha=1.0 if pd.isna(k) or k == 50 else 0.5,
                             label=label)
-                ax.set_xscale("log")
-                ax.set_xlabel("forward passes per image")
-                ax.set_ylabel(YLABELS[metric])
-                ax.set_title(f"{group}% holes", fontsize="small")
-                ax.grid(alpha=0.3, which="both")
+                label_panel(ax, metric, group)
     axes[0][-1].legend(fontsize="xx-small")
     return save_figure(fig, path)
 
