@@ -1,16 +1,7 @@
 """What each preset costs: GPU-hours and wall time of every stage of the ablation DAG, from measured benchmark
 rows (`put bench train`, `put bench sampling`), the presets' schedules and the GPU counts of
 workflow/resources.yaml. `put cost` writes reports/benchmarks/cost.json (docs/speed-and-cost.md, "What each
-preset costs"). The next paragraph is data: cost.json quotes it as its model, so keep it the second one.
-
-The model, stated so it can be checked: a training job of N GPUs takes the measured seconds per step of one
-GPU at its per-GPU batch (the preset's batch / N) times the preset's iterations (DDP's all-reduce, data loading
-and evaluation are not in the benchmark); a sampling job takes, per batch, as many steps as the batch's most
-masked image needs, at the seconds per step measured at the stage's batch (a group's test images at most), plus
-one forward per batch for the all-at-once results and a P-VQVAE pass per image. Masked patches per image come
-from generated evaluation masks of each hole-ratio group (put/masks; a real run's PConv masks of the same groups
-differ somewhat). A stage not measured at its batch is n/a, naming the batches that were measured and the
-command that would measure it: no figure is modelled from another batch.
+preset costs").
 """
 
 from __future__ import annotations
@@ -27,6 +18,17 @@ from put.config.bins import EVAL_GROUPS, FINE_BINS, TABLE_GROUPS
 from put.data.sources import FFHQ_SIZE, FFHQ_TEST_START, IMAGENET_EVAL_COUNT, PLACES2_NATURE_CATEGORIES
 from put.masks.generate import mask_with_ratio
 from put.report.benchmarks import of_kind
+
+COST_MODEL = (  # quoted in cost.json as its model
+    "The model, stated so it can be checked: a training job of N GPUs takes the measured seconds per step of one "
+    "GPU at its per-GPU batch (the preset's batch / N) times the preset's iterations (DDP's all-reduce, data loading "
+    "and evaluation are not in the benchmark); a sampling job takes, per batch, as many steps as the batch's most "
+    "masked image needs, at the seconds per step measured at the stage's batch (a group's test images at most), plus "
+    "one forward per batch for the all-at-once results and a P-VQVAE pass per image. Masked patches per image come "
+    "from generated evaluation masks of each hole-ratio group (put/masks; a real run's PConv masks of the same groups "
+    "differ somewhat). A stage not measured at its batch is n/a, naming the batches that were measured and the "
+    "command that would measure it: no figure is modelled from another batch."
+)
 
 # Test images of each dataset's published split (put/data/sources.py); a preset's eval_count overrides.
 TEST_IMAGES = {"ffhq": FFHQ_SIZE - FFHQ_TEST_START, "imagenet": IMAGENET_EVAL_COUNT,
@@ -255,5 +257,5 @@ def cost_report(rows: list[dict], resources: dict, presets: list[str], resources
     used = sorted({s["source"] for s in found["stages"] + found["layouts"] if "source" in s})
     return {"provenance": {"what": "computed by `put cost` (put/bench/cost.py) from measured rows, the "
                                    "presets' schedules and the GPU counts of " + resources_file.as_posix(),
-                           "sources": used, "model": __doc__.split("\n\n")[1].replace("\n", " ")},
+                           "sources": used, "model": COST_MODEL},
             **found}
