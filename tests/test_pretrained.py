@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from put import pretrained
 from put.cli import main
+from put.io import pretrained
 from put.io.pretrained import DownloadError, PretrainedFile, download
 
 PAYLOAD = b"not really weights, but bytes with a known hash\n" * 1000
