@@ -30,13 +30,11 @@ t.finish()
 
 
 @pytest.fixture
-def tracking(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def tracking(mlflow_db, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(uri)
+    return MlflowClient(mlflow_db)
 
 
 def runs(client):

@@ -325,12 +325,11 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     assert load_checkpoint(ddp_pvqvae).training["step"] == 8
 
 
-def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monkeypatch):
+def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monkeypatch, mlflow_db):
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     monkeypatch.setenv("PUT_TRACKING", "1")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.chdir(tmp_path)
     p = params(workdir)
