@@ -1,0 +1,30 @@
+"""A stage's MLflow writer for tests/test_tracking.py's parallel writers: a process of its own per stage instance,
+forked from a server that imported MLflow once (importing it in each of 12 processes took a minute on 2 cores)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 (imported once, in the fork server)
+import mlflow.tracking  # noqa: F401
+
+from put.tracking.runs import MlflowTracker
+
+
+def write(uri: str, folder: str, variant: str, stage: str) -> None:
+    """One stage's run as a stage logs it: params, 20 metric steps, finished."""
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.chdir(folder)
+    t = MlflowTracker("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
+    t.log_params({"lr": 0.1, "nested": {"a": 1}})
+    for step in range(20):
+        t.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
+    t.finish()
+
+
+def writers() -> multiprocessing.context.BaseContext:
+    """Processes forked from a fork server that has imported this module (MLflow, put's tracking)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
