@@ -369,13 +369,15 @@ def test_the_repository_params_file_is_valid():
     assert set(yaml.safe_load((ROOT / "params.yaml").read_text())["variants"]) == set(VARIANTS)
 
 
-def test_cli_reports_a_params_typo_without_a_traceback(tmp_path):
+def test_cli_reports_a_params_typo_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from put.cli import main
+
     (tmp_path / "params.yaml").write_text("preset: demo\noverrides: {sample: {top_kk: 5}}\n")
-    result = subprocess.run([sys.executable, "-m", "put", "split", "--out", str(tmp_path / "s")], cwd=tmp_path,
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert result.returncode == 2
-    assert "overrides.sample.top_kk: Extra inputs are not permitted" in result.stderr
-    assert "Traceback" not in result.stderr
+    monkeypatch.chdir(tmp_path)  # the params.yaml `put` reads by default
+    assert main(["split", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "overrides.sample.top_kk: Extra inputs are not permitted" in err
+    assert "Traceback" not in err
 
 
 def dvc(repo: Path, *args: str, timeout: int = 1500, tracking: bool = True) -> subprocess.CompletedProcess:
