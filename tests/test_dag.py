@@ -7,6 +7,7 @@ stages that use it out of date (and what follows them), params.yaml is validated
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -59,6 +60,16 @@ def test_dvc_yaml_is_generated_from_the_declaration():
 
 
 def dvc_stages(repo: Path) -> dict[str, dict]:
+    """DVC's view of `repo`'s stages (this checkout's read once: two tests look at it)."""
+    return _checkout_dvc_stages() if repo == ROOT else _dvc_stages(repo)
+
+
+@functools.cache
+def _checkout_dvc_stages() -> dict[str, dict]:
+    return _dvc_stages(ROOT)
+
+
+def _dvc_stages(repo: Path) -> dict[str, dict]:
     from dvc.repo import Repo
 
     with Repo(str(repo)) as dvc:

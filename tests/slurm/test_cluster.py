@@ -1,17 +1,17 @@
 """`snakemake --profile slurm` on the live two-node Slurm cluster that `make test-slurm` brings up with
-tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh). One DAG
-run of the jobs these checks need (the slow suite's `dvc repro` runs the whole demo DAG), at demo sizes cut down
-through Snakemake's `--config` (which the jobs on both nodes must see): the P-VQVAE of `put`, two transformers on
-its codes (`put`, with stochastic depth on as in the TPAMI model, and `tok`), each on 2 nodes x 1 process (gloo),
-and put's sample and evaluation. In it: the P-VQVAE and the `tok` transformer are preempted and resume; the
-training process of the `put` transformer on the second node is killed (kill -9), the job fails and Snakemake's
-retry resumes it; the tracking server is restarted while jobs log. Then: every job ran and completed, on both
-nodes where asked; the killed training ends with the weights of one process trained on the same global batch;
-every run, parameter, metric value and model reached the server; the outputs are recorded in DVC, pushed to a
-remote, pulled by a fresh clone and checked out without copies through a shared cache; a failing job and a layout
-the partition cannot hold fail the workflow with a message; a training stopped by its time limit resumes attempt
-after attempt while the tracking server is down for longer than the client's retries, and its records are logged
-afterwards. The tests share one repository copy and run in file order."""
+tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh). One run of
+the jobs these checks need (the slow suite's `dvc repro` runs the whole demo DAG), at demo sizes cut down through
+Snakemake's `--config`, which the jobs on both nodes read: after the data stages (made on this host first), the
+P-VQVAE of `put`, two transformers on its codes (`put`, with stochastic depth on as in the TPAMI model, and `tok`),
+each on 2 nodes x 1 process (gloo), and put's sample and evaluation. In it: the P-VQVAE and the `tok` transformer
+are preempted and resume; the training process of the `put` transformer on the second node is killed (kill -9), the
+job fails and Snakemake's retry resumes it; the tracking server is restarted while jobs log. Then: every job ran and
+completed, on both nodes where asked; the killed training ends with the weights of one process trained on the same
+global batch; every run, parameter, metric value and model reached the server; the outputs are recorded in DVC,
+pushed to a remote, pulled by a fresh clone and checked out without copies through a shared cache; a failing job
+and a layout the partition cannot hold fail the workflow with a message; a training stopped by its time limit
+resumes attempt after attempt while the tracking server is down for longer than the client's retries, and its
+records are logged afterwards. The tests share one repository copy and run in file order."""
 
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ import yaml
 from put.config.params import load_params
 from put.config.paths import (
     EVAL_CURVE,
+    PREPARED_DIR,
     TRAIN_CURVE,
+    masks_dir,
     metrics_file,
     path_of,
     pvqvae_checkpoint,
@@ -60,10 +62,15 @@ BUILT = {"config": (None,), "split": (None,), "prepare": (None,), "masks": (None
          "train_transformer": ("put", "tok"), "sample": ("put",), "evaluate": ("put",)}
 PREEMPTED_TRANSFORMER, KILLED_TRANSFORMER = "tok", "put"
 BUILT_STAGES = {stage(name).key(variant) for name, variants in BUILT.items() for variant in variants}  # DVC's names
-EXPECTED_JOBS = {f"rule_{name}" + (f"_wildcards_{variant}" if variant else "")
-                 for name, variants in BUILT.items() for variant in variants}  # the jobs' Slurm comments
+# The data stages run on this host first (Snakemake's local executor, as on a login node): the checks are about the
+# jobs that train, sample and evaluate, which then run on the cluster.
+LOCAL_STAGES = ("config", "split", "prepare", "masks")
+CLUSTER_RULES = [name for name in BUILT if name not in LOCAL_STAGES]
+EXPECTED_JOBS = {f"rule_{name}_wildcards_{variant}" for name in CLUSTER_RULES for variant in BUILT[name]}
 TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(metrics_file(PRESET, "put")),
            str(transformer_checkpoint(PRESET, "tok")))
+LOCAL_TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(path_of(PREPARED_DIR, PRESET)),
+                 str(masks_dir(PRESET)))
 # Demo sizes cut down for every Snakemake run of this module (`--config`, merged into params.yaml): 4 test images,
 # fewer diversity samples, evaluations of 4 images during training. The trainings keep the demo's iterations: each
 # of the three is preempted or killed after its first save, which needs a run of some seconds to hit. The killed
@@ -180,11 +187,13 @@ def config_args(extra: dict | None = None) -> list[str]:
 
 
 def start_snakemake(repo: Path, *args: str, log: Path, env: dict[str, str] | None = None,
-                    config: dict | None = None) -> subprocess.Popen:
+                    config: dict | None = None, local: bool = False) -> subprocess.Popen:
+    """Snakemake with the slurm profile (`local`: on this host, 2 cores), TINY merged into params.yaml."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_SLURM_SITE": str(repo / "site.yaml"),
            **(env or {})}
     env.pop("PUT_TRACKING", None)  # track to MLflow as users do
-    return subprocess.Popen([str(BIN / "snakemake"), "--profile", "slurm", *args, *FAST_POLL, *config_args(config)],
+    where = ["--cores", "2"] if local else ["--profile", "slurm", *FAST_POLL]
+    return subprocess.Popen([str(BIN / "snakemake"), *where, *args, *config_args(config)],
                             cwd=repo, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
@@ -201,9 +210,9 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float) -> tuple[int, str]
 
 
 def run_snakemake(repo: Path, *args: str, timeout: float, env: dict[str, str] | None = None,
-                  config: dict | None = None) -> tuple[int, str]:
+                  config: dict | None = None, local: bool = False) -> tuple[int, str]:
     log = repo / f"snakemake-{time.monotonic_ns()}.out"
-    return finish(start_snakemake(repo, *args, log=log, env=env, config=config), log, timeout)
+    return finish(start_snakemake(repo, *args, log=log, env=env, config=config, local=local), log, timeout)
 
 
 def running_jobs(comment: str) -> list[tuple[str, str]]:
@@ -311,12 +320,14 @@ def cluster_run(tmp_path_factory, tracking):
     repo = working_copy(tmp_path_factory.mktemp("slurm") / "repo")
     (repo / "site.yaml").write_text("account: put\npartition: batch\n")
     set_resources(repo, "train_transformer", nodes=2, gpu=1)  # every transformer: 2 nodes x 1 process
+    began = time.monotonic()
+    # Forced: the clone holds the committed demo products (metrics, curves), which Snakemake would take as done
+    # although no checkpoint exists.
+    code, output = run_snakemake(repo, *LOCAL_TARGETS, "--forceall", local=True, timeout=600)
+    assert code == 0, output[-6000:]
     since = now()
     log = repo / "dag.out"
-    began = time.monotonic()
-    # --forceall: the clone holds the committed demo products (metrics, curves), which Snakemake would take as
-    # done although no checkpoint exists.
-    proc = start_snakemake(repo, *TARGETS, "--forceall", log=log,
+    proc = start_snakemake(repo, *TARGETS, "--forcerun", *CLUSTER_RULES, log=log,
                            env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_ACROSS_A_RESTART})
     deadline = time.monotonic() + 40 * 60
     events = {}
@@ -411,7 +422,7 @@ def check_tracking(uri: str, repo: Path, names: list[str]) -> dict[str, int]:
     return counts
 
 
-def test_every_job_of_the_dag_ran_as_a_slurm_job_and_completed(cluster_run, tracking):
+def test_every_job_of_the_cluster_run_ran_as_a_slurm_job_and_completed(cluster_run, tracking):
     states = final_states(sacct(cluster_run["since"]))
     assert set(states) == EXPECTED_JOBS
     assert {c: s for c, s in states.items() if s != "COMPLETED"} == {}
@@ -419,7 +430,7 @@ def test_every_job_of_the_dag_ran_as_a_slurm_job_and_completed(cluster_run, trac
     runs = stage_runs(tracking.uri, cluster_run["repo"])
     tagged = {run.data.tags["put.slurm_job_id"] for run in runs.values() if "put.slurm_job_id" in run.data.tags}
     assert tagged and tagged <= {r.job_id for r in sacct(cluster_run["since"])}
-    print(f"\nthe DAG's {len(EXPECTED_JOBS)} jobs on the cluster: {cluster_run['seconds']:.0f} s")
+    print(f"\nthe data stages here, then {len(EXPECTED_JOBS)} jobs on the cluster: {cluster_run['seconds']:.0f} s")
 
 
 def test_the_transformers_trained_on_two_nodes(cluster_run):
