@@ -71,17 +71,19 @@ TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(metrics_fi
            str(transformer_checkpoint(PRESET, "tok")))
 LOCAL_TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(path_of(PREPARED_DIR, PRESET)),
                  str(masks_dir(PRESET)))
-# Demo sizes cut down for every Snakemake run of this module (`--config`, merged into params.yaml): 4 test images,
-# fewer diversity samples, evaluations of 4 images during training. The trainings keep the demo's iterations: each
-# of the three is preempted or killed after its first save, which needs a run of some seconds to hit. The killed
-# transformer draws stochastic depth (off in the CVPR models, on in the TPAMI one) besides random quantization:
-# two processes that drew their own would end apart (a TPAMI transformer did: 6.8e-2).
-TINY = {"overrides": {"data": {"eval_count": 4}, "sample": {"diversity_images": 2, "diversity_samples": 4},
-                      "pvqvae_train": {"eval_images": 4}, "transformer_train": {"eval_images": 4}},
+# What every Snakemake run of this module merges into params.yaml (`--config`): evaluations of 4 images during
+# training instead of 16, and stochastic depth in the killed transformer (off in the CVPR models, on in the TPAMI
+# one), which then draws it besides random quantization: two processes that drew their own would end apart (a
+# TPAMI transformer did: 6.8e-2). What the files hold keeps the demo's sizes: the outputs are compared with the
+# committed dvc.lock of a local run, file counts included. So do the iteration counts: each of the three trainings
+# is preempted or killed after its first save, which needs a run of some seconds to hit, and a job's time goes
+# to starting it, not to its 150-250 steps.
+TINY = {"overrides": {"pvqvae_train": {"eval_images": 4}, "transformer_train": {"eval_images": 4}},
         "variants": {KILLED_TRANSFORMER: {"transformer": {"drop_path": 0.1}}}}
 NODES = ("putnode1", "putnode2")
-# Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+.
-FAST_POLL = ("--slurm-init-seconds-before-status-checks", "5")
+# Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+ (it adds 10 s to the interval at
+# each check that finds no job ended; a time-limit attempt of about 62 s is seen at 2+12+22+32 = 68 s).
+FAST_POLL = ("--slurm-init-seconds-before-status-checks", "2")
 # MLflow's client retries during the DAG run (its defaults): 0+4+8+16+32+64+120 s of backoff, longer than a
 # server restart takes on a loaded machine.
 RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2"}
@@ -677,9 +679,13 @@ def checkpoint_times(repo: Path) -> dict[Path, int]:
 def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     repo, since = cluster_run["repo"], now()
     checkpoints = checkpoint_times(repo)
-    # an SSIM window larger than the images: the evaluation fails
-    code, output = run_snakemake(repo, str(metrics_file(PRESET, "put")), timeout=15 * 60,
-                                 config={"overrides": {"evaluate": {"ssim_window": 99}}})
+    table = (repo / "workflow" / "resources.yaml").read_text()
+    set_resources(repo, "evaluate", retries=0)  # one failing attempt says it all
+    try:  # an SSIM window larger than the images: the evaluation fails
+        code, output = run_snakemake(repo, str(metrics_file(PRESET, "put")), timeout=15 * 60,
+                                     config={"overrides": {"evaluate": {"ssim_window": 99}}})
+    finally:
+        (repo / "workflow" / "resources.yaml").write_text(table)
     assert code != 0
     assert "Error in rule evaluate" in output and "SLURM status is: 'FAILED'" in output, output[-4000:]
     log = Path(re.search(r"(\S+\.log) \(check log file", output).group(1))  # the Slurm log, after the rule's
@@ -717,13 +723,16 @@ def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
 
 
 def steps_in_a_minute(repo: Path, out: Path) -> int:
-    """The steps the conv P-VQVAE training makes in one minute from its start (Python's start included, as in a
-    one-minute job), run here alone with the settings of the Snakemake runs (params.yaml and TINY): SIGTERM at 60 s,
-    the step it saved read from its last line."""
+    """The steps the conv P-VQVAE training makes in a one-minute Slurm job of the attempts' partition, CPUs and
+    memory (Python's start included; one thread, as the job's one CPU gives), with the settings of the Snakemake
+    runs (params.yaml and TINY): Slurm's SIGTERM at the limit, the step it saved read from its last line. (Run here
+    instead, with both cores, under another engineer's load, a probe once measured a twelfth of an attempt.)"""
     probe = out.with_suffix(".params.yaml")
     probe.write_text(yaml.safe_dump(merged(yaml.safe_load((repo / "params.yaml").read_text()),
                                            merged(TINY, {"overrides": {"pvqvae_train": {"iterations": 10 ** 6}}}))))
-    done = subprocess.run(["timeout", "-s", "TERM", "60", str(BIN / "put"), "train-pvqvae", "--params", str(probe),
+    resources = yaml.safe_load((repo / "workflow" / "resources.yaml").read_text())["presets"][PRESET]["train_pvqvae"]
+    done = subprocess.run(["srun", "-p", "batch", "-N", "1", "-n", "1", "-c", "1", "--mem", str(resources["mem_mb"]),
+                           "-t", "1", str(BIN / "put"), "train-pvqvae", "--params", str(probe),
                            "--variant", "conv", "--split", f"data/{PRESET}/splits", "--prepared",
                            f"data/{PRESET}/prepared", "--out", str(out), "--device", "cpu"], cwd=repo,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PUT_TRACKING": "0"})
@@ -734,14 +743,14 @@ def steps_in_a_minute(repo: Path, out: Path) -> int:
 
 def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_through_a_tracking_outage(
         cluster_run, tracking, tmp_path):
-    """1-minute attempts of a training sized to need several (4 times the steps one minute makes here): Slurm's
+    """1-minute attempts of a training sized to need several (3 times the steps a one-minute job makes): Slurm's
     SIGTERM at the limit saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt
     starts from the step the previous one saved and gets further, however slow the machine (10 retries).
     Meanwhile the tracking server is down for longer than the client's retries: the attempts go on, say which run
     they could not log, and `put track-replay` logs it afterwards."""
     repo, since = cluster_run["repo"], now()
     per_minute = steps_in_a_minute(repo, tmp_path / "probe.pt")
-    iterations = per_minute * 4  # margin for a machine that runs faster during the attempts than in the probe
+    iterations = per_minute * 3  # margin for a machine that runs faster during the attempts than in the probe
     set_resources(repo, "train_pvqvae", runtime=1, retries=10)
     target = pvqvae_checkpoint(PRESET, "conv")
     outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
