@@ -1,13 +1,11 @@
 """A stage's MLflow writer for tests/test_tracking.py's parallel writers: a process of its own per stage instance,
-forked from a server that imported MLflow once (importing it in each of 12 processes took a minute on 2 cores)."""
+forked from a server that has imported MLflow and logged a run once (tests/tracking_writer_server.py; importing
+MLflow in each of 12 processes took a minute on 2 cores)."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-
-import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 (imported once, in the fork server)
-import mlflow.tracking  # noqa: F401
 
 from put.tracking.runs import MlflowTracker
 
@@ -24,7 +22,7 @@ def write(uri: str, folder: str, variant: str, stage: str) -> None:
 
 
 def writers() -> multiprocessing.context.BaseContext:
-    """Processes forked from a fork server that has imported this module (MLflow, put's tracking)."""
+    """Processes forked from a fork server that has imported tests.tracking_writer_server."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload(["tests.tracking_writer_server"])
     return context
