@@ -1,6 +1,6 @@
 """`snakemake --profile slurm` on the live two-node Slurm cluster that `make test-slurm` brings up with
 tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh). One run of
-the jobs these checks need (the slow suite's `dvc repro` runs the whole demo DAG), at demo sizes cut down through
+the jobs these checks need (the slow suite's `dvc repro` runs the whole demo DAG), with settings given through
 Snakemake's `--config`, which the jobs on both nodes read: after the data stages (made on this host first), the
 P-VQVAE of `put`, two transformers on its codes (`put`, with stochastic depth on as in the TPAMI model, and `tok`),
 each on 2 nodes x 1 process (gloo), and tok's sample and evaluation. In it: the P-VQVAE and the `tok` transformer
