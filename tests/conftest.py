@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -16,6 +19,30 @@ TINY = ModelConfig(
 def no_tracking_by_default(monkeypatch):
     """Stages log to MLflow unless PUT_TRACKING=0; tests of tracking itself turn it back on."""
     monkeypatch.setenv("PUT_TRACKING", "0")
+
+
+@pytest.fixture(scope="session")
+def mlflow_db_template(tmp_path_factory) -> Path:
+    """An MLflow SQLite database created and migrated once per test run (MLflow's migration of a new database takes
+    seconds); tests get copies (`mlflow_db`)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    path = folder / "mlflow.db"
+    SqlAlchemyStore(f"sqlite:///{path}", str(folder / "mlruns"))
+    SqlAlchemyStore._engine_map.pop(f"sqlite:///{path}").dispose()  # closed: the file is complete on disk
+    return path
+
+
+@pytest.fixture
+def mlflow_db(mlflow_db_template, tmp_path, monkeypatch) -> str:
+    """A fresh MLflow database of this test's own (a copy of the migrated template) at tmp_path/mlflow.db, set as
+    MLFLOW_TRACKING_URI; returns the URI."""
+    path = tmp_path / "mlflow.db"
+    shutil.copyfile(mlflow_db_template, path)
+    uri = f"sqlite:///{path}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ import os
 import pickle
 import re
 import struct
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -52,10 +50,12 @@ def bomb_png(path: Path, width: int = 30000, height: int = 30000) -> Path:
     return path
 
 
-def run_put(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PUT_TRACKING": "0"}
-    return subprocess.run([sys.executable, "-m", "put", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+def run_put(*args: str, capsys) -> tuple[int, str]:
+    """`put ARGS` in this process (the CLI's exit status and what it wrote to stderr; the process boundary is
+    tests/test_errors.py's)."""
+    capsys.readouterr()
+    code = main(list(args))
+    return code, capsys.readouterr().err
 
 
 def write_inputs(folder: Path, size: int = 32) -> tuple[Path, Path]:
@@ -71,15 +71,15 @@ def write_inputs(folder: Path, size: int = 32) -> tuple[Path, Path]:
 
 # ---------------------------------------------------------------- decompression bombs (issue 13, item 3)
 
-def test_put_inpaint_names_a_decompression_bomb_and_exits_2(tiny_checkpoints, tmp_path):
+def test_put_inpaint_names_a_decompression_bomb_and_exits_2(tiny_checkpoints, tmp_path, capsys):
     _, _, transformer = tiny_checkpoints
     _, mask = write_inputs(tmp_path)
     bomb = bomb_png(tmp_path / "huge.png")
-    result = run_put("inpaint", "--checkpoint", str(transformer), "--image", str(bomb), "--mask", str(mask),
-                     "--out", str(tmp_path / "out"), "--device", "cpu", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    assert f"put inpaint: error: {bomb}: {BOMB_MESSAGE} (PIL's decompression-bomb limit" in result.stderr
-    assert "Traceback" not in result.stderr
+    code, err = run_put("inpaint", "--checkpoint", str(transformer), "--image", str(bomb), "--mask", str(mask),
+                        "--out", str(tmp_path / "out"), "--device", "cpu", capsys=capsys)
+    assert code == 2, err
+    assert f"put inpaint: error: {bomb}: {BOMB_MESSAGE} (PIL's decompression-bomb limit" in err
+    assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
 
 
@@ -121,17 +121,17 @@ def test_images_are_opened_in_one_place_only():
 
 # ---------------------------------------------------------------- pickled checkpoints (issue 13, item 4)
 
-def test_put_inpaint_refuses_a_pickled_checkpoint_naming_its_objects(tmp_path):
+def test_put_inpaint_refuses_a_pickled_checkpoint_naming_its_objects(tmp_path, capsys):
     image, mask = write_inputs(tmp_path)
     evil, marker = tmp_path / "evil.pt", tmp_path / "pwned"
     torch.save({"format": "put-checkpoint/1", "x": Payload(marker)}, evil, pickle_module=pickle)
-    result = run_put("inpaint", "--checkpoint", str(evil), "--image", str(image), "--mask", str(mask),
-                     "--out", str(tmp_path / "out"), "--device", "cpu", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
+    code, err = run_put("inpaint", "--checkpoint", str(evil), "--image", str(image), "--mask", str(mask),
+                        "--out", str(tmp_path / "out"), "--device", "cpu", capsys=capsys)
+    assert code == 2, err
     assert (f"put inpaint: error: {evil}: holds pickled Python objects ({os.mkdir.__module__}.mkdir), which a PUT "
-            "checkpoint never contains") in result.stderr
-    assert "it will not be loaded" in result.stderr
-    assert "weights_only=False" not in result.stderr and "Traceback" not in result.stderr
+            "checkpoint never contains") in err
+    assert "it will not be loaded" in err
+    assert "weights_only=False" not in err and "Traceback" not in err
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 

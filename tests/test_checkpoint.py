@@ -7,6 +7,7 @@ import collections
 import os
 import pickle
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,11 +141,21 @@ def test_different_pvqvae_is_rejected(tiny_checkpoints, tmp_path):
 
 
 def test_run_folder_can_move_and_override_path_is_checked(tiny_checkpoints, tmp_path):
-    _, pvqvae_path, transformer_path = tiny_checkpoints
-    moved = shutil.copytree(transformer_path.parent, tmp_path / "moved")
-    load_put_model(moved / "transformer.pt")
+    """The transformer finds its P-VQVAE relative to itself (the original folder is gone, so an absolute path
+    would fail), and --pvqvae overrides that path, checked by content."""
+    model, _, transformer_path = tiny_checkpoints
+    moved = Path(shutil.move(transformer_path.parent, tmp_path / "moved"))
+    assert not transformer_path.parent.exists()
+    loaded = load_put_model(moved / "transformer.pt")
+    assert all(torch.equal(a, b) for a, b in zip(loaded.pvqvae.state_dict().values(),
+                                                 model.pvqvae.state_dict().values()))
     (moved / "pvqvae.pt").rename(moved / "renamed.pt")
-    load_put_model(moved / "transformer.pt", pvqvae_path=moved / "renamed.pt")
+    with pytest.raises(CheckpointError, match="does not exist; pass the right file with --pvqvae"):
+        load_put_model(moved / "transformer.pt")
+    assert load_put_model(moved / "transformer.pt", pvqvae_path=moved / "renamed.pt").config == TINY
+    save_pvqvae(moved / "other.pt", PUTModel(TINY).pvqvae, TINY)  # another P-VQVAE: its hash differs
+    with pytest.raises(CheckpointError, match="refusing to combine mismatched models"):
+        load_put_model(moved / "transformer.pt", pvqvae_path=moved / "other.pt")
 
 
 def test_atomic_write_leaves_old_file_on_failure(tiny_checkpoints, monkeypatch):

@@ -7,6 +7,7 @@ stages that use it out of date (and what follows them), params.yaml is validated
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -64,6 +65,16 @@ def test_dvc_yaml_is_generated_from_the_declaration():
 
 
 def dvc_stages(repo: Path) -> dict[str, dict]:
+    """DVC's view of `repo`'s stages (this checkout's read once: two tests look at it)."""
+    return _checkout_dvc_stages() if repo == ROOT else _dvc_stages(repo)
+
+
+@functools.cache
+def _checkout_dvc_stages() -> dict[str, dict]:
+    return _dvc_stages(ROOT)
+
+
+def _dvc_stages(repo: Path) -> dict[str, dict]:
     from dvc.repo import Repo
 
     with Repo(str(repo)) as dvc:
@@ -374,13 +385,15 @@ def test_the_repository_params_file_is_valid():
     assert set(yaml.safe_load((ROOT / "params.yaml").read_text())["variants"]) == set(VARIANTS)
 
 
-def test_cli_reports_a_params_typo_without_a_traceback(tmp_path):
+def test_cli_reports_a_params_typo_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from put.cli import main
+
     (tmp_path / "params.yaml").write_text("preset: demo\noverrides: {sample: {top_kk: 5}}\n")
-    result = subprocess.run([sys.executable, "-m", "put", "split", "--out", str(tmp_path / "s")], cwd=tmp_path,
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert result.returncode == 2
-    assert "overrides.sample.top_kk: Extra inputs are not permitted" in result.stderr
-    assert "Traceback" not in result.stderr
+    monkeypatch.chdir(tmp_path)  # the params.yaml `put` reads by default
+    assert main(["split", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "overrides.sample.top_kk: Extra inputs are not permitted" in err
+    assert "Traceback" not in err
 
 
 def dvc(repo: Path, *args: str, timeout: int = 1500, tracking: bool = True) -> subprocess.CompletedProcess:
@@ -522,23 +535,41 @@ def make(repo: Path, target: str, timeout: int = 1500) -> subprocess.CompletedPr
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict:
+    """`make repro` (`make demo` less the installation) once for the module, in a fresh clone of the code under
+    test, committed as in a fresh clone (no run is dirty). The repro test checks it and goes on in it; the seed
+    replicate test runs in a copy of the workspace as `make repro` left it, whose base run is the demo's: nothing
+    is trained twice."""
+    root = tmp_path_factory.mktemp("demo")
+    repo = working_copy(root / "repo")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the code under test")
+    start = time.monotonic()
+    first = make(repo, "repro")
+    elapsed = time.monotonic() - start
+    copy = root / "copy"
+    if first.returncode == 0:
+        shutil.copytree(repo, copy, symlinks=True)
+    return {"repo": repo, "first": first, "seconds": elapsed, "copy": copy}
+
+
+def demo_made(demo: dict) -> subprocess.CompletedProcess:
+    first = demo["first"]
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return first
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_dvc_repro_of_the_demo_preset(tmp_path):
+def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     """What `make demo` does in a fresh clone (the DAG through DVC, with nothing forced, then Snakemake's record and
     MLflow's runs of the stages DVC skipped) within 15 minutes on 2 CPU cores: MLflow holds every stage's run and
     the saved view, opened in Chromium by the link printed; Snakemake has nothing to do and its report no missing
     metadata; DVC's metrics, plots and experiment tools see the results and the resolved parameters; a second
     repro runs nothing; one variant's parameter re-runs that variant only; a failing stage keeps earlier outputs and
     runs, and the rerun continues."""
-    repo = working_copy(tmp_path / "repo")
-    git(repo, "add", "-A")  # the code under test as a commit, as in a fresh clone: no run is dirty
-    git(repo, "commit", "-q", "--allow-empty", "-m", "the code under test")
-
-    start = time.monotonic()
-    first = make(repo, "repro")  # `make demo` less the installation
-    elapsed = time.monotonic() - start
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    repo, first, elapsed = demo["repo"], demo_made(demo), demo["seconds"]
     assert elapsed <= 15 * 60, f"dvc repro of the demo took {elapsed:.0f} s"
     skipped = set(re.findall(r"Stage '([^']+)' didn't change, skipping", first.stdout))
     print(f"make repro (make demo less the install): {elapsed:.0f} s; DVC skipped: {sorted(skipped)}")
@@ -688,39 +719,32 @@ def test_dvc_repro_of_the_demo_preset(tmp_path):
 
 # ----------------------------------------------------------------------------------------- seed replicates
 
-# `+`: settings that may be null are not listed in params.yaml (see its comments)
-REDUCED_DEMO = [f"{'+' if key in ('data.eval_count', 'sample.diversity_images') else ''}overrides.{key}={value}"
-                for key, value in (
-    ("pvqvae_train.iterations", 3), ("pvqvae_train.warmup", 1), ("pvqvae_train.batch_size", 4),
-    ("pvqvae_train.eval_images", 4), ("transformer_train.iterations", 3), ("transformer_train.warmup", 1),
-    ("transformer_train.batch_size", 4), ("transformer_train.eval_images", 4), ("data.eval_count", 4),
-    ("sample.diversity_images", 2), ("sample.diversity_samples", 4),
-    ("evaluate.min_units", 2))]  # the 4 test images' sources, too few for the default minimum: intervals here
-
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
+def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
     """The generated dvc.yaml runs seed replicates from `dvc exp run -S 'seeds=[1]'` alone (foreach over params.yaml's
-    `seeds`), on a reduced demo (3 iterations, 4 test images, no MLflow): `tok`, whose replicate trains on PUT's
-    replicate P-VQVAE, as the base run and seed 1. The replicate gets its own seeds and files, and the report's
-    aggregation gives each metric's spread over the seeds beside the image bootstrap's. (The paired differences
-    and the report's tables are tested fast, in test_frontier and test_intervals.)"""
+    `seeds`), in the demo that `make repro` built (a copy of its workspace, no MLflow): `tok`'s replicate, which
+    trains on PUT's replicate P-VQVAE, beside the demo's `tok` as seed 0. Only the replicate's stages run (and
+    `config`, and tok's evaluation, whose minimum of units is lowered so that the demo's 3 sources get intervals).
+    The replicate gets its own seeds and files, and the report's aggregation gives each metric's spread over the
+    seeds beside the image bootstrap's. (The paired differences and the report's tables are tested fast, in
+    test_frontier and test_intervals.)"""
     from put.report.replicates import seed_summary, seeds_table
     from put.report.tables import render_latex
     from put.stages.evaluate import read_metrics
     from put.stats.bootstrap import seed_interval
 
-    repo = working_copy(tmp_path / "repo")
+    demo_made(demo)
+    repo = demo["copy"]
     start = time.monotonic()
-    run = dvc(repo, "exp", "run", "-S", "seeds=[1]", *(a for o in REDUCED_DEMO for a in ("-S", o)), "evaluate@tok",
+    run = dvc(repo, "exp", "run", "-S", "seeds=[1]", "-S", "overrides.evaluate.min_units=2", "evaluate@tok",
               "evaluate_tok@1", tracking=False)
     elapsed = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
-    assert ran == {"config", "split", "prepare", "masks", "train_pvqvae@put", "train_transformer@tok", "sample@tok",
-                   "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1",
-                   "evaluate_tok@1"}, ran
+    assert ran == {"config", "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1",
+                   "evaluate_tok@1"}, ran  # the base run's training and sampling are the demo's
     print(f"\nseed replicates: dvc exp run of {len(ran)} stages took {elapsed:.0f} s")
 
     assert (repo / transformer_checkpoint("demo", "tok_seed1")).is_file()
@@ -728,7 +752,8 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(tmp_path):
     table, _ = read_metrics([repo / metrics_file("demo", label) for label in ("tok", "tok_seed1")], "demo")
     assert sorted(set(zip(table["variant"], table["seed"]))) == [("tok", 0), ("tok", 1)]
     info = json.loads((repo / "results/demo/metrics/tok_seed1_info.json").read_text())
-    assert info["seed"] == 1 and info["sampling"]["seed"] == 1 and info["n"]["k50"]["40-60"] == 4
+    test_images = len(pd.read_csv(repo / split_dir("demo") / "test.csv"))
+    assert info["seed"] == 1 and info["sampling"]["seed"] == 1 and info["n"]["k50"]["40-60"] == test_images
     k50 = table[table["mode"] == "k50"].set_index(["seed", "group"])
     assert k50.loc[(0, "10-60"), "psnr"] != k50.loc[(1, "10-60"), "psnr"]  # another seed, another model
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,27 +16,13 @@ from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
 from put.tracking.runs import MlflowTracker
 from put.tracking.spool import ResilientTracker
 
-WRITER = """
-import sys
-from pathlib import Path
-from put.tracking.runs import MlflowTracker
-variant, stage = sys.argv[1], sys.argv[2]
-t = MlflowTracker("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
-t.log_params({"lr": 0.1, "nested": {"a": 1}})
-for step in range(20):
-    t.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
-t.finish()
-"""
-
 
 @pytest.fixture
-def tracking(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def tracking(mlflow_db, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(uri)
+    return MlflowClient(mlflow_db)
 
 
 def runs(client):
@@ -45,11 +30,20 @@ def runs(client):
     return client.search_runs([experiment.experiment_id], max_results=1000)
 
 
-def test_parallel_writers_on_sqlite_lose_no_run(tracking):
+def test_parallel_writers_on_sqlite_lose_no_run(tracking, mlflow_db, tmp_path, monkeypatch):
+    """12 processes (a stage instance each) log at once to one SQLite file."""
+    from tests.tracking_writer import write, writers
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # the fork server imports `tests`
     variants = ["put", "conv", "one", "no_ref", "tok", "qua0"]
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, v, stage])
+    context = writers()
+    procs = [context.Process(target=write, args=(mlflow_db, str(tmp_path), v, stage))
              for v in variants for stage in ("train_transformer", "sample")]
-    assert all(p.wait(timeout=300) == 0 for p in procs)
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
     found = runs(tracking)
     parents = [r for r in found if r.data.tags["put.level"] == "dag"]
     children = [r for r in found if r.data.tags["put.level"] == "stage"]

@@ -3,6 +3,7 @@ how to log it, and `put track-replay` logs it afterwards as completely as a run 
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 
@@ -38,7 +39,8 @@ def run_contents(uri: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, monkeypatch, capsys):  # noqa: F811
+def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, monkeypatch, capsys,  # noqa: F811
+                                                            mlflow_db_template):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PUT_TRACKING", "1")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -59,6 +61,8 @@ def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, m
     assert main(["track-replay", str(spool)]) == 2
     assert "did not answer" in capsys.readouterr().err and spool.exists()
     # Logged afterwards: the same params, metric values and model as a run logged while it trains.
+    for name in ("replayed.db", "direct.db"):  # two fresh stores, copies of the migrated template
+        shutil.copyfile(mlflow_db_template, tmp_path / name)
     replayed, direct = f"sqlite:///{tmp_path / 'replayed.db'}", f"sqlite:///{tmp_path / 'direct.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", replayed)
     assert main(["track-replay", str(spool)]) == 0 and not spool.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,14 @@ def params(workdir):
     return load_params(workdir / "params.yaml")
 
 
+@pytest.fixture(scope="module")
+def trained_pvqvae(workdir) -> Path:
+    """The tiny `put` P-VQVAE trained straight through, once per module: tests that need one read or copy it."""
+    out = workdir / "reference_pvqvae.pt"
+    train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    return out
+
+
 def states_equal(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -71,14 +80,14 @@ def stop_at(step_to_stop: int, task_cls):
     return train_step
 
 
-def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workdir, tmp_path, monkeypatch, capsys):
+def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workdir, tmp_path, monkeypatch, capsys,
+                                                                          trained_pvqvae):
     """A time limit in a job's last seconds (say, while it logs to a slow tracking server): the job counts as
     failed and Snakemake deletes its output, so the final state must still be there for the retry, which writes
     the same checkpoint again instead of training anew."""
     import put.stages.train as train_stage
 
-    out, straight = tmp_path / "p.pt", tmp_path / "straight.pt"
-    train_pvqvae(params(workdir), "put", workdir / "splits", straight, device="cpu")
+    out, straight = tmp_path / "p.pt", trained_pvqvae
     with monkeypatch.context() as m:
         m.setattr(train_stage, "discard_resume_state", lambda out, dist: None)  # killed before its last act
         train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
@@ -94,16 +103,14 @@ def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workd
 
 
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
-def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeypatch, stage):
+def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeypatch, stage, trained_pvqvae):
     """Also across the data's source and the loader's worker count: the straight run decodes the original files
     in the main process, the interrupted one reads the prepared images, the resumed one with two workers. The
     curves of the two runs are the same bytes (every step computed twice, by different processes): DVC, which
     tells a changed output by its bytes, sees no change in a re-run (timings, which would differ, go to MLflow
     only)."""
     p = params(workdir)
-    pvqvae = workdir / "reference_pvqvae.pt"
-    if not pvqvae.exists():
-        train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
+    pvqvae = trained_pvqvae
 
     def run(out, p=p, prepared=workdir / "prepared"):
         curves = out.with_suffix(".curves")
@@ -142,10 +149,10 @@ def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeyp
     assert "data_wait" not in (tmp_path / "resumed.curves" / "train.csv").read_text()
 
 
-def test_rerun_of_finished_training_does_nothing(workdir, tmp_path, capsys):
+def test_rerun_of_finished_training_does_nothing(workdir, tmp_path, capsys, trained_pvqvae):
     p = params(workdir)
     out = tmp_path / "pvqvae.pt"
-    train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
+    shutil.copy(trained_pvqvae, out)  # a finished training
     before = out.read_bytes()
     train_pvqvae(p, "put", workdir / "splits", out, device="cpu")
     assert out.read_bytes() == before
@@ -171,13 +178,13 @@ def test_non_finite_loss_stops_with_last_checkpoint_intact(workdir, tmp_path, mo
     assert load_checkpoint(resume_path(out)).training["step"] == 3  # the last good one, still loadable
 
 
-def test_transformer_refuses_a_changed_pvqvae_on_resume(workdir, tmp_path, monkeypatch):
+def test_transformer_refuses_a_changed_pvqvae_on_resume(workdir, tmp_path, monkeypatch, trained_pvqvae):
     from put.models.checkpoint import CheckpointError
     from put.train.transformer import TransformerTask
 
     p = params(workdir)
     pvqvae = tmp_path / "pvqvae.pt"
-    train_pvqvae(p, "put", workdir / "splits", pvqvae, device="cpu")
+    shutil.copy(trained_pvqvae, pvqvae)
     out = tmp_path / "transformer.pt"
     with monkeypatch.context() as m:
         m.setattr(TransformerTask, "train_step", stop_at(4, TransformerTask))
@@ -325,12 +332,11 @@ def test_ddp_two_processes_gloo_matches_one_process(workdir, tmp_path):
     assert load_checkpoint(ddp_pvqvae).training["step"] == 8
 
 
-def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monkeypatch):
+def test_training_logs_losses_params_and_tags_to_mlflow(workdir, tmp_path, monkeypatch, mlflow_db):
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     monkeypatch.setenv("PUT_TRACKING", "1")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.chdir(tmp_path)
     p = params(workdir)

@@ -7,8 +7,12 @@ percentages divided by 100 are the correctly rounded floats 0.1, 0.2, ... that t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is not imported to read the configuration (the Snakefile, every DAG job's start)
+    import torch
 
 Bounds = tuple[float, float]
 
@@ -25,7 +29,7 @@ EVAL_GROUPS: dict[str, Bounds] = {**TABLE_GROUPS, **FINE_BINS}
 
 def hole_ratio(keep: np.ndarray | torch.Tensor) -> float:
     """Fraction of hole pixels (keep < 0.5) of a keep-mask of any shape, e.g. (H, W) or (1, H, W)."""
-    if isinstance(keep, torch.Tensor):
+    if hasattr(keep, "detach"):  # a torch.Tensor
         keep = keep.detach().cpu().numpy()
     keep = np.asarray(keep)
     if keep.size == 0:

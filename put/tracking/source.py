@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
+from functools import cache
 from importlib import metadata
 
 from put.io.code import ROOT
@@ -82,7 +83,9 @@ def environment_tags(command: str, code: Sequence[str] = ()) -> dict[str, str]:
     return tags
 
 
+@cache
 def installed_distributions() -> str:
-    """Every installed distribution and its version, one per line (the run's `environment.txt`)."""
+    """Every installed distribution and its version, one per line (the run's `environment.txt`); read once per
+    process (parsing the metadata of every distribution takes a second), as put.io.versions' `versions`."""
     found = {(d.metadata["Name"] or "?").lower(): d.version for d in metadata.distributions()}
     return "".join(f"{name}=={version}\n" for name, version in sorted(found.items()))
