@@ -36,16 +36,7 @@ import pytest
 import yaml
 
 from put.config.params import load_params
-from put.config.paths import (
-    EVAL_CURVE,
-    PREPARED_DIR,
-    TRAIN_CURVE,
-    masks_dir,
-    metrics_file,
-    path_of,
-    pvqvae_checkpoint,
-    transformer_checkpoint,
-)
+from put.config.paths import EVAL_CURVE, PREPARED_DIR, TRAIN_CURVE, masks_dir, path_of
 from put.dag.declaration import CONFIG, stage
 from put.models.checkpoint import load_checkpoint
 from put.tracking.names import flatten, metric_names
