@@ -671,14 +671,18 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
 
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "demo results")
-    experiment = dvc(repo, "exp", "run", "-S", "overrides.transformer_train.lr=5e-4")
+    # An evaluation setting: the experiment re-runs the evaluations and what reads them, no training or sampling
+    # (a training setting re-ran 7 transformers and their samples: 12 of this test's minutes).
+    experiment = dvc(repo, "exp", "run", "-S", "overrides.evaluate.bootstrap_seed=7")
     assert experiment.returncode == 0, experiment.stdout[-3000:] + experiment.stderr[-3000:]
-    assert "Running stage 'train_pvqvae" not in experiment.stdout  # the P-VQVAEs do not read the transformer's lr
+    ran = set(re.findall(r"Running stage '([^']+)'", experiment.stdout))
+    assert {f"evaluate@{v}" for v in VARIANTS} <= ran, ran
+    assert not any(name.startswith(("train_", "sample")) for name in ran), ran
     diff = json.loads(dvc(repo, "params", "diff", "--json").stdout)
-    assert diff["results/demo/resolved_params.yaml"]["transformer_train.lr"] | {"diff": None} == {
-        "old": 0.001, "new": 0.0005, "diff": None}  # DVC adds the difference too
+    assert diff["results/demo/resolved_params.yaml"]["evaluate.bootstrap_seed"] | {"diff": None} == {
+        "old": 0, "new": 7, "diff": None}  # DVC adds the difference too
     table = list(csv.DictReader(io.StringIO(dvc(repo, "exp", "show", "--csv").stdout)))  # a column per parameter
-    assert {row["transformer_train.lr"] for row in table} == {"0.001", "0.0005"}  # the commit; workspace, experiment
+    assert {row["evaluate.bootstrap_seed"] for row in table} == {"0", "7"}  # the commit; workspace, experiment
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"]["qua0"] = {"transformer": {"random_quant_prob": 0.1}}
