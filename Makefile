@@ -33,7 +33,7 @@ lock:
 	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
 	  --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
-# The whole DAG on the embedded demo preset (about 15 minutes on 2 CPU cores), then `make sync`.
+# The whole DAG on the embedded demo preset (about 30 minutes on 2 CPU cores, docs/testing.md), then `make sync`.
 demo: $(STAMP) tex
 	@$(MAKE) --no-print-directory repro
 
