@@ -572,9 +572,9 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     """What `make demo` does in a fresh clone (the DAG through DVC, with nothing forced, then Snakemake's record and
     MLflow's runs of the stages DVC skipped) within DEMO_REPRO_BOUND_S on 2 CPU cores: MLflow holds every stage's run
     and the saved view, opened in Chromium by the link printed; Snakemake has nothing to do and its report no missing
-    metadata; DVC's metrics, plots and experiment tools see the results and the resolved parameters; a second
-    repro runs nothing; one variant's parameter re-runs that variant only; a failing stage keeps earlier outputs and
-    runs, and the rerun continues."""
+    metadata; DVC's metrics and plots see the results; a second repro runs nothing; one variant's parameter re-runs
+    that variant only; a failing stage keeps earlier outputs and runs, and the rerun continues with it; an `official`
+    entry adds its stages; DVC's experiment tools see an experiment's resolved parameters."""
     repo, first, elapsed = demo["repo"], demo_made(demo), demo["seconds"]
     assert elapsed <= DEMO_REPRO_BOUND_S, f"dvc repro of the demo took {elapsed:.0f} s"
     skipped = set(re.findall(r"Stage '([^']+)' didn't change, skipping", first.stdout))
@@ -671,19 +671,6 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
 
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "demo results")
-    # An evaluation setting: the experiment re-runs the evaluations and what reads them, no training or sampling
-    # (a training setting re-ran 7 transformers and their samples: 12 of this test's minutes).
-    experiment = dvc(repo, "exp", "run", "-S", "overrides.evaluate.bootstrap_seed=7")
-    assert experiment.returncode == 0, experiment.stdout[-3000:] + experiment.stderr[-3000:]
-    ran = set(re.findall(r"Running stage '([^']+)'", experiment.stdout))
-    assert {f"evaluate@{v}" for v in VARIANTS} <= ran, ran
-    assert not any(name.startswith(("train_", "sample")) for name in ran), ran
-    diff = json.loads(dvc(repo, "params", "diff", "--json").stdout)
-    assert diff["results/demo/resolved_params.yaml"]["evaluate.bootstrap_seed"] | {"diff": None} == {
-        "old": 0, "new": 7, "diff": None}  # DVC adds the difference too
-    table = list(csv.DictReader(io.StringIO(dvc(repo, "exp", "show", "--csv").stdout)))  # a column per parameter
-    assert {row["evaluate.bootstrap_seed"] for row in table} == {"0", "7"}  # the commit; workspace, experiment
-
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"]["qua0"] = {"transformer": {"random_quant_prob": 0.1}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
@@ -692,22 +679,27 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     # The report prints the resolved file; the stages downstream of the transformer follow from its output.
     assert changed_stages(repo) == {"train_transformer@qua0", "report"}
 
-    # A failing stage: an SSIM window larger than the images makes every evaluation fail.
+    # A failing stage: an SSIM window larger than the images makes the first evaluation fail. Checkpoints and runs
+    # stay; with the setting restored, the rerun runs the stage that failed and nothing trained or sampled.
     params["variants"]["qua0"] = {}
-    params["overrides"]["evaluate"] = {"ssim_window": 99}
+    evaluate = params["overrides"]["evaluate"]
+    params["overrides"]["evaluate"] = {**evaluate, "ssim_window": 99}
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     checkpoints = {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")}
     failed = dvc(repo, "repro")
     assert failed.returncode != 0
     assert "ssim" in (failed.stdout + failed.stderr).lower()
+    failing = re.findall(r"Running stage '([^']+)'", failed.stdout)[-1]
+    assert failing.startswith(("evaluate@", "frontier")), failing
     assert {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")} == checkpoints
     assert mlflow_run_count(repo) >= runs_after_first  # nothing lost; the failed stage's run is marked FAILED
 
-    params["overrides"]["evaluate"] = {}
+    params["overrides"]["evaluate"] = evaluate
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     rerun = dvc(repo, "repro")
     assert rerun.returncode == 0, rerun.stdout[-3000:]
-    assert "Running stage 'train_" not in rerun.stdout and "Running stage 'sample" not in rerun.stdout
+    ran = set(re.findall(r"Running stage '([^']+)'", rerun.stdout))
+    assert failing in ran and not any(name.startswith(("train_", "sample")) for name in ran), ran
     assert {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")} == checkpoints
 
     # The authors' released weights as rows of Table 1: an `official` entry is imported, sampled and evaluated
@@ -725,6 +717,20 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
                    "evaluate_official@demo_release", "report"}, ran
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
     assert r"released weights \texttt{demo\_release}, measured" in table1
+
+    # A DVC experiment on an evaluation setting, for one variant's evaluation (every evaluation would re-run the
+    # same code six times more): DVC's experiment tools see the resolved parameter.
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "an official entry")
+    experiment = dvc(repo, "exp", "run", "-S", "overrides.evaluate.bootstrap_seed=7", "evaluate@put")
+    assert experiment.returncode == 0, experiment.stdout[-3000:] + experiment.stderr[-3000:]
+    ran = set(re.findall(r"Running stage '([^']+)'", experiment.stdout))
+    assert ran == {"config", "evaluate@put"}, ran
+    diff = json.loads(dvc(repo, "params", "diff", "--json").stdout)
+    assert diff["results/demo/resolved_params.yaml"]["evaluate.bootstrap_seed"] | {"diff": None} == {
+        "old": 0, "new": 7, "diff": None}  # DVC adds the difference too
+    table = list(csv.DictReader(io.StringIO(dvc(repo, "exp", "show", "--csv").stdout)))  # a column per parameter
+    assert {row["evaluate.bootstrap_seed"] for row in table} == {"0", "7"}  # the commit; workspace, experiment
 
 
 # ----------------------------------------------------------------------------------------- seed replicates

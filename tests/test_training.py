@@ -159,6 +159,27 @@ def test_rerun_of_finished_training_does_nothing(workdir, tmp_path, capsys, trai
     assert "already trained" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("value", ["0.15", "fast", "-1"])
+def test_a_floor_on_the_step_time_slows_training_and_changes_nothing_else(workdir, tmp_path, monkeypatch,
+                                                                          trained_pvqvae, value):
+    """PUT_TRAIN_MIN_STEP_S (the Slurm time-limit test's): every step lasts at least that long, the weights are
+    those of a run without it; a value that is not a number of seconds >= 0 is refused, naming the variable."""
+    from put.errors import PutError
+    from put.train.loop import MIN_STEP_ENV
+
+    monkeypatch.setenv(MIN_STEP_ENV, value)
+    out = tmp_path / "pvqvae.pt"
+    if value != "0.15":
+        with pytest.raises(PutError, match=f"{MIN_STEP_ENV}='{value}': expected a number of seconds >= 0"):
+            train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+        return
+    began = time.monotonic()
+    train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    assert time.monotonic() - began >= 8 * 0.15  # 8 iterations
+    reference = load_checkpoint(trained_pvqvae, kind="pvqvae")
+    assert states_equal(load_checkpoint(out, kind="pvqvae").model, reference.model)
+
+
 def test_non_finite_loss_stops_with_last_checkpoint_intact(workdir, tmp_path, monkeypatch):
     from put.train.pvqvae import PVQVAETask
 

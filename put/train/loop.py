@@ -9,6 +9,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -32,6 +33,20 @@ from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
 
 STOPPED_EXIT_CODE = 143  # 128 + SIGTERM: the scheduler sees an unfinished job, the state is saved
+# A floor on a step's wall time in seconds (the step then sleeps the rest), for tests of time limits: a one-minute
+# attempt can then never finish a training of enough steps, on however fast a machine. Results are unchanged.
+MIN_STEP_ENV = "PUT_TRAIN_MIN_STEP_S"
+
+
+def min_step_seconds() -> float:
+    value = os.environ.get(MIN_STEP_ENV) or "0"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < math.inf:
+        raise PutError(f"{MIN_STEP_ENV}={value!r}: expected a number of seconds >= 0 (unset: no floor)")
+    return seconds
 
 
 class TrainingDiverged(PutError, RuntimeError):
@@ -161,6 +176,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     """`identity`: what defines this training (see the module docstring); `curves`: folder for the CSVs."""
     out = Path(out)
     partial = resume_path(out)
+    floor = min_step_seconds()
     if restart and dist.is_main:
         partial.unlink(missing_ok=True)
     dist.barrier()
@@ -229,6 +245,8 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             losses = task.train_step(batch, step)
             finite_or_raise(losses, step, dist, last_good)  # reads the losses: the device has finished the step
             waited, computed, steps_timed = waited + wait, computed + time.perf_counter() - began, steps_timed + 1
+            if floor:
+                time.sleep(max(0.0, floor - (time.perf_counter() - began)))
             step += 1
             metrics = {f"train/{k}": float(v) for k, v in losses.items()}
             progress.update(1)

@@ -40,7 +40,7 @@ from put.config.paths import EVAL_CURVE, PREPARED_DIR, TRAIN_CURVE, masks_dir, p
 from put.dag.declaration import CONFIG, stage
 from put.models.checkpoint import load_checkpoint
 from put.tracking.names import flatten, metric_names
-from put.train.loop import resume_path
+from put.train.loop import MIN_STEP_ENV, resume_path
 from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
@@ -85,6 +85,12 @@ RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7", "MLFLOW_HTTP
 # During the time-limit run: 0+2+4 s, well below the outage (and below a 1-minute attempt).
 RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 OUTAGE_S = 75
+# The time-limit test: an attempt under a 1-minute limit lasts at most ATTEMPT_MAX_S s (slurmctld looks at time
+# limits every 30 s); every step taking at least STEP_FLOOR_S s, a training of TIME_LIMIT_STEPS needs two attempts
+# or more on any machine, however fast (a probe of the machine's speed once sized it: issue 36, item 9).
+ATTEMPT_MAX_S, STEP_FLOOR_S = 90, 0.5
+TIME_LIMIT_STEPS = 240
+assert TIME_LIMIT_STEPS * STEP_FLOOR_S > ATTEMPT_MAX_S
 SPOOL_LINE = re.compile(r"put: MLflow at (\S+) did not answer .*: put track-replay (\S+\.jsonl)")
 
 
@@ -728,44 +734,23 @@ def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
     return found
 
 
-def steps_in_an_attempt(repo: Path, out: Path) -> int:
-    """The most steps a one-minute attempt of the conv P-VQVAE training can make: those of a Slurm job of the
-    attempts' partition, CPUs and memory (Python's start included; one thread, as the job's one CPU gives) stopped
-    by SIGTERM after 90 s, the longest an attempt runs (slurmctld looks at time limits every 30 s), with the settings
-    of the Snakemake runs (params.yaml and TINY); the step it saved is read from its last line. An attempt also
-    starts Snakemake's job step and logs to MLflow: it makes fewer (0.35 to 0.7 of them, measured). (A probe run
-    here with both cores under another engineer's load once measured a twelfth of an attempt.)"""
-    probe = out.with_suffix(".params.yaml")
-    probe.write_text(yaml.safe_dump(merged(yaml.safe_load((repo / "params.yaml").read_text()),
-                                           merged(TINY, {"overrides": {"pvqvae_train": {"iterations": 10 ** 6}}}))))
-    resources = yaml.safe_load((repo / "workflow" / "resources.yaml").read_text())["presets"][PRESET]["train_pvqvae"]
-    done = subprocess.run(["srun", "-p", "batch", "-N", "1", "-n", "1", "-c", "1", "--mem", str(resources["mem_mb"]),
-                           "-t", "2", "timeout", "-s", "TERM", "90", str(BIN / "put"), "train-pvqvae", "--params",
-                           str(probe),
-                           "--variant", "conv", "--split", f"data/{PRESET}/splits", "--prepared",
-                           f"data/{PRESET}/prepared", "--out", str(out), "--device", "cpu"], cwd=repo,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PUT_TRACKING": "0"})
-    stopped = re.search(r"stopped by signal at step (\d+)", done.stdout + done.stderr)
-    assert stopped, (done.stdout + done.stderr)[-3000:]
-    return int(stopped.group(1))
-
-
 def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_through_a_tracking_outage(
-        cluster_run, tracking, tmp_path):
-    """1-minute attempts of a training sized to need several (1.5 times the most steps an attempt can make): Slurm's
-    SIGTERM at the limit saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt
-    starts from the step the previous one saved and gets further, however slow the machine (10 retries).
-    Meanwhile the tracking server is down for longer than the client's retries: the attempts go on, say which run
-    they could not log, and `put track-replay` logs it afterwards."""
+        cluster_run, tracking):
+    """1-minute attempts of a training that no attempt can finish on any machine (a floor of STEP_FLOOR_S s per step,
+    PUT_TRAIN_MIN_STEP_S: more steps than fit in the ATTEMPT_MAX_S s an attempt lasts): Slurm's SIGTERM at the limit
+    saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt starts from the step
+    the previous one saved and gets further (10 retries, for a slow machine). Meanwhile the tracking server is down
+    for longer than the client's retries: the attempts go on, say which run they could not log, and `put
+    track-replay` logs it afterwards."""
     repo, since = cluster_run["repo"], now()
-    per_attempt = steps_in_an_attempt(repo, tmp_path / "probe.pt")
-    iterations = per_attempt * 3 // 2  # margin for a machine that runs faster during the attempts than in the probe
+    iterations = TIME_LIMIT_STEPS
     set_resources(repo, "train_pvqvae", runtime=1, retries=10)
     target = pvqvae_checkpoint(PRESET, "conv")
     outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
     outage.start()  # from now on OUTAGE_S s without a server: far longer than the client's retries
     code, output = run_snakemake(repo, str(target), timeout=25 * 60,
-                                 env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_SHORTER_THAN_THE_OUTAGE},
+                                 env={"MLFLOW_TRACKING_URI": tracking.uri, MIN_STEP_ENV: str(STEP_FLOOR_S),
+                                      **RETRIES_SHORTER_THAN_THE_OUTAGE},
                                  config={"overrides": {"pvqvae_train": {"iterations": iterations}}})
     outage.join()
     assert code == 0, output[-4000:]
@@ -787,5 +772,6 @@ def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_thro
                               text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": tracking.uri})
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     counts = check_tracking(tracking.uri, repo, ["train_pvqvae conv"])
-    print(f"\ntime limit: {iterations} steps (at most {per_attempt} in an attempt), attempts {attempts} ({states}); "
+    print(f"\ntime limit: {iterations} steps (at most {ATTEMPT_MAX_S / STEP_FLOOR_S:.0f} in an attempt), attempts "
+          f"{attempts} ({states}); "
           f"{len(spools)} spooled attempt(s) replayed; checked: {counts}")
