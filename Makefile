@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 GPU_DIR ?= .gpu
 LOCK := requirements.lock
 PIP_TOOLS := pip-tools==7.6.2
+# Python's bytecode cache stays on for everything make runs, whatever the caller's environment says: each of the
+# DAG's stages and the tests' commands is a new process, which would compile the package again (1.5 s each).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install lock tex browser demo repro sync mlflow lint test test-slow test-slurm test-all dag vega exp record bench bench-loader cost coverage gpu-prepare test-gpu measure-gpu \
 	clean-venv tracking-server tracking-server-stop
