@@ -36,7 +36,7 @@ lock:
 	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra pipeline --extra dev \
 	  --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
-# The whole DAG on the embedded demo preset (about 30 minutes on 2 CPU cores, docs/testing.md), then `make sync`.
+# The whole DAG on the embedded demo preset (about 22 minutes on 2 CPU cores, docs/testing.md), then `make sync`.
 demo: $(STAMP) tex
 	@$(MAKE) --no-print-directory repro
 
@@ -78,7 +78,7 @@ browser:
 	      chromium >/dev/null; \
 	  else echo "note: chromium missing (Debian: apt-get install chromium); the browser tests are skipped"; fi; }
 
-# The linter, then the fast suite (about 7 minutes on 2 cores).
+# The linter, then the fast suite (about 8 minutes on 2 cores).
 test: $(STAMP) lint tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
