@@ -16,13 +16,14 @@ import torch
 import yaml
 
 from put.config.params import load_params
+from put.errors import PutError
 from put.io.pretrained import MissingWeightsError
 from put.models.checkpoint import CheckpointError, load_checkpoint
 from put.stages.prepare import run_prepare
 from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
 from put.train.launch import TORCHRUN
-from put.train.loop import STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
+from put.train.loop import MIN_STEP_ENV, STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
 
 TINY_PARAMS = {
     "preset": "demo",
@@ -159,25 +160,29 @@ def test_rerun_of_finished_training_does_nothing(workdir, tmp_path, capsys, trai
     assert "already trained" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("value", ["0.15", "fast", "-1"])
 def test_a_floor_on_the_step_time_slows_training_and_changes_nothing_else(workdir, tmp_path, monkeypatch,
-                                                                          trained_pvqvae, value):
-    """PUT_TRAIN_MIN_STEP_S (the Slurm time-limit test's): every step lasts at least that long, the weights are
-    those of a run without it; a value that is not a number of seconds >= 0 is refused, naming the variable."""
-    from put.errors import PutError
-    from put.train.loop import MIN_STEP_ENV
+                                                                          trained_pvqvae):
+    """PUT_TRAIN_MIN_STEP_S (the Slurm time-limit test's): every step lasts at least that long, and the weights are
+    those of a run without it."""
+    import put.train.loop
 
-    monkeypatch.setenv(MIN_STEP_ENV, value)
+    monkeypatch.setenv(MIN_STEP_ENV, "0.15")
+    slept, sleep = [], time.sleep
+    monkeypatch.setattr(put.train.loop.time, "sleep", lambda s: slept.append(s) or sleep(s))
     out = tmp_path / "pvqvae.pt"
-    if value != "0.15":
-        with pytest.raises(PutError, match=f"{MIN_STEP_ENV}='{value}': expected a number of seconds >= 0"):
-            train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
-        return
     began = time.monotonic()
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
     assert time.monotonic() - began >= 8 * 0.15  # 8 iterations
+    assert len(slept) == 8 and all(0 <= s <= 0.15 for s in slept) and sum(slept) > 0, slept  # the rest of each step
     reference = load_checkpoint(trained_pvqvae, kind="pvqvae")
     assert states_equal(load_checkpoint(out, kind="pvqvae").model, reference.model)
+
+
+@pytest.mark.parametrize("value", ["fast", "-1"])
+def test_a_step_time_floor_that_is_not_seconds_is_refused_naming_the_variable(workdir, tmp_path, monkeypatch, value):
+    monkeypatch.setenv(MIN_STEP_ENV, value)
+    with pytest.raises(PutError, match=f"{MIN_STEP_ENV}='{value}': expected a number of seconds >= 0"):
+        train_pvqvae(params(workdir), "put", workdir / "splits", tmp_path / "pvqvae.pt", device="cpu")
 
 
 def test_non_finite_loss_stops_with_last_checkpoint_intact(workdir, tmp_path, monkeypatch):
