@@ -78,7 +78,7 @@ browser:
 	      chromium >/dev/null; \
 	  else echo "note: chromium missing (Debian: apt-get install chromium); the browser tests are skipped"; fi; }
 
-# The linter, then the fast suite (about 8 minutes on 2 cores).
+# The linter, then the fast suite (about 5 minutes on 2 cores).
 test: $(STAMP) lint tex browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
