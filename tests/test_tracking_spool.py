@@ -133,3 +133,167 @@ def test_an_error_that_is_not_the_server_is_not_hidden(tmp_path, monkeypatch):
     with pytest.raises(KeyError):
         ResilientTracker(Broken, {"preset": "demo", "stage": "x"}).log_metrics({"a": 1.0}, 0)
     assert not (tmp_path / "spool").exists()
+
+
+# Replays into MLflow itself (SQLite stores under tmp_path): the same run, the same store, nothing logged twice.
+
+DAG = "dag0006aaaaa"
+
+
+class Dead:
+    """The client of a server that went away (past MLflow's retries)."""
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            raise requests.ConnectionError("Connection refused")
+        return call
+
+
+class Dropping:
+    """The client of a server that goes away after `up` more batches."""
+
+    def __init__(self, client, up: int):
+        self.client, self.up = client, up
+
+    def __getattr__(self, name):
+        if name == "log_batch":
+            if self.up == 0:
+                return Dead().log_batch
+            self.up -= 1
+        return getattr(self.client, name)
+
+
+@pytest.fixture
+def store(mlflow_db, tmp_path, monkeypatch):
+    """Tracking on, into this test's SQLite store; spools under tmp_path/spool."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    return MlflowClient(mlflow_db)
+
+
+def attempt(steps: range, lost_at: int | None, status: str = "FINISHED", variant: str = "conv",
+            finish: bool = True):
+    """A training attempt logging `steps` whose server goes away before step `lost_at` (None: it stays);
+    returns the tracker, its run id and its spool (None when nothing was spooled)."""
+    from put.tracking.spool import stage_tracker
+
+    tracker = stage_tracker("demo", variant, "train_pvqvae", DAG)
+    run_id = tracker.inner.run_id
+    for step in steps:
+        if step == lost_at:
+            tracker.inner.client = Dead()
+        tracker.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
+    if finish:
+        tracker.finish(status)
+    return tracker, run_id, tracker.spool
+
+
+def history(client, run_id: str) -> list[tuple[int, int]]:
+    return sorted((m.step, m.timestamp) for m in client.get_metric_history(run_id, "train/loss"))
+
+
+def stage_runs(client) -> list:
+    experiment = client.get_experiment_by_name("put-demo").experiment_id
+    return [r for r in client.search_runs([experiment]) if r.data.tags.get("put.level") == "stage"]
+
+
+def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(store, capsys):
+    import json
+
+    from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import cursor_path
+
+    _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged, 2-5 and the end spooled
+    spooled = {r["args"][1]: r["time_ms"] for r in map(json.loads, spool.read_text().splitlines()[1:])
+               if r["call"] == "log_metrics"}
+
+    def dropping(**init):  # the server goes away again after two of the replay's batches
+        tracker = MlflowTracker(**init)
+        tracker.client = Dropping(tracker.client, 2)
+        return tracker
+
+    with pytest.raises(requests.ConnectionError):
+        replay(spool, dropping)
+    assert cursor_path(spool).read_text() == "2"  # steps 2 and 3 logged
+    assert replay(spool, MlflowTracker) == 3  # steps 4, 5 and the end
+    points = history(store, run_id)
+    assert [s for s, _ in points] == list(range(6))  # each step once
+    assert {s: t for s, t in points if s >= 2} == spooled  # at the time the attempt logged them
+    assert replay(spool, MlflowTracker) == 0 and history(store, run_id) == points  # done: nothing again
+    assert store.get_run(run_id).info.status == "FINISHED"
+
+
+def test_a_replay_logs_to_the_store_the_spool_names_and_refuses_a_different_one(store, mlflow_db_template,
+                                                                                 tmp_path, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")  # the test's store, relative to tmp_path
+    _, run_id, spool = attempt(range(3), lost_at=1)
+    capsys.readouterr()
+    other_db = tmp_path / "other.db"
+    shutil.copyfile(mlflow_db_template, other_db)
+    other = f"sqlite:///{other_db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
+    assert main(["track-replay", str(spool)]) == 2  # refused in one line: the run is not in that store
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert "MLFLOW_TRACKING_URI" in line and f"--to {other}" in line and spool.exists()
+    assert MlflowClient(other).get_experiment_by_name("put-demo") is None
+    assert [s for s, _ in history(store, run_id)] == [0]
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # by default, the store the spool names (from any directory)
+    monkeypatch.chdir(tmp_path / "spool")  # where no mlflow.db is
+    assert main(["track-replay", str(spool)]) == 0 and not spool.exists()
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    _, _, spool = attempt(range(2), lost_at=0, variant="put")  # spooled from its first metric
+    assert main(["track-replay", "--to", other, str(spool)]) == 0 and not spool.exists()
+    (run,) = stage_runs(MlflowClient(other))
+    assert run.info.run_name == "train_pvqvae put" and run.info.status == "FINISHED"
+    assert [s for s, _ in history(MlflowClient(other), run.info.run_id)] == [0, 1]
+
+
+def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypatch):
+    from put.tracking import runs as runs_module
+    from put.tracking.runs import MlflowTracker
+
+    _, run_id, spool = attempt(range(3), lost_at=1)  # the run known when the server went away
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    from put.tracking.spool import stage_tracker
+
+    later = stage_tracker("demo", "conv", "train_pvqvae", DAG)  # the next attempt: no server from the start
+    later.log_metrics({"train/loss": 0.1}, 3)
+    later.finish()
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    assert replay(spool, MlflowTracker) == 3
+    assert replay(later.spool, MlflowTracker, to=store.tracking_uri) == 2
+    assert [r.info.run_id for r in stage_runs(store)] == [run_id]  # no run of today's code
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2, 3]
+
+
+def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, capsys):
+    from put.tracking.runs import MlflowTracker
+
+    _, run_id, first = attempt(range(2), lost_at=1, status="KILLED")  # its time limit, spooled
+    second, second_id, _ = attempt(range(1, 3), lost_at=None, finish=False)  # retried, still running
+    assert second_id == run_id
+    replay(first, MlflowTracker)
+    assert store.get_run(run_id).info.status == "RUNNING"  # the second attempt's, not the first's KILLED
+    second.finish("FINISHED")
+    assert store.get_run(run_id).info.status == "FINISHED"
+
+    # Both attempts spooled, replayed later one first: the later one's end stands.
+    _, run_id, first = attempt(range(2), lost_at=1, status="KILLED", variant="put")
+    _, _, second = attempt(range(1, 3), lost_at=1, variant="put")
+    replay(second, MlflowTracker)
+    replay(first, MlflowTracker)
+    run = store.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["put.last_status"] == "FINISHED"
+    parent = store.get_run(run.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "FINISHED"
