@@ -108,13 +108,21 @@ class ResilientTracker:
             folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
             folder.mkdir(parents=True, exist_ok=True)
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
-            self.spool = folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
             self.reason = outage(err)
             run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
             self.inner = None
             init = self.init | ({"run_id": run_id} if run_id else {})
-            with open(self.spool, "w") as f:  # the store as an address that does not depend on the directory
-                f.write(json.dumps({"init": init, "uri": store_address(tracking_uri()), "reason": self.reason}) + "\n")
+            # the store as an address that does not depend on the directory
+            header = json.dumps({"init": init, "uri": store_address(tracking_uri()), "reason": self.reason})
+            stamp, tries = f"{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", 0
+            while True:  # never another run's spool of the same second ("_N": not matched by its arrays' glob)
+                self.spool = folder / f"{name}-{stamp}{f'_{tries}' if tries else ''}.jsonl"
+                try:
+                    with open(self.spool, "x") as f:
+                        f.write(header + "\n")
+                    break
+                except FileExistsError:
+                    tries += 1
 
     def _write(self, method: str, args: tuple, kwargs: dict) -> None:
         stem = self.spool.stem
