@@ -64,8 +64,9 @@ def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, m
     for name in ("replayed.db", "direct.db"):  # two fresh stores, copies of the migrated template
         shutil.copyfile(mlflow_db_template, tmp_path / name)
     replayed, direct = f"sqlite:///{tmp_path / 'replayed.db'}", f"sqlite:///{tmp_path / 'direct.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", replayed)
-    assert main(["track-replay", str(spool)]) == 0 and not spool.exists()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", replayed)  # not the store the spool names: refused, unless --to
+    assert main(["track-replay", str(spool)]) == 2 and spool.exists()
+    assert main(["track-replay", "--to", replayed, str(spool)]) == 0 and not spool.exists()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", direct)
     train_pvqvae(params(workdir), "put", workdir / "splits", tmp_path / "q.pt", device="cpu")
     a, b = run_contents(replayed), run_contents(direct)
@@ -204,7 +205,6 @@ def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(sto
     import json
 
     from put.tracking.runs import MlflowTracker
-    from put.tracking.spool import cursor_path
 
     _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged, 2-5 and the end spooled
     spooled = {r["args"][1]: r["time_ms"] for r in map(json.loads, spool.read_text().splitlines()[1:])
@@ -217,11 +217,12 @@ def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(sto
 
     with pytest.raises(requests.ConnectionError):
         replay(spool, dropping)
-    assert cursor_path(spool).read_text() == "2"  # steps 2 and 3 logged
-    assert replay(spool, MlflowTracker) == 3  # steps 4, 5 and the end
+    logged = replay(spool, MlflowTracker)  # the server is back: the rest
     points = history(store, run_id)
     assert [s for s, _ in points] == list(range(6))  # each step once
     assert {s: t for s, t in points if s >= 2} == spooled  # at the time the attempt logged them
+    assert logged == 3  # steps 4, 5 and the end: 2 and 3 were logged by the first try, which noted so beside it
+    assert spool.with_name(spool.name + ".cursor").read_text() == "5"
     assert replay(spool, MlflowTracker) == 0 and history(store, run_id) == points  # done: nothing again
     assert store.get_run(run_id).info.status == "FINISHED"
 
@@ -260,21 +261,26 @@ def test_a_replay_logs_to_the_store_the_spool_names_and_refuses_a_different_one(
 def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypatch):
     from put.tracking import runs as runs_module
     from put.tracking.runs import MlflowTracker
-
-    _, run_id, spool = attempt(range(3), lost_at=1)  # the run known when the server went away
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
     from put.tracking.spool import stage_tracker
 
-    later = stage_tracker("demo", "conv", "train_pvqvae", DAG)  # the next attempt: no server from the start
+    _, run_id, spool = attempt(range(3), lost_at=1)  # the run known when the server went away
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
+    assert replay(spool, MlflowTracker) == 3
+    assert [r.info.run_id for r in stage_runs(store)] == [run_id]  # no run of today's code
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    # An attempt that never reached the server: its run is the one of the code it ran, not of today's.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    later = stage_tracker("demo", "conv", "train_pvqvae", DAG)
     later.log_metrics({"train/loss": 0.1}, 3)
     later.finish()
-    monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "ba9876543210")  # edited again
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
-    assert replay(spool, MlflowTracker) == 3
     assert replay(later.spool, MlflowTracker, to=store.tracking_uri) == 2
-    assert [r.info.run_id for r in stage_runs(store)] == [run_id]  # no run of today's code
-    assert [s for s, _ in history(store, run_id)] == [0, 1, 2, 3]
+    (run,) = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
+    assert run.data.tags["put.code"] == "0123456789ab" and run.data.tags["put.previous_run"] == run_id
+    assert [s for s, _ in history(store, run.info.run_id)] == [3]
 
 
 def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, capsys):
