@@ -3,6 +3,7 @@ how to log it, and `put track-replay` logs it afterwards as completely as a run 
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import time
@@ -151,13 +152,13 @@ class Dead:
 
 
 class Dropping:
-    """The client of a server that goes away after `up` more batches."""
+    """The client of a server that goes away after `up` more calls of `method`."""
 
-    def __init__(self, client, up: int):
-        self.client, self.up = client, up
+    def __init__(self, client, up: int, method: str = "log_batch"):
+        self.client, self.up, self.method = client, up, method
 
     def __getattr__(self, name):
-        if name == "log_batch":
+        if name == self.method:
             if self.up == 0:
                 return Dead().log_batch
             self.up -= 1
@@ -202,8 +203,6 @@ def stage_runs(client) -> list:
 
 
 def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(store, capsys):
-    import json
-
     from put.tracking.runs import MlflowTracker
 
     _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged, 2-5 and the end spooled
@@ -303,3 +302,32 @@ def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(
     assert run.info.status == "FINISHED" and run.data.tags["put.last_status"] == "FINISHED"
     parent = store.get_run(run.data.tags["mlflow.parentRunId"])
     assert parent.info.status == "FINISHED"
+
+
+def test_a_model_whose_logging_was_cut_short_is_completed_once(store, tmp_path):
+    from put.tracking.runs import MlflowTracker
+
+    checkpoint = tmp_path / "pvqvae.pt"
+    checkpoint.write_bytes(b"weights" * 100)
+    tracker, run_id, spool = attempt(range(1), lost_at=0, finish=False)
+    tracker.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {"lr": 0.001}, step=1)
+    tracker.finish()
+
+    def dropping(**init):  # the server goes away after the model's version is created, before its alias
+        tracker = MlflowTracker(**init)
+        tracker.client = Dropping(tracker.client, 0, "set_registered_model_alias")
+        return tracker
+
+    with pytest.raises(requests.ConnectionError):
+        replay(spool, dropping)
+    replay(spool, MlflowTracker)
+    experiment = store.get_experiment_by_name("put-demo").experiment_id
+    (model,) = store.search_logged_models([experiment])
+    assert str(model.status).endswith("READY")
+    versions = store.search_model_versions("name = 'put-demo-conv-pvqvae'")
+    assert [str(v.version) for v in versions] == ["1"]
+    assert str(store.get_model_version_by_alias("put-demo-conv-pvqvae", "current").version) == "1"
+    assert json.loads(model.tags["mlflow.modelVersions"]) == [{"name": "put-demo-conv-pvqvae", "version": "1"}]
+    assert [o.model_id for o in store.get_run(run_id).outputs.model_outputs] == [model.model_id]
+    assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
+    assert [m.key for m in model.metrics] == ["eval/loss"]

@@ -283,30 +283,37 @@ class MlflowTracker(NullTracker):
                   step: int = 0) -> str:
         """The checkpoint as a LoggedModel of this run (its final `metrics` linked, at the training's last `step`,
         so the curves end there), registered with the alias `current`; a re-run that logs the same checkpoint
-        reuses the model."""
+        reuses the model. A model whose logging was cut short (the server went away; a replay resumes the call)
+        is completed, each step once."""
+        from mlflow.entities import LoggedModelStatus
+
         checkpoint = Path(checkpoint)
         sha = file_sha256(checkpoint)
         with self.lock:
-            for model in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind}):
-                if model.source_run_id == self.run_id:
-                    self.model_id = model.model_id
-                    return model.model_id
-            model = self.client.create_logged_model(
+            model = next((m for m in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind})
+                          if m.source_run_id == self.run_id), None)
+            # complete once registered (its last step); PENDING or unregistered: cut short, completed below
+            if model is not None and model.status == LoggedModelStatus.READY and MODEL_VERSIONS_TAG in model.tags:
+                self.model_id = model.model_id
+                return model.model_id
+            model = model or self.client.create_logged_model(
                 self.experiment, name=f"{kind}-{self.variant}", source_run_id=self.run_id,
                 model_type={"pvqvae": "P-VQVAE", "transformer": "UQ-Transformer"}.get(kind, kind),
                 params={k: str(v)[:6000] for k, v in flatten(params).items()},
                 tags={"put.preset": self.preset, "put.variant": self.variant or "", "put.kind": kind,
                       "put.seed": str(self.seed), "put.dag_id": self.dag_id, "put.checkpoint_sha256": sha})
             self.model_id = model.model_id
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp:  # the same files again, if a first try uploaded some
             self._write_model(checkpoint, kind, sha, model.model_id, Path(tmp))
             with self.lock:
                 self.client.log_model_artifacts(model.model_id, tmp)
-        self.log_metrics(metrics, step, model_id=model.model_id)
+        self.log_metrics(metrics, step, model_id=model.model_id)  # a replay's points: their time, none doubled
         with self.lock:
             from mlflow.entities import LoggedModelOutput
 
-            self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step)])
+            outputs = self.client.get_run(self.run_id).outputs
+            if not any(o.model_id == model.model_id for o in (outputs.model_outputs if outputs else [])):
+                self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step)])
             self.client.finalize_logged_model(model.model_id, "READY")
             replicate = f"-seed{self.seed}" if self.seed else ""  # a replicate never takes the base model's alias
             self._register(model.model_id, f"put-{self.preset}-{self.variant}{replicate}-{kind}")
@@ -336,14 +343,18 @@ class MlflowTracker(NullTracker):
 
         with contextlib.suppress(MlflowException):  # registered before
             self.client.create_registered_model(name, tags={"put.preset": self.preset})
-        version = self.client.create_model_version(name, source=f"models:/{model_id}", run_id=self.run_id,
-                                                   model_id=model_id, tags={"put.dag_id": self.dag_id})
+        # a version of this model already (registered before the server went away): that one, not a second
+        source = f"models:/{model_id}"
+        version = next((v for v in self.client.search_model_versions(f"name = '{name}'") if v.source == source),
+                       None) or self.client.create_model_version(name, source=source, run_id=self.run_id,
+                                                                 model_id=model_id, tags={"put.dag_id": self.dag_id})
         self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
         # The Models tab's "Registered models" column reads this tag (mlflow.register_model sets it; the client
-        # call above does not).
+        # call above does not). Set last: it marks the model complete.
         listed = json.loads(self.client.get_logged_model(model_id).tags.get(MODEL_VERSIONS_TAG, "[]"))
-        listed.append({"name": name, "version": str(version.version)})
-        self.client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps(listed)})
+        entry = {"name": name, "version": str(version.version)}
+        if entry not in listed:
+            self.client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps([*listed, entry])})
 
     def use_model(self, kind: str) -> None:
         """This run reads the variant's `kind` model of the same DAG configuration: logged as its model input,
