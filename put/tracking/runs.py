@@ -164,7 +164,9 @@ class MlflowTracker(NullTracker):
 
         try:
             run = self.client.get_run(run_id)
-        except MlflowException:
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_DOES_NOT_EXIST":  # a server that did not answer, say
+                raise
             return False
         self.run_id, self.experiment = run_id, run.info.experiment_id
         self.parent = run.data.tags.get("mlflow.parentRunId")
