@@ -331,3 +331,14 @@ def test_a_model_whose_logging_was_cut_short_is_completed_once(store, tmp_path):
     assert [o.model_id for o in store.get_run(run_id).outputs.model_outputs] == [model.model_id]
     assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
     assert [m.key for m in model.metrics] == ["eval/loss"]
+
+
+def test_two_attempts_spooled_in_one_second_keep_a_file_each(tmp_path, monkeypatch):
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    Recorder.calls = []
+    spools = []
+    for loss in (1.0, 2.0):  # one process, well within a second
+        tracker = ResilientTracker(Recorder, {"up": 0, "preset": "demo", "stage": "train_pvqvae", "variant": "conv"})
+        tracker.log_metrics({"train/loss": loss}, 0)
+        spools.append(tracker.spool)
+    assert len(set(spools)) == 2 and all(len(s.read_text().splitlines()) == 2 for s in spools)

@@ -77,6 +77,20 @@ def _decode(value: Any, folder: Path) -> Any:
     return value
 
 
+def _new_spool(stem: Path, header: str) -> Path:
+    """A spool file of its own, never another attempt's of the same second and process: `<stem>.jsonl`, else
+    `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`)."""
+    tries = 0
+    while True:
+        spool = stem.with_name(f"{stem.name}{f'_{tries}' if tries else ''}.jsonl")
+        try:
+            with open(spool, "x") as f:
+                f.write(header + "\n")
+            return spool
+        except FileExistsError:
+            tries += 1
+
+
 class ResilientTracker:
     """Forwards every call to the tracker `make` builds, or spools it once the server did not answer. `init`: the
     tracker's arguments (JSON), recorded so that a replay builds the same run (with the run's id, when the
@@ -110,19 +124,11 @@ class ResilientTracker:
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
             self.reason = outage(err)
             run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
-            self.inner = None
             init = self.init | ({"run_id": run_id} if run_id else {})
             # the store as an address that does not depend on the directory
             header = json.dumps({"init": init, "uri": store_address(tracking_uri()), "reason": self.reason})
-            stamp, tries = f"{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", 0
-            while True:  # never another run's spool of the same second ("_N": not matched by its arrays' glob)
-                self.spool = folder / f"{name}-{stamp}{f'_{tries}' if tries else ''}.jsonl"
-                try:
-                    with open(self.spool, "x") as f:
-                        f.write(header + "\n")
-                    break
-                except FileExistsError:
-                    tries += 1
+            self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
+            self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
     def _write(self, method: str, args: tuple, kwargs: dict) -> None:
         stem = self.spool.stem
