@@ -282,8 +282,9 @@ def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypat
     assert [s for s, _ in history(store, run.info.run_id)] == [3]
 
 
-def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, capsys):
+def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, monkeypatch, capsys):
     from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import stage_tracker
 
     _, run_id, first = attempt(range(2), lost_at=1, status="KILLED")  # its time limit, spooled
     second, second_id, _ = attempt(range(1, 3), lost_at=None, finish=False)  # retried, still running
@@ -302,6 +303,20 @@ def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(
     assert run.info.status == "FINISHED" and run.data.tags["put.last_status"] == "FINISHED"
     parent = store.get_run(run.data.tags["mlflow.parentRunId"])
     assert parent.info.status == "FINISHED"
+
+    # The first attempt never reached the server, the second finished: the first's replay adds its records only.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    first = stage_tracker("demo", "one", "train_pvqvae", DAG)
+    first.log_metrics({"train/loss": 1.0}, 0)
+    first.finish("KILLED")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    _, run_id, _ = attempt(range(1, 2), lost_at=None, variant="one")
+    store.set_tag(run_id, "put.host", "the second attempt's host")
+    replay(first.spool, MlflowTracker, to=store.tracking_uri)
+    run = store.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["put.host"] == "the second attempt's host"
+    assert [s for s, _ in history(store, run_id)] == [0, 1]
 
 
 def test_a_model_whose_logging_was_cut_short_is_completed_once(store, tmp_path):

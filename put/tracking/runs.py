@@ -145,6 +145,8 @@ class MlflowTracker(NullTracker):
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
             name = f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
             self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed), name)
+            if self._superseded():  # a replay of an earlier attempt: the later one's tags and status stand
+                return
             run = self.client.get_run(self.run_id)
             self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in own_tags.items()])
             if not from_outputs and LOGGED_FROM in run.data.tags:  # the stage ran after all: its own run now
