@@ -3,6 +3,7 @@ how to log it, and `put track-replay` logs it afterwards as completely as a run 
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import time
@@ -64,8 +65,9 @@ def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, m
     for name in ("replayed.db", "direct.db"):  # two fresh stores, copies of the migrated template
         shutil.copyfile(mlflow_db_template, tmp_path / name)
     replayed, direct = f"sqlite:///{tmp_path / 'replayed.db'}", f"sqlite:///{tmp_path / 'direct.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", replayed)
-    assert main(["track-replay", str(spool)]) == 0 and not spool.exists()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", replayed)  # not the store the spool names: refused, unless --to
+    assert main(["track-replay", str(spool)]) == 2 and spool.exists()
+    assert main(["track-replay", "--to", replayed, str(spool)]) == 0 and not spool.exists()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", direct)
     train_pvqvae(params(workdir), "put", workdir / "splits", tmp_path / "q.pt", device="cpu")
     a, b = run_contents(replayed), run_contents(direct)
@@ -133,3 +135,225 @@ def test_an_error_that_is_not_the_server_is_not_hidden(tmp_path, monkeypatch):
     with pytest.raises(KeyError):
         ResilientTracker(Broken, {"preset": "demo", "stage": "x"}).log_metrics({"a": 1.0}, 0)
     assert not (tmp_path / "spool").exists()
+
+
+# Replays into MLflow itself (SQLite stores under tmp_path): the same run, the same store, nothing logged twice.
+
+DAG = "dag0006aaaaa"
+
+
+class Dead:
+    """The client of a server that went away (past MLflow's retries)."""
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            raise requests.ConnectionError("Connection refused")
+        return call
+
+
+class Dropping:
+    """The client of a server that goes away after `up` more calls of `method`."""
+
+    def __init__(self, client, up: int, method: str = "log_batch"):
+        self.client, self.up, self.method = client, up, method
+
+    def __getattr__(self, name):
+        if name == self.method:
+            if self.up == 0:
+                return Dead().log_batch
+            self.up -= 1
+        return getattr(self.client, name)
+
+
+@pytest.fixture
+def store(mlflow_db, tmp_path, monkeypatch):
+    """Tracking on, into this test's SQLite store; spools under tmp_path/spool."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    return MlflowClient(mlflow_db)
+
+
+def attempt(steps: range, lost_at: int | None, status: str = "FINISHED", variant: str = "conv",
+            finish: bool = True):
+    """A training attempt logging `steps` whose server goes away before step `lost_at` (None: it stays);
+    returns the tracker, its run id and its spool (None when nothing was spooled)."""
+    from put.tracking.spool import stage_tracker
+
+    tracker = stage_tracker("demo", variant, "train_pvqvae", DAG)
+    run_id = tracker.inner.run_id
+    for step in steps:
+        if step == lost_at:
+            tracker.inner.client = Dead()
+        tracker.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
+    if finish:
+        tracker.finish(status)
+    return tracker, run_id, tracker.spool
+
+
+def history(client, run_id: str) -> list[tuple[int, int]]:
+    return sorted((m.step, m.timestamp) for m in client.get_metric_history(run_id, "train/loss"))
+
+
+def stage_runs(client) -> list:
+    experiment = client.get_experiment_by_name("put-demo").experiment_id
+    return [r for r in client.search_runs([experiment]) if r.data.tags.get("put.level") == "stage"]
+
+
+def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(store, capsys):
+    from put.tracking.runs import MlflowTracker
+
+    _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged, 2-5 and the end spooled
+    spooled = {r["args"][1]: r["time_ms"] for r in map(json.loads, spool.read_text().splitlines()[1:])
+               if r["call"] == "log_metrics"}
+
+    def dropping(**init):  # the server goes away again after two of the replay's batches
+        tracker = MlflowTracker(**init)
+        tracker.client = Dropping(tracker.client, 2)
+        return tracker
+
+    with pytest.raises(requests.ConnectionError):
+        replay(spool, dropping)
+    logged = replay(spool, MlflowTracker)  # the server is back: the rest
+    points = history(store, run_id)
+    assert [s for s, _ in points] == list(range(6))  # each step once
+    assert {s: t for s, t in points if s >= 2} == spooled  # at the time the attempt logged them
+    assert logged == 3  # steps 4, 5 and the end: 2 and 3 were logged by the first try, which noted so beside it
+    assert spool.with_name(spool.name + ".cursor").read_text() == "5"
+    assert replay(spool, MlflowTracker) == 0 and history(store, run_id) == points  # done: nothing again
+    assert store.get_run(run_id).info.status == "FINISHED"
+
+
+def test_a_replay_logs_to_the_store_the_spool_names_and_refuses_a_different_one(store, mlflow_db_template,
+                                                                                 tmp_path, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")  # the test's store, relative to tmp_path
+    _, run_id, spool = attempt(range(3), lost_at=1)
+    capsys.readouterr()
+    other_db = tmp_path / "other.db"
+    shutil.copyfile(mlflow_db_template, other_db)
+    other = f"sqlite:///{other_db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
+    assert main(["track-replay", str(spool)]) == 2  # refused in one line: the run is not in that store
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert "MLFLOW_TRACKING_URI" in line and f"--to {other}" in line and spool.exists()
+    assert MlflowClient(other).get_experiment_by_name("put-demo") is None
+    assert [s for s, _ in history(store, run_id)] == [0]
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # by default, the store the spool names (from any directory)
+    monkeypatch.chdir(tmp_path / "spool")  # where no mlflow.db is
+    assert main(["track-replay", str(spool)]) == 0 and not spool.exists()
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    _, _, spool = attempt(range(2), lost_at=0, variant="put")  # spooled from its first metric
+    assert main(["track-replay", "--to", other, str(spool)]) == 0 and not spool.exists()
+    (run,) = stage_runs(MlflowClient(other))
+    assert run.info.run_name == "train_pvqvae put" and run.info.status == "FINISHED"
+    assert [s for s, _ in history(MlflowClient(other), run.info.run_id)] == [0, 1]
+
+
+def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypatch):
+    from put.tracking import runs as runs_module
+    from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import stage_tracker
+
+    _, run_id, spool = attempt(range(3), lost_at=1)  # the run known when the server went away
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
+    assert replay(spool, MlflowTracker) == 3
+    assert [r.info.run_id for r in stage_runs(store)] == [run_id]  # no run of today's code
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    # An attempt that never reached the server: its run is the one of the code it ran, not of today's.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    later = stage_tracker("demo", "conv", "train_pvqvae", DAG)
+    later.log_metrics({"train/loss": 0.1}, 3)
+    later.finish()
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "ba9876543210")  # edited again
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    assert replay(later.spool, MlflowTracker, to=store.tracking_uri) == 2
+    (run,) = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
+    assert run.data.tags["put.code"] == "0123456789ab" and run.data.tags["put.previous_run"] == run_id
+    assert [s for s, _ in history(store, run.info.run_id)] == [3]
+
+
+def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, monkeypatch, capsys):
+    from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import stage_tracker
+
+    _, run_id, first = attempt(range(2), lost_at=1, status="KILLED")  # its time limit, spooled
+    second, second_id, _ = attempt(range(1, 3), lost_at=None, finish=False)  # retried, still running
+    assert second_id == run_id
+    replay(first, MlflowTracker)
+    assert store.get_run(run_id).info.status == "RUNNING"  # the second attempt's, not the first's KILLED
+    second.finish("FINISHED")
+    assert store.get_run(run_id).info.status == "FINISHED"
+
+    # Both attempts spooled, replayed later one first: the later one's end stands.
+    _, run_id, first = attempt(range(2), lost_at=1, status="KILLED", variant="put")
+    _, _, second = attempt(range(1, 3), lost_at=1, variant="put")
+    replay(second, MlflowTracker)
+    replay(first, MlflowTracker)
+    run = store.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["put.last_status"] == "FINISHED"
+    parent = store.get_run(run.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "FINISHED"
+
+    # The first attempt never reached the server, the second finished: the first's replay adds its records only.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    first = stage_tracker("demo", "one", "train_pvqvae", DAG)
+    first.log_metrics({"train/loss": 1.0}, 0)
+    first.finish("KILLED")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    _, run_id, _ = attempt(range(1, 2), lost_at=None, variant="one")
+    store.set_tag(run_id, "put.host", "the second attempt's host")
+    replay(first.spool, MlflowTracker, to=store.tracking_uri)
+    run = store.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["put.host"] == "the second attempt's host"
+    assert [s for s, _ in history(store, run_id)] == [0, 1]
+
+
+def test_a_model_whose_logging_was_cut_short_is_completed_once(store, tmp_path):
+    from put.tracking.runs import MlflowTracker
+
+    checkpoint = tmp_path / "pvqvae.pt"
+    checkpoint.write_bytes(b"weights" * 100)
+    tracker, run_id, spool = attempt(range(1), lost_at=0, finish=False)
+    tracker.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {"lr": 0.001}, step=1)
+    tracker.finish()
+
+    def dropping(**init):  # the server goes away after the model's version is created, before its alias
+        tracker = MlflowTracker(**init)
+        tracker.client = Dropping(tracker.client, 0, "set_registered_model_alias")
+        return tracker
+
+    with pytest.raises(requests.ConnectionError):
+        replay(spool, dropping)
+    replay(spool, MlflowTracker)
+    experiment = store.get_experiment_by_name("put-demo").experiment_id
+    (model,) = store.search_logged_models([experiment])
+    assert str(model.status).endswith("READY")
+    versions = store.search_model_versions("name = 'put-demo-conv-pvqvae'")
+    assert [str(v.version) for v in versions] == ["1"]
+    assert str(store.get_model_version_by_alias("put-demo-conv-pvqvae", "current").version) == "1"
+    assert json.loads(model.tags["mlflow.modelVersions"]) == [{"name": "put-demo-conv-pvqvae", "version": "1"}]
+    assert [o.model_id for o in store.get_run(run_id).outputs.model_outputs] == [model.model_id]
+    assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
+    assert [m.key for m in model.metrics] == ["eval/loss"]
+
+
+def test_two_attempts_spooled_in_one_second_keep_a_file_each(tmp_path, monkeypatch):
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    Recorder.calls = []
+    spools = []
+    for loss in (1.0, 2.0):  # one process, well within a second
+        tracker = ResilientTracker(Recorder, {"up": 0, "preset": "demo", "stage": "train_pvqvae", "variant": "conv"})
+        tracker.log_metrics({"train/loss": loss}, 0)
+        spools.append(tracker.spool)
+    assert len(set(spools)) == 2 and all(len(s.read_text().splitlines()) == 2 for s in spools)

@@ -15,6 +15,8 @@ VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (
 CODE_TAG = "put.code"  # a stage run's code version (put/tracking/source.py): part of the run's identity
 SUPERSEDED = "put.superseded_by"  # on a run whose stage was re-run with other code: the newer run's id
 LOGGED_FROM = "put.logged_from"  # "outputs": the stage did not run; `put track` logged its run from its outputs
+ATTEMPT_TAG = "put.attempt"  # when the latest attempt on a run started (ms): an earlier one leaves its status alone
+LAST_STATUS = "put.last_status"  # a run's status as its latest attempt left it
 RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
 UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
 

@@ -21,7 +21,9 @@ from put.io.code import command_sources
 from put.io.files import file_sha256
 from put.tracking.base import NullTracker
 from put.tracking.names import (
+    ATTEMPT_TAG,
     CODE_TAG,
+    LAST_STATUS,
     LOGGED_FROM,
     SUPERSEDED,
     UI_HOST,
@@ -69,13 +71,18 @@ def tag_filter(tags: dict[str, str]) -> str:
     return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
 
 
+def stage_code(stage: str) -> str:
+    """The code version (tag put.code) of the stage's run: a hash of the files its subcommand runs."""
+    return code_version(command_sources(stage.replace("_", "-")))
+
+
 def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> str | None:
     """The id of this stage instance's finished run at the current code version, or None (`put track` logs the
     runs that are missing)."""
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
-    code = code_version(command_sources(stage.replace("_", "-")))
+    code = stage_code(stage)
     query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
             "attributes.status = 'FINISHED'"
     with _lock(uri):
@@ -90,23 +97,38 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
 class MlflowTracker(NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
-                 seed: int = 0, from_outputs: bool = False):
+                 seed: int = 0, from_outputs: bool = False, code: str | None = None, run_id: str | None = None,
+                 attempt: int | None = None, uri: str | None = None):
         """variant None: a stage that spans every variant (the report). `labels`: every evaluated label of the
         DAG (names the parent run). A seed replicate
         (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
         of its variant by the tag put.replicates (the configuration: DAG and variant). `from_outputs`: the stage
         did not run (DVC found it up to date) and its run is logged from its outputs (`put track`), tagged
-        put.logged_from = outputs; a stage that runs clears that mark."""
+        put.logged_from = outputs; a stage that runs clears that mark.
+
+        A replay of a spool (tracking/spool.py) passes what the attempt recorded: `code` and `run_id`, the run's
+        identity (its records land in that run whatever the code is today), `attempt`, when the attempt started
+        (ms; default now: an attempt that a later one followed leaves the run's status to the later one), and
+        `uri`, the store (default MLFLOW_TRACKING_URI)."""
         from mlflow.entities import RunTag
         from mlflow.tracking import MlflowClient
 
         self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
-        self.uri = tracking_uri()
+        self.uri = uri or tracking_uri()
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
+        self.attempt = int(time.time() * 1000) if attempt is None else attempt
+        self.logged_at_ms: int | None = None  # a replayed call's original time (metrics keep their timestamp)
         command = stage.replace("_", "-")
         files = command_sources(command)
-        self.code = code_version(files)
+        self.code = code or code_version(files)
+        with self.lock:  # a client opens (and may create) the SQLite store
+            self.client = MlflowClient(self.uri)
+            rejoined = run_id is not None and self._rejoin(run_id)
+            if rejoined:  # its tags and environment are the attempt's own
+                self._claim()
+        if rejoined:
+            return
         # outside the lock: git and the installed distributions take a while
         environment = environment_tags(" ".join(["put", command] + ([variant] if variant else [])), files)
         distributions = installed_distributions()
@@ -116,7 +138,6 @@ class MlflowTracker(NullTracker):
         if from_outputs:
             own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
         with self.lock:
-            self.client = MlflowClient(self.uri)
             self.experiment = self._experiment(experiment_name(preset))
             self.parent = self._run({"put.dag_id": dag_id, "put.preset": preset, "put.level": "dag"},
                                     parent_name(preset, dag_id, labels), None)
@@ -124,6 +145,8 @@ class MlflowTracker(NullTracker):
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
             name = f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
             self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed), name)
+            if self._superseded():  # a replay of an earlier attempt: the later one's tags and status stand
+                return
             run = self.client.get_run(self.run_id)
             self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in own_tags.items()])
             if not from_outputs and LOGGED_FROM in run.data.tags:  # the stage ran after all: its own run now
@@ -133,10 +156,37 @@ class MlflowTracker(NullTracker):
                 for key in (k for k in environment if k.startswith("mlflow.source.")):
                     self.client.set_tag(self.parent, key, f"put DAG ({preset})" if key.endswith(".name")
                                         else environment[key])
-            for run_id in (self.run_id, self.parent):
-                self.client.update_run(run_id, status="RUNNING")
+            self._claim()
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
                 self.client.log_text(self.run_id, distributions, "environment.txt")
+
+    def _rejoin(self, run_id: str) -> bool:
+        """The run an attempt recorded, when this store has it (a replay `--to` another store may not)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_DOES_NOT_EXIST":  # a server that did not answer, say
+                raise
+            return False
+        self.run_id, self.experiment = run_id, run.info.experiment_id
+        self.parent = run.data.tags.get("mlflow.parentRunId")
+        return True
+
+    def _superseded(self) -> bool:
+        """Whether a later attempt has started on this run (it writes, or has written, the run's status)."""
+        return int(self.client.get_run(self.run_id).data.tags.get(ATTEMPT_TAG, "0")) > self.attempt
+
+    def _claim(self) -> None:
+        """The run (and its parent) RUNNING, unless a later attempt has taken it over: a replay of an earlier
+        attempt only adds its records."""
+        if self._superseded():
+            return
+        self.client.set_tag(self.run_id, ATTEMPT_TAG, str(self.attempt))
+        for run_id in (self.run_id, self.parent):
+            if run_id:
+                self.client.update_run(run_id, status="RUNNING")
 
     def _experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -198,7 +248,7 @@ class MlflowTracker(NullTracker):
         """`links`: model_id, dataset_name, dataset_digest of the values (MLflow 3 links them to a model)."""
         from mlflow.entities import Metric
 
-        stamp = int(time.time() * 1000)
+        stamp = self.logged_at_ms or int(time.time() * 1000)  # a replay keeps the points' time: none doubled
         batch = [Metric(k, float(v), stamp, step, **links) for k, v in metrics.items() if np.isfinite(v)]
         with self.lock:
             for start in range(0, len(batch), 500):
@@ -237,30 +287,37 @@ class MlflowTracker(NullTracker):
                   step: int = 0) -> str:
         """The checkpoint as a LoggedModel of this run (its final `metrics` linked, at the training's last `step`,
         so the curves end there), registered with the alias `current`; a re-run that logs the same checkpoint
-        reuses the model."""
+        reuses the model. A model whose logging was cut short (the server went away; a replay resumes the call)
+        is completed, each step once."""
+        from mlflow.entities import LoggedModelStatus
+
         checkpoint = Path(checkpoint)
         sha = file_sha256(checkpoint)
         with self.lock:
-            for model in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind}):
-                if model.source_run_id == self.run_id:
-                    self.model_id = model.model_id
-                    return model.model_id
-            model = self.client.create_logged_model(
+            model = next((m for m in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind})
+                          if m.source_run_id == self.run_id), None)
+            # complete once registered (its last step); PENDING or unregistered: cut short, completed below
+            if model is not None and model.status == LoggedModelStatus.READY and MODEL_VERSIONS_TAG in model.tags:
+                self.model_id = model.model_id
+                return model.model_id
+            model = model or self.client.create_logged_model(
                 self.experiment, name=f"{kind}-{self.variant}", source_run_id=self.run_id,
                 model_type={"pvqvae": "P-VQVAE", "transformer": "UQ-Transformer"}.get(kind, kind),
                 params={k: str(v)[:6000] for k, v in flatten(params).items()},
                 tags={"put.preset": self.preset, "put.variant": self.variant or "", "put.kind": kind,
                       "put.seed": str(self.seed), "put.dag_id": self.dag_id, "put.checkpoint_sha256": sha})
             self.model_id = model.model_id
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp:  # the same files again, if a first try uploaded some
             self._write_model(checkpoint, kind, sha, model.model_id, Path(tmp))
             with self.lock:
                 self.client.log_model_artifacts(model.model_id, tmp)
-        self.log_metrics(metrics, step, model_id=model.model_id)
+        self.log_metrics(metrics, step, model_id=model.model_id)  # a replay's points: their time, none doubled
         with self.lock:
             from mlflow.entities import LoggedModelOutput
 
-            self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step)])
+            outputs = self.client.get_run(self.run_id).outputs
+            if not any(o.model_id == model.model_id for o in (outputs.model_outputs if outputs else [])):
+                self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step)])
             self.client.finalize_logged_model(model.model_id, "READY")
             replicate = f"-seed{self.seed}" if self.seed else ""  # a replicate never takes the base model's alias
             self._register(model.model_id, f"put-{self.preset}-{self.variant}{replicate}-{kind}")
@@ -290,14 +347,18 @@ class MlflowTracker(NullTracker):
 
         with contextlib.suppress(MlflowException):  # registered before
             self.client.create_registered_model(name, tags={"put.preset": self.preset})
-        version = self.client.create_model_version(name, source=f"models:/{model_id}", run_id=self.run_id,
-                                                   model_id=model_id, tags={"put.dag_id": self.dag_id})
+        # a version of this model already (registered before the server went away): that one, not a second
+        source = f"models:/{model_id}"
+        version = next((v for v in self.client.search_model_versions(f"name = '{name}'") if v.source == source),
+                       None) or self.client.create_model_version(name, source=source, run_id=self.run_id,
+                                                                 model_id=model_id, tags={"put.dag_id": self.dag_id})
         self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
         # The Models tab's "Registered models" column reads this tag (mlflow.register_model sets it; the client
-        # call above does not).
+        # call above does not). Set last: it marks the model complete.
         listed = json.loads(self.client.get_logged_model(model_id).tags.get(MODEL_VERSIONS_TAG, "[]"))
-        listed.append({"name": name, "version": str(version.version)})
-        self.client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps(listed)})
+        entry = {"name": name, "version": str(version.version)}
+        if entry not in listed:
+            self.client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps([*listed, entry])})
 
     def use_model(self, kind: str) -> None:
         """This run reads the variant's `kind` model of the same DAG configuration: logged as its model input,
@@ -328,9 +389,15 @@ class MlflowTracker(NullTracker):
                                                variants_view(shown, sort_key))
 
     def finish(self, status: str = "FINISHED") -> None:
+        """The run's end, unless a later attempt has started on it (a spooled KILLED of attempt 1, replayed,
+        must not overwrite what attempt 2 is writing or has written)."""
         with self.lock:
+            if self._superseded():
+                return
             for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
-                self.client.set_terminated(run, status=status)
+                if run:
+                    self.client.set_terminated(run, status=status)
+            self.client.set_tag(self.run_id, LAST_STATUS, status)
 
 
 def experiment_link(preset: str, server: str | None = None) -> str | None:

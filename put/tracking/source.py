@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 
 from put.io.code import ROOT
 
@@ -24,6 +25,14 @@ def tracking_enabled() -> bool:
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def store_address(uri: str) -> str:
+    """`uri` as the same store from any directory: a relative SQLite path made absolute, no trailing slash."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri.rstrip("/")
 
 
 CODE_ROOT = ROOT  # the checkout whose code runs (an editable install)

@@ -1,7 +1,7 @@
 """Tracking that outlives a tracking server's outage: once MLflow's client has run out of retries, this call and
 every later one of the run go to a spool file, the stage finishes its work and names the run it could not log;
-`put track-replay FILE` logs them into the same run once the server is back (docs/mlflow.md, "When the tracking
-server is down")."""
+`put track-replay FILE` logs them into the same run of the same store once the server is back, resuming where
+an interrupted replay stopped (docs/mlflow.md, "When the tracking server is down")."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from put.errors import InputError
+from put.io.files import atomic_write_text
 from put.tracking.base import NullTracker
-from put.tracking.source import tracking_enabled
+from put.tracking.source import store_address, tracking_enabled
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
 SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
-LAST_STATUS = "put.last_status"  # a run's status as its latest attempt left it
 
 
 def unreachable(err: BaseException) -> bool:
@@ -76,9 +77,24 @@ def _decode(value: Any, folder: Path) -> Any:
     return value
 
 
+def _new_spool(stem: Path, header: str) -> Path:
+    """A spool file of its own, never another attempt's of the same second and process: `<stem>.jsonl`, else
+    `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`)."""
+    tries = 0
+    while True:
+        spool = stem.with_name(f"{stem.name}{f'_{tries}' if tries else ''}.jsonl")
+        try:
+            with open(spool, "x") as f:
+                f.write(header + "\n")
+            return spool
+        except FileExistsError:
+            tries += 1
+
+
 class ResilientTracker:
     """Forwards every call to the tracker `make` builds, or spools it once the server did not answer. `init`: the
-    tracker's arguments (JSON), recorded so that a replay builds the same run."""
+    tracker's arguments (JSON), recorded so that a replay builds the same run (with the run's id, when the
+    tracker had one before the server went away)."""
 
     def __init__(self, make: Callable[..., NullTracker], init: dict[str, Any], system_metrics: bool = False):
         self.init, self.lock = init, threading.Lock()
@@ -106,11 +122,13 @@ class ResilientTracker:
             folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
             folder.mkdir(parents=True, exist_ok=True)
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
-            self.spool = folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
             self.reason = outage(err)
-            self.inner = None
-            with open(self.spool, "w") as f:
-                f.write(json.dumps({"init": self.init, "uri": tracking_uri(), "reason": self.reason}) + "\n")
+            run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
+            init = self.init | ({"run_id": run_id} if run_id else {})
+            # the store as an address that does not depend on the directory
+            header = json.dumps({"init": init, "uri": store_address(tracking_uri()), "reason": self.reason})
+            self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
+            self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
     def _write(self, method: str, args: tuple, kwargs: dict) -> None:
         stem = self.spool.stem
@@ -148,13 +166,6 @@ class ResilientTracker:
         if self.system is not None:
             self.system.finish()
         self._call("finish", status)
-        inner = self.inner
-        if inner is not None and hasattr(inner, "client"):  # what a later replay must not overwrite
-            try:
-                inner.client.set_tag(inner.run_id, LAST_STATUS, status)
-            except Exception as err:
-                if not unreachable(err):
-                    raise
         if self.spool is not None:
             from put.tracking.source import tracking_uri
 
@@ -163,23 +174,55 @@ class ResilientTracker:
                   f"once the server is back: put track-replay {self.spool}", file=sys.stderr, flush=True)
 
 
-def replay(spool: Path, make: Callable[..., NullTracker]) -> int:
-    """Builds the spooled run's tracker (the same run, found by its tags) and replays its calls; returns how many.
-    A spooled end (an attempt stopped by its time limit, say) does not overwrite the end of a later attempt that
-    reached the server."""
+def cursor_path(spool: Path) -> Path:
+    """How many of the spool's records a replay has logged (`<spool>.cursor`): a rerun starts after them."""
+    return spool.with_name(spool.name + ".cursor")
+
+
+def replay_target(recorded: str, to: str | None) -> str:
+    """The store a spool is replayed into: `to`, else the one the attempt wrote to. A different
+    MLFLOW_TRACKING_URI is refused rather than followed: the run belongs in the store it was started in."""
+    if to:
+        return store_address(to)
+    current = os.environ.get("MLFLOW_TRACKING_URI")
+    if current and store_address(current) != recorded:
+        raise InputError(f"the spool was written for MLflow at {recorded}, but MLFLOW_TRACKING_URI is {current}: "
+                         f"nothing replayed, the file is kept; to log it there, add --to {current}")
+    return recorded
+
+
+def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None) -> int:
+    """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
+    `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
+    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged,
+    so an interrupted replay resumes and a finished one logs nothing again. A spooled end does not overwrite the
+    status of a run that a later attempt has started on (MlflowTracker.finish)."""
     lines = Path(spool).read_text().splitlines()
     header = json.loads(lines[0])
-    tracker = make(**header["init"])
-    client, run_id = getattr(tracker, "client", None), getattr(tracker, "run_id", None)
-    later = client.get_run(run_id) if client is not None else None  # its end, before this replay ends it again
+    uri = replay_target(store_address(header["uri"]), to)
     calls = [json.loads(line) for line in lines[1:] if line.strip()]
-    for record in calls:
+    cursor = cursor_path(spool)
+    done = int(cursor.read_text()) if cursor.exists() else 0
+    if done >= len(calls):
+        return 0
+    tracker = make(**header["init"], uri=uri)
+    for index in range(done, len(calls)):
+        record = calls[index]
         args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
-        if record["call"] == "finish" and later is not None and (later.info.end_time or 0) > record["time_ms"] \
-                and LAST_STATUS in later.data.tags:
-            args = [later.data.tags[LAST_STATUS]]
+        if hasattr(tracker, "logged_at_ms"):
+            tracker.logged_at_ms = record["time_ms"]
         getattr(tracker, record["call"])(*args, **kwargs)
-    return len(calls)
+        atomic_write_text(cursor, str(index + 1))
+    return len(calls) - done
+
+
+def remove_spool(spool: Path) -> None:
+    """A replayed spool's files: its arrays, itself, its cursor (last: until the spool goes, a rerun finds it
+    done)."""
+    for npy in spool.parent.glob(f"{spool.stem}-*.npy"):
+        npy.unlink()
+    spool.unlink()
+    cursor_path(spool).unlink(missing_ok=True)
 
 
 def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
@@ -188,9 +231,11 @@ def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tag
     spooled once the server stops answering (put/tracking/spool.py)."""
     if not tracking_enabled():
         return NullTracker()
-    from put.tracking.runs import MlflowTracker
+    from put.tracking.runs import MlflowTracker, stage_code
 
     # sampled through ResilientTracker, so that its figures are spooled too; a run logged from outputs ran nothing
     system = options.pop("system_metrics", False) and not options.get("from_outputs", False)
-    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags, **options}
+    # the run's identity and the attempt's start, fixed now: a replay after a code change logs into this run
+    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags,
+            "code": stage_code(stage), "attempt": int(time.time() * 1000), **options}
     return ResilientTracker(MlflowTracker, init, system)
