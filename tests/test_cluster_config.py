@@ -230,12 +230,13 @@ def fake_launcher(monkeypatch, hostname: str = "putnode1", hosts: tuple[str, ...
     monkeypatch.setattr(launch.os, "execvp", fake_execvp)
     monkeypatch.setattr(launch.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(launch, "slurm_job", lambda job: {"NodeList": ",".join(hosts)})
-    monkeypatch.setattr(launch, "hostnames", lambda nodelist: list(hosts))
+    monkeypatch.setattr(launch, "hostnames", lambda nodelist: nodelist.split(","))
     monkeypatch.setattr(launch.socket, "gethostname", lambda: hostname)
     monkeypatch.setattr(launch.socket, "getfqdn", lambda: hostname)
     monkeypatch.setattr(launch, "free_port", lambda: 29555)
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    for name in ("WORLD_SIZE", "RANK", "SLURMD_NODENAME", "SLURM_NODEID", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"):
+    for name in ("WORLD_SIZE", "RANK", "SLURMD_NODENAME", "SLURM_NODEID", "SLURM_STEP_NODELIST", "OMP_NUM_THREADS",
+                 "SLURM_CPUS_PER_TASK"):
         monkeypatch.delenv(name, raising=False)
     return calls
 
@@ -340,6 +341,7 @@ def test_workers_that_exited_2_end_torchrun_with_exit_2_and_no_traceback(monkeyp
     ({}, "gpu07", ["gpu07.cluster.example.org", "gpu08.cluster.example.org"], "gpu07.cluster.example.org"),
     ({"SLURMD_NODENAME": "gpu08"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),  # Slurm's name, not the host's
     ({"SLURM_NODEID": "1"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),
+    ({"SLURM_NODEID": "0", "SLURM_STEP_NODELIST": "gpu08"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),  # in a step
     ({"SLURMD_NODENAME": "gpu09"}, "gpu07", ["gpu07", "gpu08"], None),  # Slurm says: another node
     ({}, "gpu09", ["gpu07", "gpu08"], None),
 ])

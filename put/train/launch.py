@@ -70,14 +70,17 @@ def short_name(host: str) -> str:
 
 def this_node(hosts: list[str]) -> str | None:
     """This machine's name in the job's node list `hosts`: Slurm's own name for it when the job step says
-    (SLURMD_NODENAME, or SLURM_NODEID, its index in the list), else its host name matched in full or by its
-    short form (`gpu9.cluster.org` is Slurm's `gpu9`, and the other way round). None: not a node of the job."""
+    (SLURMD_NODENAME, which Snakemake's job step keeps, or SLURM_NODEID), else its host name matched in full or by
+    its short form (`gpu9.cluster.org` is Slurm's `gpu9`, and the other way round). None: not a node of the job."""
     named = os.environ.get("SLURMD_NODENAME")
     if named:  # the list's own form of the name: Slurm writes both
         return named if named in hosts else None
     index = os.environ.get("SLURM_NODEID", "")
-    if index.isdigit() and int(index) < len(hosts):
-        return hosts[int(index)]
+    if index.isdigit():  # an index into the step's nodes inside an srun step, else the job's (the batch step: 0)
+        step = os.environ.get("SLURM_STEP_NODELIST")
+        listed = hostnames(step) if step else hosts
+        if int(index) < len(listed) and listed[int(index)] in hosts:
+            return listed[int(index)]
     for name in (socket.gethostname(), socket.getfqdn()):
         if name in hosts:
             return name
