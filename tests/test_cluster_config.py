@@ -368,6 +368,21 @@ def test_ranks_follow_the_nodes_host_names_sorted_as_text():
     assert [node.addr for node in sorted(joined)] == ["gpu10.cluster", "gpu9.cluster"]
 
 
+@pytest.mark.slow
+def test_a_user_error_in_both_workers_is_one_line_and_exit_2(tmp_path):
+    """`--gpus 2` on a split that is not there, met by both workers under the real torchrun: rank 0's line (in
+    --log too), exit 2, no traceback and no line from the agent."""
+    log = tmp_path / "train.log"
+    done = subprocess.run([sys.executable, "-m", "put", "train-pvqvae", "--preset", "demo", "--split",
+                           str(tmp_path / "none"), "--out", str(tmp_path / "p.pt"), "--device", "cpu", "--gpus", "2",
+                           "--log", str(log)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("launching: ")]
+    assert len(lines) == 1 and lines[0].startswith("put train-pvqvae: error: "), done.stderr[-3000:]
+    assert str(tmp_path / "none") in lines[0] and log.read_text().splitlines()[-1] == lines[0]
+
+
 def test_threads_follow_the_slurm_allocation(monkeypatch):
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     assert launch.threads_per_process() is None

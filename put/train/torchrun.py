@@ -55,6 +55,12 @@ def user_error_lines(failures: dict) -> list[str] | None:
     return lines
 
 
+def quiet_agent(record: logging.LogRecord) -> bool:
+    """Without the agent's lines on the first failure and its stop of the other workers: a user error is the
+    workers' own line, a crash torchrun's report of every failed worker (ChildFailedError, below)."""
+    return not str(record.msg).startswith(("failed (exitcode", "Sending process"))
+
+
 def main() -> None:
     """`torchrun` whose parser matches its own options exactly (by default it takes an abbreviation out of the
     training command's arguments: our `--log` is ambiguous with its `--log-dir`, ...), and whose workers' user
@@ -63,9 +69,7 @@ def main() -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousTimeoutError
 
-    # Its "failed (exitcode: N)" line per failure: a user error is the workers' own line, a crash the
-    # ChildFailedError below, which lists every failure.
-    logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(quiet_agent)
     parser = torch.distributed.run.get_args_parser()
     parser.allow_abbrev = False
     args = parser.parse_args(sys.argv[1:])
