@@ -16,7 +16,7 @@ from typing import NoReturn
 from put.errors import InputError
 
 # How long the agents wait for every node to join (torchrun's own default: 600 s). A node that never starts
-# ends the job after this, with one line naming the rendezvous (see `torchrun`).
+# ends the job after this, with one line naming the rendezvous (put/train/torchrun.py).
 RENDEZVOUS_TIMEOUT_ENV = "PUT_RENDEZVOUS_TIMEOUT"
 RENDEZVOUS_TIMEOUT_S = 300
 TORCHRUN = [sys.executable, "-c", "from put.train.torchrun import main; main()"]
