@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 import traceback
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,7 +18,8 @@ from put.errors import BUG_REPORT, PutError, describe
 from put.io.diskspace import as_disk_full
 from put.io.files import check_output, tee_output
 from put.io.output_lock import OutputLock, sigterm_as_exit
-from put.train.launch import launch, threads_per_process
+from put.train.launch import launch, needs_launch, processes_per_node, threads_per_process
+from put.train.torchrun import report_error, worker_rank
 
 
 def outputs_of(args: argparse.Namespace) -> list[Path]:
@@ -69,25 +69,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     refuse_conflicts(commands[args.command], args, args.conflicts)
     outputs = outputs_of(args)
-    with tee_output(args.log) if getattr(args, "log", None) else nullcontext(), sigterm_as_exit():
+    with ExitStack() as log, sigterm_as_exit():
         try:
+            # Inside the handler: a bad --log path is one line. One writer: rank 0 (or the only process); the other
+            # workers' lines reach the terminal (Slurm's log of the job).
+            if getattr(args, "log", None) and worker_rank() == 0:
+                log.enter_context(tee_output(args.log))
             if getattr(args, "out", None) is not None:  # before any work: a bad --out fails now, not hours later
                 check_output(args.out, folder=args.out_folder)
-            if getattr(args, "gpus", 0) * getattr(args, "nodes", 1) > 1 and "WORLD_SIZE" not in os.environ:
+            if needs_launch(getattr(args, "gpus", 0), getattr(args, "nodes", 1)):
+                args.before_launch(args)  # a params.yaml typo: one line here, not one per worker
                 with OutputLock(outputs):  # another run on these outputs stops this one now; rank 0 will hold them
                     pass
-                launch(args.nodes, max(1, args.gpus), sys.argv[1:] if argv is None else argv)  # does not return
+                launch(args.nodes, processes_per_node(args.gpus), sys.argv[1:] if argv is None else argv)
             if threads := threads_per_process():
                 torch.set_num_threads(threads)
-            with OutputLock(outputs) if outputs and os.environ.get("RANK", "0") == "0" else nullcontext():
+            with OutputLock(outputs) if outputs and worker_rank() == 0 else nullcontext():
                 args.func(args)
         except Exception as err:
             # the package's own errors (put/errors.py), and a full disk met by a write that did not translate it:
-            # one line, exit 2. Anything else is a bug: its traceback, a line saying so, exit 1.
+            # one line, exit 2 (under torchrun: one for all workers). Anything else is a bug: its traceback, a line
+            # saying so, exit 1.
             known = err if isinstance(err, PutError) else as_disk_full(
                 err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
             if known is not None:
-                print(f"put {args.command}: error: {describe(known)}", file=sys.stderr)
+                report_error(f"put {args.command}: error: {describe(known)}")
                 return 2
             traceback.print_exc()
             print(f"put {args.command}: internal error ({type(err).__name__}): {BUG_REPORT}", file=sys.stderr)

@@ -5,6 +5,7 @@ one torchrun per node."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -27,7 +28,7 @@ from put.dag.resources import (
     rule_resources,
     rule_retries,
 )
-from put.train import launch
+from put.train import launch, torchrun
 from tests.helpers import ROOT
 
 TABLE_PATH = ROOT / "workflow" / "resources.yaml"
@@ -204,6 +205,9 @@ def test_a_multi_node_launch_outside_its_allocation_is_one_line(monkeypatch, cap
     monkeypatch.setattr(launch, "slurm_job", lambda job: {"NodeList": ",".join(hosts)})
     monkeypatch.setattr(launch, "hostnames", lambda nodelist: hosts)
     monkeypatch.setattr(launch.socket, "gethostname", lambda: "gpu07")
+    monkeypatch.setattr(launch.socket, "getfqdn", lambda: "gpu07")
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    monkeypatch.delenv("SLURM_NODEID", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     if job:
         monkeypatch.setenv("SLURM_JOB_ID", job)
@@ -213,6 +217,170 @@ def test_a_multi_node_launch_outside_its_allocation_is_one_line(monkeypatch, cap
                      "--nodes", "2"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("put train-transformer: error: ") and message in line
+
+
+def fake_launcher(monkeypatch, hostname: str = "putnode1", hosts: tuple[str, ...] = ("putnode1", "putnode2")) -> list:
+    """The batch step of a Slurm job on `hosts`, on the machine `hostname`; the commands exec'd go to the list."""
+    calls = []
+
+    def fake_execvp(path, argv):
+        calls.append(argv)
+        raise Exec
+
+    monkeypatch.setattr(launch.os, "execvp", fake_execvp)
+    monkeypatch.setattr(launch.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(launch, "slurm_job", lambda job: {"NodeList": ",".join(hosts)})
+    monkeypatch.setattr(launch, "hostnames", lambda nodelist: nodelist.split(","))
+    monkeypatch.setattr(launch.socket, "gethostname", lambda: hostname)
+    monkeypatch.setattr(launch.socket, "getfqdn", lambda: hostname)
+    monkeypatch.setattr(launch, "free_port", lambda: 29555)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    for name in ("WORLD_SIZE", "RANK", "SLURMD_NODENAME", "SLURM_NODEID", "SLURM_STEP_NODELIST", "OMP_NUM_THREADS",
+                 "SLURM_CPUS_PER_TASK"):
+        monkeypatch.delenv(name, raising=False)
+    return calls
+
+
+def test_nodes_of_cpu_processes_run_one_process_per_node(monkeypatch, tmp_path):
+    """`--nodes 2 --gpus 0` (workflow/resources.yaml's `gpu: 0` on a 2-node layout) runs 2 processes, one per node
+    over gloo, as `--gpus 1` does: never one process on the first node while the second idles."""
+    calls = fake_launcher(monkeypatch)
+    argv = ["train-pvqvae", "--preset", "demo", "--split", str(tmp_path / "none"), "--out", str(tmp_path / "p.pt"),
+            "--gpus", "0", "--nodes", "2"]
+    with pytest.raises(Exec):
+        cli.main(argv)
+    (command,) = calls
+    assert command[0] == "srun" and "--nnodes=2" in command and "--nproc-per-node=1" in command
+    assert [launch.needs_launch(g, n) for g, n in ((0, 1), (1, 1), (2, 1), (0, 2), (1, 2))] == \
+        [False, False, True, True, True]
+
+
+def test_a_params_typo_fails_before_the_workers_start(monkeypatch, capsys, tmp_path):
+    """params.yaml is read and its preset resolved before the launch: one line, exit 2, no worker started (each
+    would have printed it, and torchrun its traceback)."""
+    calls = fake_launcher(monkeypatch)
+    (tmp_path / "params.yaml").write_text("presett: demo\n")
+    assert cli.main(["train-pvqvae", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "p.pt"),
+                     "--gpus", "2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("put train-pvqvae: error: ") and "presett" in line
+    assert not calls
+
+
+def test_a_bad_log_path_is_one_line(capsys, tmp_path):
+    assert cli.main(["train-pvqvae", "--preset", "demo", "--out", str(tmp_path / "p.pt"), "--log", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"put train-pvqvae: error: {tmp_path}: cannot write the log here (Is a directory)"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_workers_error_goes_to_the_launcher_and_only_rank_0_prints_and_logs(monkeypatch, capsys, tmp_path, rank):
+    """Under torchrun every worker writes its error line to its error file, which the agent reads; only rank 0
+    prints it, and only rank 0 writes --log."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    log = tmp_path / "train.log"
+    assert cli.main(["train-transformer", "--preset", "demo", "--pvqvae", str(tmp_path / "missing.pt"), "--out",
+                     str(tmp_path / "t.pt"), "--gpus", "2", "--log", str(log)]) == 2
+    line = json.loads((tmp_path / "error.json").read_text())["message"]
+    assert line.startswith("put train-transformer: error: ") and "missing.pt" in line
+    assert capsys.readouterr().err.splitlines() == ([line] if rank == 0 else [])
+    assert log.read_text().splitlines() == [line] if rank == 0 else not log.exists()
+
+
+def failures(tmp_path, codes: dict[int, int], messages: dict[int, str]) -> dict:
+    """torchrun's failed workers: {rank: ProcessFailure}, with the error files report_error writes."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    for rank, message in messages.items():
+        (tmp_path / f"error{rank}.json").write_text(json.dumps({"message": message, "timestamp": 0}))
+    return {rank: ProcessFailure(local_rank=rank % 2, pid=100 + rank, exitcode=code,
+                                 error_file=str(tmp_path / f"error{rank}.json")) for rank, code in codes.items()}
+
+
+A, B = "put train-pvqvae: error: data/splits/train.csv: not found", "put train-pvqvae: error: disk full"
+
+
+@pytest.mark.parametrize("codes, messages, lines", [
+    ({0: 2, 1: 2}, {0: A, 1: A}, []),  # rank 0 printed it: nothing more
+    ({0: 2, 1: 2}, {0: A, 1: B}, [B]),  # another error on rank 1: its line, once
+    ({0: 143, 1: 2}, {1: A}, [A]),  # rank 0 stopped by the agent after rank 1 failed
+    ({0: 2, 1: -15}, {0: A}, []),
+    ({2: 2, 3: 2}, {2: A, 3: A}, [A]),  # the second node: its workers' line, once
+    ({2: 2, 3: 2}, {}, ["put: error: worker(s) 2, 3 exited 2: stopped on the error another worker named "
+                        "(rank 0's output)"]),
+    ({0: 1, 1: 2}, {1: A}, None),  # a crash: torchrun's traceback, exit 1
+    ({0: 2, 1: -9}, {0: A}, None),  # killed (out of memory, say): not a user error
+])
+def test_the_agent_shows_a_user_error_once(tmp_path, codes, messages, lines):
+    assert torchrun.user_error_lines(failures(tmp_path, codes, messages)) == lines
+
+
+def test_workers_that_exited_2_end_torchrun_with_exit_2_and_no_traceback(monkeypatch, capsys, tmp_path):
+    import torch.distributed.run
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    def failing(failed: dict):
+        def run(args):
+            raise ChildFailedError("put", failed)
+        return run
+
+    monkeypatch.setattr(torch.distributed.run, "run", failing(failures(tmp_path, {0: 2, 1: 2}, {0: A, 1: B})))
+    monkeypatch.setattr(torchrun.sys, "argv", ["-c", "--standalone", "--nproc-per-node=2", "-m", "put", "x"])
+    with pytest.raises(SystemExit) as stopped:
+        torchrun.main()
+    assert stopped.value.code == 2 and capsys.readouterr().err.splitlines() == [B]
+    monkeypatch.setattr(torch.distributed.run, "run", failing(failures(tmp_path, {0: 1}, {})))
+    with pytest.raises(ChildFailedError):  # a crash keeps torchrun's report
+        torchrun.main()
+
+
+@pytest.mark.parametrize("env, hostname, hosts, node", [
+    ({}, "gpu07.cluster.example.org", ["gpu07", "gpu08"], "gpu07"),  # a fully qualified host name
+    ({}, "gpu07", ["gpu07.cluster.example.org", "gpu08.cluster.example.org"], "gpu07.cluster.example.org"),
+    ({"SLURMD_NODENAME": "gpu08"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),  # Slurm's name, not the host's
+    ({"SLURM_NODEID": "1"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),
+    ({"SLURM_NODEID": "0", "SLURM_STEP_NODELIST": "gpu08"}, "rack2-u17", ["gpu07", "gpu08"], "gpu08"),  # in a step
+    ({"SLURMD_NODENAME": "gpu09"}, "gpu07", ["gpu07", "gpu08"], None),  # Slurm says: another node
+    ({}, "gpu09", ["gpu07", "gpu08"], None),
+])
+def test_this_node_is_found_by_slurms_node_names(monkeypatch, env, hostname, hosts, node):
+    fake_launcher(monkeypatch, hostname, tuple(hosts))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert launch.this_node(hosts) == node
+
+
+def test_a_fully_qualified_host_name_launches_on_short_slurm_names(monkeypatch):
+    """The rendezvous stays on this machine's own name (torch hosts it on the node whose name it is)."""
+    fake_launcher(monkeypatch, "putnode1.cluster.example.org")
+    command = launch.launch_command(2, 1, ["train-pvqvae"])
+    assert "--rdzv-endpoint=putnode1.cluster.example.org:29555" in command
+
+
+def test_ranks_follow_the_nodes_host_names_sorted_as_text():
+    """What docs/cluster.md says of rank 0: torch's c10d rendezvous numbers the nodes by their descriptors sorted,
+    fully qualified host name first, as text (gpu10 before gpu9), not by the order they joined or Slurm's list."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc
+
+    joined = [_NodeDesc("gpu9.cluster", 100, 0), _NodeDesc("gpu10.cluster", 200, 0)]
+    assert [node.addr for node in sorted(joined)] == ["gpu10.cluster", "gpu9.cluster"]
+
+
+@pytest.mark.slow
+def test_a_user_error_in_both_workers_is_one_line_and_exit_2(tmp_path):
+    """`--gpus 2` on a split that is not there, met by both workers under the real torchrun: rank 0's line (in
+    --log too), exit 2, no traceback and no line from the agent."""
+    log = tmp_path / "train.log"
+    done = subprocess.run([sys.executable, "-m", "put", "train-pvqvae", "--preset", "demo", "--split",
+                           str(tmp_path / "none"), "--out", str(tmp_path / "p.pt"), "--device", "cpu", "--gpus", "2",
+                           "--log", str(log)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("launching: ")]
+    assert len(lines) == 1 and lines[0].startswith("put train-pvqvae: error: "), done.stderr[-3000:]
+    assert str(tmp_path / "none") in lines[0] and log.read_text().splitlines()[-1] == lines[0]
 
 
 def test_threads_follow_the_slurm_allocation(monkeypatch):

@@ -105,8 +105,15 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
     parser.add_argument("--device", type=device_name, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--gpus", type=nonnegative_int, default=0,
                         help="processes per node, one per GPU: above 1 re-runs this command under torchrun "
-                             "(DDP; NCCL on GPUs, gloo on CPU); 0 or 1: one process")
+                             "(DDP; NCCL on GPUs, gloo on CPU); 0 or 1: one process per node")
     parser.add_argument("--nodes", type=positive_int, default=1,
                         help="nodes of the Slurm job this command runs in (its batch step): above 1, one torchrun "
-                             "per node under srun, rendezvous on this node (put/train/launch.py)")
-    parser.set_defaults(out_folder=False)
+                             "per node under srun, rendezvous on this node (put/train/launch.py); with --gpus 0 "
+                             "or 1, one CPU or GPU process per node")
+    parser.set_defaults(out_folder=False, before_launch=check_training_params)
+
+
+def check_training_params(args: argparse.Namespace) -> None:
+    """What a training's workers would each fail on first, checked once before they start: params.yaml read and
+    validated, the preset resolved for the variant."""
+    load_cli_params(args).resolved_for(args.variant)

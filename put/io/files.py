@@ -261,8 +261,11 @@ class _Tee(io.TextIOBase):
 def tee_output(path: str | os.PathLike) -> Iterator[None]:
     """Everything printed to stdout/stderr inside the block also goes to `path` (appended: a resumed or
     retried job keeps the earlier attempts' lines)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    log = open(path, "a", encoding="utf-8", buffering=1)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "a", encoding="utf-8", buffering=1)
+    except OSError as err:  # a path that cannot be a log (a folder, under a file, not writable): one line
+        raise PathError(err.errno, f"cannot write the log here ({err.strerror})", str(path)) from None
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
     try:

@@ -1,6 +1,8 @@
 """Launching a training over several processes: `torchrun` on this node (one process per GPU), or on several
-nodes of a Slurm job, one `torchrun` per node under `srun` with a c10d rendezvous on this (the first) node
-(docs/cluster.md, "Several GPUs and nodes per training job")."""
+nodes of a Slurm job, one `torchrun` per node under `srun` with a c10d rendezvous on this node, the job's batch
+step (docs/cluster.md, "Several GPUs and nodes per training job"). Ranks are torch's: its c10d rendezvous numbers
+the nodes by their fully qualified host names sorted as text (gpu10 before gpu9), so rank 0, the process that
+writes, is the first process of the node whose name sorts first, not necessarily this one."""
 
 from __future__ import annotations
 
@@ -14,10 +16,22 @@ from typing import NoReturn
 from put.errors import InputError
 
 # How long the agents wait for every node to join (torchrun's own default: 600 s). A node that never starts
-# ends the job after this, with one line naming the rendezvous (see `torchrun`).
+# ends the job after this, with one line naming the rendezvous (put/train/torchrun.py).
 RENDEZVOUS_TIMEOUT_ENV = "PUT_RENDEZVOUS_TIMEOUT"
 RENDEZVOUS_TIMEOUT_S = 300
-TORCHRUN = [sys.executable, "-c", "from put.train.launch import torchrun; torchrun()"]
+TORCHRUN = [sys.executable, "-c", "from put.train.torchrun import main; main()"]
+
+
+def processes_per_node(gpus: int) -> int:
+    """`--gpus G`: G processes per node, one per GPU; 0 (a CPU job: workflow/resources.yaml's default) and 1 are
+    one process per node, so `--nodes N --gpus 0` is N processes over gloo, one per node of the job."""
+    return max(1, gpus)
+
+
+def needs_launch(gpus: int, nodes: int) -> bool:
+    """Whether the command re-runs itself under the launcher: more than one process in all, and not already one
+    of the launcher's workers."""
+    return processes_per_node(gpus) * nodes > 1 and "WORLD_SIZE" not in os.environ
 
 
 def slurm_cpus() -> int | None:
@@ -50,6 +64,32 @@ def hostnames(nodelist: str) -> list[str]:
                           check=True).stdout.split()
 
 
+def short_name(host: str) -> str:
+    return host.split(".", 1)[0]
+
+
+def this_node(hosts: list[str]) -> str | None:
+    """This machine's name in the job's node list `hosts`: Slurm's own name for it when the job step says
+    (SLURMD_NODENAME, which Snakemake's job step keeps, or SLURM_NODEID), else its host name matched in full or by
+    its short form (`gpu9.cluster.org` is Slurm's `gpu9`, and the other way round). None: not a node of the job."""
+    named = os.environ.get("SLURMD_NODENAME")
+    if named:  # the list's own form of the name: Slurm writes both
+        return named if named in hosts else None
+    index = os.environ.get("SLURM_NODEID", "")
+    if index.isdigit():  # an index into the step's nodes inside an srun step, else the job's (the batch step: 0)
+        step = os.environ.get("SLURM_STEP_NODELIST")
+        listed = hostnames(step) if step else hosts
+        if int(index) < len(listed) and listed[int(index)] in hosts:
+            return listed[int(index)]
+    for name in (socket.gethostname(), socket.getfqdn()):
+        if name in hosts:
+            return name
+        matches = [host for host in hosts if short_name(host) == short_name(name)]
+        if len(matches) == 1:
+            return matches[0]
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -69,10 +109,11 @@ def launch_command(nodes: int, processes: int, argv: list[str]) -> list[str]:
     if len(hosts) < nodes:
         raise InputError(f"--nodes {nodes}: Slurm job {job_id} has {len(hosts)} node(s) ({', '.join(hosts)}); "
                          f"submit it with --nodes {nodes} (workflow/resources.yaml: nodes)")
-    head = socket.gethostname()
-    if head not in hosts:
-        raise InputError(f"--nodes {nodes}: this host ({head}) is not a node of Slurm job {job_id} "
+    if this_node(hosts) is None:
+        raise InputError(f"--nodes {nodes}: this host ({socket.gethostname()}) is not a node of Slurm job {job_id} "
                          f"({', '.join(hosts)}); run the command in the job's batch step")
+    # The rendezvous on this machine's own host name: torch hosts it on the node whose name it is.
+    head = socket.gethostname()
     timeout = int(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, RENDEZVOUS_TIMEOUT_S))
     attempt = job.get("Restarts", "0")  # a requeued job keeps its id: a new rendezvous per attempt
     cpus = slurm_cpus() or (int(job["CPUs/Task"]) if job.get("CPUs/Task", "").isdigit() else None)
@@ -92,22 +133,3 @@ def launch(nodes: int, processes: int, argv: list[str]) -> NoReturn:
         os.environ["OMP_NUM_THREADS"] = str(threads)
     print("launching: " + " ".join(command), file=sys.stderr, flush=True)
     os.execvp(command[0], command)
-
-
-def torchrun() -> None:
-    """`torchrun` whose parser matches its own options exactly (by default it takes an abbreviation out of the
-    training command's arguments: our `--log` is ambiguous with its `--log-dir`, ...), and whose rendezvous
-    timeout is one line naming the rendezvous instead of a traceback per agent."""
-    import torch.distributed.run
-    from torch.distributed.elastic.rendezvous.api import RendezvousTimeoutError
-
-    parser = torch.distributed.run.get_args_parser()
-    parser.allow_abbrev = False
-    args = parser.parse_args(sys.argv[1:])
-    try:
-        torch.distributed.run.run(args)
-    except RendezvousTimeoutError:
-        print(f"put: error: rendezvous {args.rdzv_endpoint} ({args.rdzv_id}): not every one of the {args.nnodes} "
-              f"nodes joined within {args.rdzv_conf or 'the timeout'} (a node that never started, or that cannot "
-              f"reach {args.rdzv_endpoint}); nothing was trained, a saved state is intact", file=sys.stderr)
-        sys.exit(2)
