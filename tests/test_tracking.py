@@ -4,15 +4,20 @@ metrics, datasets and system metrics."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import subprocess
+import time
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from put.config import VARIANTS
 from put.tracking.base import tracked
-from put.tracking.names import VARIANTS_VIEW, metric_names, parent_name
+from put.tracking.names import DUPLICATE_OF, VARIANTS_VIEW, metric_names, parent_name
 from put.tracking.runs import MlflowTracker
 from put.tracking.spool import ResilientTracker
 
@@ -57,6 +62,92 @@ def test_parallel_writers_on_sqlite_lose_no_run(tracking, mlflow_db, tmp_path, m
         assert child.data.params["nested.a"] == "1"
         assert child.data.metrics["train/loss"] == pytest.approx(1 / 20)
     assert "snakemake_rule" not in parents[0].data.tags
+
+
+def race(monkeypatch, ids: str, both_see_both: bool) -> tuple[MlflowTracker, MlflowTracker]:
+    """Hosts A and B start `evaluate conv` of one configuration at once on a tracking server (no file lock), A's
+    clock an hour behind B's, and neither finds the configuration's parent. By default B's whole start (its parent
+    and stage run created) lands before A's first creation; with `both_see_both`, A's parent lands first but B's
+    lookup ran before it, so each host's search after creating sees both parents. The store hands out run ids in
+    `ids` order ("ascending" or "descending" with creation). Returns A and B."""
+    import mlflow.store.tracking.sqlalchemy_store as store
+    from mlflow.tracking import MlflowClient
+
+    import put.tracking.runs
+
+    monkeypatch.setattr(put.tracking.runs, "_lock", lambda uri: contextlib.nullcontext())  # a server: no lock
+    created, sign = itertools.count(1), 1 if ids == "ascending" else -1
+    monkeypatch.setattr(store, "uuid", SimpleNamespace(uuid4=lambda: uuid.UUID(int=2**127 + sign * next(created))))
+    clock, hosts, first, blind = {"skew_ms": -3_600_000}, {}, [True], []
+    create_run, search = MlflowClient.create_run, MlflowTracker._search
+
+    def start_b() -> None:
+        clock["skew_ms"] = 0
+        hosts["B"] = MlflowTracker("demo", "conv", "evaluate", "dag0003race")
+        clock["skew_ms"] = -3_600_000
+
+    def racing_create(client, experiment_id, start_time=None, tags=None, run_name=None):
+        ours = first and first.pop()  # A's first creation, its parent
+        if ours and not both_see_both:
+            start_b()
+        run = create_run(client, experiment_id, start_time=int(time.time() * 1000) + clock["skew_ms"], tags=tags,
+                         run_name=run_name)
+        if ours and both_see_both:
+            blind.append(True)
+            start_b()
+        return run
+
+    monkeypatch.setattr(MlflowClient, "create_run", racing_create)
+    monkeypatch.setattr(MlflowTracker, "_search", lambda tracker, tags: [] if blind and blind.pop()
+                        else search(tracker, tags))
+    a = MlflowTracker("demo", "conv", "evaluate", "dag0003race")
+    return a, hosts["B"]
+
+
+def all_runs(client) -> list:
+    from mlflow.entities import ViewType
+
+    experiment = client.get_experiment_by_name("put-demo")
+    return client.search_runs([experiment.experiment_id], run_view_type=ViewType.ALL, max_results=1000)
+
+
+@pytest.mark.parametrize("ids", ["ascending", "descending"])
+def test_a_host_that_created_a_run_late_deletes_no_run_in_use_whatever_its_clock(tracking, monkeypatch, ids):
+    """B has created the parent and stage run and uses them; then A, which found no parent before B's landed,
+    creates its own, an hour 'older' by its clock. Resolved by start_time, A deleted B's parent (and B's end failed
+    on it); by the smallest run id nothing is deleted. With B's parent the smaller id both hosts use it, A's own
+    marked and ended; with A's the smaller, each host keeps its own parent: a split that no key can prevent
+    without an atomic claim (docs/mlflow.md, "Many writers"), but never a run deleted under a host."""
+    a, b = race(monkeypatch, ids, both_see_both=False)
+    assert all(r.info.lifecycle_stage == "active" for r in all_runs(tracking))  # main: B's parent deleted
+    assert a.run_id == b.run_id  # the stage run: A found B's
+    a.finish()
+    b.finish()
+    parents = {r.info.run_id: r for r in all_runs(tracking) if r.data.tags["put.level"] == "dag"}
+    assert len(parents) == 2 and b.parent in parents and parents[b.parent].info.status == "FINISHED"
+    if ids == "ascending":
+        assert a.parent == b.parent
+        lost = next(r for r in parents.values() if r.info.run_id != b.parent)
+        assert lost.data.tags[DUPLICATE_OF] == b.parent and lost.info.status == "KILLED"
+    else:
+        assert a.parent != b.parent and a.parent in parents
+
+
+@pytest.mark.parametrize("ids", ["ascending", "descending"])
+def test_hosts_that_both_see_both_created_runs_keep_the_same_one(tracking, monkeypatch, ids):
+    """Both hosts created a parent and each one's search sees both: they keep the same one (the smallest id, not
+    the one A's slow clock makes oldest); the other is marked (out of the saved view's filter) and ended, never
+    deleted, for a third host might be using it."""
+    a, b = race(monkeypatch, ids, both_see_both=True)
+    assert (a.parent, a.run_id) == (b.parent, b.run_id)
+    parents = {r.info.run_id: r for r in all_runs(tracking) if r.data.tags["put.level"] == "dag"}
+    assert a.parent == min(parents) and len(parents) == 2
+    lost = parents[max(parents)]
+    assert lost.info.lifecycle_stage == "active" and lost.info.status == "KILLED"
+    assert lost.data.tags[DUPLICATE_OF] == a.parent
+    kept = tracking.search_runs([lost.info.experiment_id],
+                                f"tags.`put.level` = 'dag' and tags.`{DUPLICATE_OF}` IS NULL")
+    assert [r.info.run_id for r in kept] == [a.parent]
 
 
 def test_rerunning_a_stage_reuses_its_runs_and_tags_each_with_its_source(tracking):

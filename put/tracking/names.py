@@ -17,6 +17,7 @@ SUPERSEDED = "put.superseded_by"  # on a run whose stage was re-run with other c
 LOGGED_FROM = "put.logged_from"  # "outputs": the stage did not run; `put track` logged its run from its outputs
 ATTEMPT_TAG = "put.attempt"  # when the latest attempt on a run started (ms): an earlier one leaves its status alone
 LAST_STATUS = "put.last_status"  # a run's status as its latest attempt left it
+DUPLICATE_OF = "put.duplicate_of"  # on a run that lost a creation race: the run kept instead (docs/mlflow.md)
 RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
 UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
 
@@ -65,7 +66,8 @@ def variants_view(metric_keys: Sequence[str], sort_key: str) -> str:
     "Views -> Save as new view" writes): the evaluation runs with their PSNR and SSIM columns, best first."""
     columns = [f"metrics.`{key}`" for key in metric_keys]
     widths = dict.fromkeys(columns, 150) | {RUN_NAME: 230}  # the run names whole (`evaluate no_ref`)
-    state = {"searchFilter": f"tags.`put.stage` = 'evaluate' and tags.`{SUPERSEDED}` IS NULL",
+    state = {"searchFilter": f"tags.`put.stage` = 'evaluate' and tags.`{SUPERSEDED}` IS NULL "
+                             f"and tags.`{DUPLICATE_OF}` IS NULL",
              "orderByKey": f"metrics.`{sort_key}`",
              "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
              "modelVersionFilter": "All Runs", "selectedColumns": ["attributes.`Models`", *columns],

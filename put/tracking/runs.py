@@ -23,6 +23,7 @@ from put.tracking.base import NullTracker
 from put.tracking.names import (
     ATTEMPT_TAG,
     CODE_TAG,
+    DUPLICATE_OF,
     LAST_STATUS,
     LOGGED_FROM,
     SUPERSEDED,
@@ -204,16 +205,22 @@ class MlflowTracker(NullTracker):
                       key=lambda r: (r.info.start_time, r.info.run_id))
 
     def _run(self, tags: dict[str, str], name: str, parent: str | None) -> str:
+        """The run with `tags`, found or created. Runs created twice by a race (hosts writing to a tracking server,
+        no lock) resolve to the smallest run id: stored with the run, so every client computes the same one, where
+        start_time is each creator's own clock. No racer deletes a run: any run it can see, another may be using."""
         found = self._search(tags)
         if not found:
             extra = {"mlflow.parentRunId": parent} if parent else {}
-            self.client.create_run(self.experiment, tags={**tags, **extra}, run_name=name)
-            found = self._search(tags)
-            for duplicate in found[1:]:  # a concurrent creator lost the race: keep the oldest
-                self.client.delete_run(duplicate.info.run_id)
-        elif found[0].info.run_name != name:  # e.g. the parent, once the variant set is known
-            self.client.set_tag(found[0].info.run_id, "mlflow.runName", name)
-        return found[0].info.run_id
+            own = self.client.create_run(self.experiment, tags={**tags, **extra}, run_name=name).info.run_id
+            kept = min(self._search(tags), key=lambda r: r.info.run_id).info.run_id
+            if kept != own:  # ours lost (a search sees the kept run from now on): marked and ended, not deleted
+                self.client.set_tag(own, DUPLICATE_OF, kept)
+                self.client.set_terminated(own, status="KILLED")
+            return kept
+        kept = min(found, key=lambda r: r.info.run_id)
+        if kept.info.run_name != name:  # e.g. the parent, once the variant set is known
+            self.client.set_tag(kept.info.run_id, "mlflow.runName", name)
+        return kept.info.run_id
 
     def _stage_run(self, lineage: dict[str, str], name: str) -> str:
         """The run of this stage instance at this code version (tag put.code): found again, or created. One run
@@ -223,7 +230,8 @@ class MlflowTracker(NullTracker):
         own = {**lineage, CODE_TAG: self.code}
         if self._search(own):
             return self._run(own, name, self.parent)
-        earlier = [r for r in self._search(lineage) if r.data.tags.get(CODE_TAG) != self.code]
+        earlier = [r for r in self._search(lineage)  # a race's losing duplicate is no earlier version
+                   if r.data.tags.get(CODE_TAG) != self.code and DUPLICATE_OF not in r.data.tags]
         run_id = self._run(own, name, self.parent)
         if earlier:
             previous = earlier[-1]
