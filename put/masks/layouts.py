@@ -1,13 +1,7 @@
-"""The names and layouts of exported evaluation masks (put/masks/export.py), light to import (the command line's
-choices come from here).
-
-LaMa (github.com/advimman/lama), as read for this layout: README.md, "Prepare images and masks": masks named
-`[images_name]_maskXXX[image_suffix]` in the images' folder, e.g. `image1.png` beside `image1_mask001.png`;
-configs/prediction/default.yaml: `dataset.kind: default`, `img_suffix: .png`; saicinpainting/evaluation/data.py,
-InpaintingDataset: masks are `glob(indir/**/*mask*<img_suffix>, recursive)`, sorted, and each mask's image is
-`mask_path.rsplit('_mask', 1)[0] + img_suffix`, both read by PIL (the image as RGB, the mask as L);
-bin/predict.py: a mask is hole where it is > 0, and each result is written to
-`outdir/<the mask's path under indir, extension out_ext (.png)>`.
+"""The names and layouts of exported evaluation masks (put/masks/export.py): light to import, since the command
+line takes its choices from here. What LaMa's code reads (advimman/lama: README.md, configs/prediction/default.yaml,
+saicinpainting/evaluation/data.py, bin/predict.py), and so these names: docs/pipeline.md, "Exporting the evaluation
+masks".
 """
 
 from __future__ import annotations
