@@ -153,6 +153,11 @@ def test_refuses_an_out_that_is_not_an_export_of_this_preset(masks_dir, tmp_path
     assert set(read_export_table(out).format) == {"folder"} and not list(out.glob("*/*.png"))
     with pytest.raises(PathError, match=f"^{out}: holds an export of preset demo, not ffhq"):
         export_masks(masks_dir, out, "lama", "ffhq")
+    (out / EXPORT_MANIFEST).write_text("image,mask\n")  # a manifest, but not an export's
+    with pytest.raises(PathError, match=f"^{out}: not empty and not an earlier masks export"):
+        export_masks(masks_dir, out, "lama", "demo")
+    with pytest.raises(PathError, match=f"^{masks_dir / 'export'}: inside the masks folder"):
+        export_masks(masks_dir, masks_dir / "export", "lama", "demo")
     with pytest.raises(InputError, match="white = hole"):
         export_masks(masks_dir, tmp_path / "new", "lama", "demo", hole_value=0)
     assert not (tmp_path / "new").exists()

@@ -46,15 +46,19 @@ def _check_options(fmt: str, hole_value: int) -> None:
                          f"{hole_value} is for --format folder")
 
 
-def _check_out(out: Path, preset: str) -> None:
-    """An --out that holds anything but an earlier export of this preset is refused, before any work."""
+def _check_out(out: Path, preset: str, masks_dir: Path) -> None:
+    """An --out that holds anything but an earlier export of this preset is refused, before any work; so is one
+    inside the masks folder, a stage's output that the DAG tracks."""
+    if out.resolve().is_relative_to(masks_dir.resolve()):
+        raise PathError(errno.EINVAL, f"inside the masks folder {masks_dir}; give a folder outside it", str(out))
     if not out.is_dir() or not any(out.iterdir()):
         return
     manifest = out / EXPORT_MANIFEST
-    if not manifest.is_file():
+    table = read_csv(manifest, "an export manifest", dtype=str) if manifest.is_file() else None
+    if table is None or "preset" not in table.columns:
         raise PathError(errno.ENOTEMPTY, "not empty and not an earlier masks export; give an empty or new folder",
                         str(out))
-    presets = set(read_csv(manifest, "an export manifest", usecols=["preset"], dtype=str)["preset"])
+    presets = set(table["preset"])
     if presets != {preset}:
         raise PathError(errno.EEXIST, f"holds an export of preset {', '.join(sorted(presets))}, not {preset}; "
                         "give an empty or new folder", str(out))
@@ -76,7 +80,7 @@ def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: 
     when complete), so a killed export leaves `out` as it was."""
     _check_options(fmt, hole_value)
     masks_dir, out = Path(masks_dir), Path(out)
-    _check_out(out, preset)
+    _check_out(out, preset, masks_dir)
     pairs = read_manifest(masks_dir)
     first = pairs.drop_duplicates("image")  # an image's name, the same in every group: its masks' stem
     stems = [Path(mask).stem for mask in first["mask"]]
