@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,16 @@ def test_a_failed_export_leaves_the_old_one(masks_dir, tmp_path, monkeypatch):
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no temporary folder left beside it
     assert (out / EXPORT_MANIFEST).is_file()
+
+
+def test_the_command_reads_the_presets_masks_folder_by_default(masks_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no params.yaml here: the default preset, demo
+    shutil.copytree(masks_dir, tmp_path / "data" / "demo" / "masks")
+    assert main(["masks-export", "--format", "folder", "--hole-value", "0", "--out", "export"]) == 0
+    table = read_export_table(tmp_path / "export")
+    assert set(table.preset) == {"demo"} and set(table.hole_value) == {0}
+    assert len(table) == len(IMAGES) * len(EVAL_GROUPS)
+    capsys.readouterr()
+    assert main(["masks-export", "--preset", "ffhq", "--format", "lama", "--out", "ffhq_export"]) == 2
+    assert "data/ffhq/masks/manifest.csv: no evaluation-mask manifest" in capsys.readouterr().err
+    assert not (tmp_path / "ffhq_export").exists()
