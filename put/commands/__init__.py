@@ -9,7 +9,7 @@ from __future__ import annotations
 from put.io.code import command_module
 
 COMMANDS: dict[str, str] = {name: command_module(name) for name in (
-    "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "train-pvqvae",
-    "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite", "bench", "cost",
-    "coverage", "serve", "track", "track-replay", "ui",
+    "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "masks-export",
+    "train-pvqvae", "train-transformer", "sample", "evaluate", "frontier", "report", "weights", "bench-suite",
+    "bench", "cost", "coverage", "serve", "track", "track-replay", "ui",
 )}

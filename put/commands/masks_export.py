@@ -1,0 +1,39 @@
+"""`put masks-export`: a preset's frozen evaluation images and masks in LaMa's layout or plain folders.
+
+A command of its own, not a subcommand of `put masks`: the masks stage of the DAG depends on the code of
+put/commands/masks.py and what it imports, and exporting must not make that stage re-run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from put.commands.common import add_params_arguments, load_cli_params
+
+HELP = "export the frozen evaluation images and masks for other inpainting codebases (LaMa, plain folders)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from put.masks.layouts import FORMATS, HOLE_VALUES
+
+    add_params_arguments(parser)
+    parser.add_argument("--masks", help="folder written by `put masks` (default: the preset's, data/<preset>/masks)")
+    parser.add_argument("--format", required=True, choices=FORMATS,
+                        help="lama: <group>/<name>.png beside <name>_mask001.png, white = hole, as LaMa's "
+                             "bin/predict.py reads them; folder: <group>/images/ and <group>/masks/, same names")
+    parser.add_argument("--hole-value", type=int, choices=HOLE_VALUES, default=255,
+                        help="grey level of a hole in the exported masks (folder only; lama is always 255)")
+    parser.add_argument("--out", required=True,
+                        help="export folder: new, empty, or an earlier export of this preset (replaced)")
+    parser.set_defaults(out_folder=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.config.paths import masks_dir
+    from put.masks.export import export_masks
+
+    preset = load_cli_params(args).preset
+    masks = Path(args.masks) if args.masks else masks_dir(preset)
+    manifest = export_masks(masks, Path(args.out), args.format, preset, args.hole_value)
+    print(f"masks export ({args.format}): {manifest}")
