@@ -26,7 +26,7 @@ from put.config.params import ParamsError, load_params, params_from_mapping
 from put.dag.resources import ClusterConfigError, load_resource_table, load_site
 from put.errors import LockedError
 from put.io.diskspace import DiskFullError
-from put.io.files import atomic_dir, atomic_write_text, recover_leftovers
+from put.io.files import atomic_dir, atomic_write_text, recover_leftovers, temporary_name, this_host
 from put.io.output_lock import OutputLock, lock_path
 from put.io.yamlfile import YamlFileError, read_yaml
 from put.models.checkpoint import atomic_torch_save, save_checkpoint
@@ -458,7 +458,8 @@ def test_a_kill_between_the_two_renames_is_repaired_by_the_next_run(tmp_path, ca
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert killed.returncode == -signal.SIGKILL
     assert not out.exists()  # the instant the issue describes: old in .samples.old-PID, new in .samples.tmp-PID
-    assert leftovers(tmp_path) == [f".samples.old-{killed_pid(tmp_path)}", f".samples.tmp-{killed_pid(tmp_path)}"]
+    pid = f"{this_host()}-{killed_pid(tmp_path)}"
+    assert leftovers(tmp_path) == [f".samples.old-{pid}", f".samples.tmp-{pid}"]
     with OutputLock([out]):  # what every `put` command does first with its output
         assert (out / "result.txt").read_text() == "old" and leftovers(tmp_path) == []
     err = capsys.readouterr().err
@@ -472,19 +473,42 @@ def killed_pid(folder: Path) -> int:
 def test_leftovers_of_killed_runs_go_and_those_of_live_ones_stay(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
+    here = this_host()
     out = tmp_path / "transformer.pt"
     out.write_bytes(b"good")
-    (tmp_path / f".transformer.pt.tmp-{dead.pid}").write_bytes(b"half a checkpoint")
-    (tmp_path / f".transformer.pt.tmp-{os.getpid()}").write_bytes(b"being written")
-    (tmp_path / f".other.pt.tmp-{dead.pid}").write_bytes(b"another output's")
+    (tmp_path / f".transformer.pt.tmp-{here}-{dead.pid}").write_bytes(b"half a checkpoint")
+    (tmp_path / f".transformer.pt.tmp-{here}-{os.getpid()}").write_bytes(b"being written")
+    (tmp_path / f".other.pt.tmp-{here}-{dead.pid}").write_bytes(b"another output's")
     folder = tmp_path / "samples"
-    (tmp_path / f".samples.tmp-{dead.pid}" / "all").mkdir(parents=True)
+    (tmp_path / f".samples.tmp-{here}-{dead.pid}" / "all").mkdir(parents=True)
     (folder / "all").mkdir(parents=True)
-    (folder / "all" / f".x.png.tmp-{dead.pid}").write_bytes(b"half an image")
+    (folder / "all" / f".x.png.tmp-{here}-{dead.pid}").write_bytes(b"half an image")
     done = recover_leftovers(out) + recover_leftovers(folder)
     assert len(done) == 3 and all("left by an interrupted run" in line for line in done)
-    assert leftovers(tmp_path) == [f".other.pt.tmp-{dead.pid}", f".transformer.pt.tmp-{os.getpid()}"]
+    assert leftovers(tmp_path) == [f".other.pt.tmp-{here}-{dead.pid}", f".transformer.pt.tmp-{here}-{os.getpid()}"]
     assert list((folder / "all").iterdir()) == [] and out.read_bytes() == b"good"
+
+
+def test_temporary_names_carry_the_host_and_another_host_s_are_never_removed(tmp_path, capsys):
+    """A pid says whether a process lives only on its own host: another node's temporary output, of a run that
+    may still be writing it (a node whose locks this one does not see), is kept and named, dead pid or live."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "samples"
+    assert temporary_name(out) == tmp_path / f".samples.tmp-{this_host()}-{os.getpid()}"
+    (out / "all").mkdir(parents=True)
+    elsewhere = [tmp_path / f".samples.tmp-gpu-07.cluster-{dead.pid}", tmp_path / ".samples.old-gpu-07.cluster-1",
+                 out / "all" / f".x.png.tmp-gpu-07.cluster-{dead.pid}"]
+    for path in elsewhere:
+        path.write_bytes(b"another node's")
+    mine = tmp_path / f".samples.tmp-{this_host()}-{dead.pid}"
+    mine.write_bytes(b"this host's, dead")
+    with OutputLock([out]):  # locked or not (test_a_file_system_without_locks_...): the same
+        assert all(path.exists() for path in elsewhere) and not mine.exists()
+    err = capsys.readouterr().err
+    assert f"recovered: {mine}: removed, left by an interrupted run (pid {dead.pid})" in err
+    for path in elsewhere:
+        assert f"{path}: kept, left by a run on host gpu-07.cluster (pid " in err
 
 
 # ---------------------------------------------------------------- a checkpoint under another variant's name

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from put.errors import LockedError
-from put.io.files import pid_alive, recover_leftovers
+from put.io.files import recover_leftovers
 
 MOUNTS = Path("/proc/self/mountinfo")
 READ_HOLDER_S = 2.0  # a lock just taken holds its identity a moment later: how long a refused run looks for it
@@ -94,8 +94,8 @@ class OutputLock:
     def __enter__(self) -> OutputLock:
         try:
             for output in self.outputs:
-                locked = self._acquire(output)  # then every leftover beside it but this run's is a dead run's
-                for line in recover_leftovers(output, (lambda pid: pid == os.getpid()) if locked else pid_alive):
+                self._acquire(output)
+                for line in recover_leftovers(output):  # this host's of dead processes only, locked or not
                     print(f"recovered: {line}", file=sys.stderr)
         except BaseException:
             self.release()
