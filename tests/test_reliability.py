@@ -27,7 +27,7 @@ from put.dag.resources import ClusterConfigError, load_resource_table, load_site
 from put.errors import LockedError
 from put.io.diskspace import DiskFullError
 from put.io.files import atomic_dir, atomic_write_text, recover_leftovers, temporary_name, this_host
-from put.io.output_lock import OutputLock, lock_path
+from put.io.output_lock import UNLOCKED_ENV, OutputLock, lock_path
 from put.io.yamlfile import YamlFileError, read_yaml
 from put.models.checkpoint import atomic_torch_save, save_checkpoint
 from put.official.convert import read_overrides
@@ -342,32 +342,64 @@ def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path
     ("nfs4", "vers=4.2,local_lock=none", None),
     ("lustre", "localflock", "lustre mounted with localflock"),
     ("lustre", "flock", None)])
-def test_locks_local_to_a_node_are_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys, fs, options, local):
+def test_locks_local_to_a_node_refuse_the_run_unless_told(tmp_path, monkeypatch, capsys, fs, options, local):
     shared = tmp_path / "shared dir"
     mounts = tmp_path / "mountinfo"
     escaped = str(shared).replace(" ", "\\040")
     mounts.write_text(f"1 0 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
                       f"2 1 0:50 / {escaped} rw,relatime shared:5 - {fs} server:/export rw,{options}\n")
     monkeypatch.setattr(put.io.output_lock, "MOUNTS", mounts)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
     assert put.io.output_lock.node_local_locks(shared / "sub") == local
     assert put.io.output_lock.node_local_locks(tmp_path) is None
-    with OutputLock([shared / "out"]):
-        pass
-    err = capsys.readouterr().err
-    assert (f"warning: {shared / 'out'}: locks are local to this node here ({local}): a run on another node "
-            "would not be kept from this output" in err) == (local is not None)
+    out = shared / "out"
+    assert main(["config", "--out", str(out)]) == (2 if local else 0)
+    if local:
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line == (f"put config: error: {out}: output locks do not work here (locks are local to this node: "
+                        f"{local}), so a second run on this output, on another node, would not be kept out; put the "
+                        "output on a file system whose locks every node shares (docs/reliability.md, \"Output "
+                        f"locks\"), or set {UNLOCKED_ENV}=1 to run unguarded")
+        assert not out.exists() and not lock_path(out).exists()
+        monkeypatch.setenv(UNLOCKED_ENV, "1")
+        assert main(["config", "--out", str(out)]) == 0 and out.is_file()
+        assert (f"warning: {out}: not guarded (locks are local to this node: {local}; {UNLOCKED_ENV}=1): a run "
+                "started meanwhile, here or on another node, would not be kept from this output"
+                in capsys.readouterr().err)
+        with OutputLock([out]), pytest.raises(LockedError):  # on this node, still one run at a time
+            OutputLock([out]).__enter__()
 
 
-def test_a_file_system_without_locks_is_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP])
+def test_a_file_system_without_locks_refuses_the_run_unless_told(tmp_path, monkeypatch, capsys, code):
     def no_locks(fd, operation):
-        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(put.io.output_lock.fcntl, "flock", no_locks)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
     out = tmp_path / "out"
-    live = tmp_path / f".out.tmp-{os.getppid()}"  # another run's file being written: unlocked, it might be live
-    live.write_text("")
-    assert main(["config", "--out", str(out)]) == 0 and out.is_file() and live.exists()
-    assert f"warning: {out}: not locked (No locks available for {lock_path(out)})" in capsys.readouterr().err
+    assert main(["config", "--out", str(out)]) == 2 and not out.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"put config: error: {out}: output locks do not work here ({os.strerror(code)} for "
+                           f"{lock_path(out)}), so a second run") and line.endswith(f"set {UNLOCKED_ENV}=1 to run "
+                                                                                   "unguarded")
+    monkeypatch.setenv(UNLOCKED_ENV, "1")
+    elsewhere = tmp_path / ".out.tmp-gpu-07-1"  # another node's file being written: unlocked, it might be live
+    elsewhere.write_text("")
+    assert main(["config", "--out", str(out)]) == 0 and out.is_file() and elsewhere.exists()
+    assert (f"warning: {out}: not guarded ({os.strerror(code)} for {lock_path(out)}; {UNLOCKED_ENV}=1)"
+            in capsys.readouterr().err)
+
+
+def test_locks_that_are_not_enforced_refuse_the_run(tmp_path, monkeypatch, capsys):
+    """A file system that accepts flock and keeps nobody out (some FUSE mounts): the probe, a second open of the
+    lock file, gets the lock too."""
+    monkeypatch.setattr(put.io.output_lock.fcntl, "flock", lambda fd, operation: None)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
+    out = tmp_path / "out"
+    assert main(["config", "--out", str(out)]) == 2 and not out.exists() and not lock_path(out).exists()
+    assert (f"{out}: output locks do not work here (flock on {lock_path(out)} does not keep a second open of it "
+            "out), so" in capsys.readouterr().err)
 
 
 # ---------------------------------------------------------------- folder swaps and leftovers
