@@ -252,6 +252,33 @@ def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
     assert not lock_path(out).exists()
 
 
+HANDS_OVER = """
+import os, sys
+from pathlib import Path
+import put.io.output_lock
+put.io.output_lock.OutputLock([Path(sys.argv[1])]).__enter__().hand_over()
+os.execv(sys.executable, [sys.executable, "-c", "import os, time; print(os.environ['PUT_OUTPUT_LOCKS_HELD'], "
+                                                  "flush=True); time.sleep(120)"])
+"""
+
+
+def test_a_lock_handed_over_stays_held_across_exec(tmp_path):
+    """What a launching command does (put/cli.py): the process it execs into, the launcher, holds the lock."""
+    out = tmp_path / "out"
+    launcher = subprocess.Popen([sys.executable, "-c", HANDS_OVER, str(out)], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        token = launcher.stdout.readline().strip()
+        assert token and json.loads(lock_path(out).read_text())["token"] == token
+        with pytest.raises(LockedError, match=f"pid {launcher.pid}, "):
+            OutputLock([out]).__enter__()
+    finally:
+        launcher.kill()
+        launcher.wait()
+    with OutputLock([out]):  # gone with its process
+        pass
+
+
 RACER = """
 import os, random, re, sys, time
 from pathlib import Path
@@ -370,7 +397,7 @@ def test_locks_local_to_a_node_refuse_the_run_unless_told(tmp_path, monkeypatch,
             OutputLock([out]).__enter__()
 
 
-@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP])
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP], ids=["ENOLCK", "EOPNOTSUPP"])
 def test_a_file_system_without_locks_refuses_the_run_unless_told(tmp_path, monkeypatch, capsys, code):
     def no_locks(fd, operation):
         raise OSError(code, os.strerror(code))

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import sys
@@ -28,6 +29,8 @@ from put.io.files import recover_leftovers
 MOUNTS = Path("/proc/self/mountinfo")
 READ_HOLDER_S = 2.0  # a lock just taken holds its identity a moment later: how long a refused run looks for it
 NODE_LOCAL = {"nfs": {"nolock", "local_lock=all", "local_lock=flock"}, "lustre": {"localflock"}}
+# Set by a command that launches workers (put/cli.py) to its lock's token: its workers run under its locks.
+HANDED_OVER_ENV = "PUT_OUTPUT_LOCKS_HELD"
 UNLOCKED_ENV = "PUT_UNLOCKED_OUTPUTS"  # "1": run where locks cannot guard an output, one run per output at your care
 
 
@@ -86,6 +89,13 @@ def _holder(fd: int) -> dict | None:
         return None  # not written yet, or not by this code
 
 
+def _token(lock: Path) -> str | None:
+    try:
+        return json.loads(lock.read_bytes()).get("token")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _same_file(fd: int, path: Path) -> bool:
     try:
         a, b = os.fstat(fd), os.stat(path)
@@ -119,14 +129,20 @@ class OutputLock:
     """Holds the locks of `outputs` while in use (`with OutputLock([...]):`); on entering, removes what killed
     runs left of them (fileio.recover_leftovers) and prints what it did."""
 
-    def __init__(self, outputs: list[Path]):
+    def __init__(self, outputs: list[Path], handed_over: str | None = None):
+        """`handed_over`: in a launched worker, the launcher's token (HANDED_OVER_ENV); an output whose lock file
+        holds it is the launcher's to hold, not taken again."""
         self.outputs = sorted({Path(o).absolute() for o in outputs})
-        self.content = json.dumps(this_process(), indent=1).encode()
+        self.handed_over = handed_over
+        self.token = secrets.token_hex(8)  # tells this holder's workers its lock file from any other
+        self.content = json.dumps({**this_process(), "token": self.token}, indent=1).encode()
         self.held: list[tuple[Path, int]] = []
 
     def __enter__(self) -> OutputLock:
         try:
             for output in self.outputs:
+                if self.handed_over and _token(lock_path(output)) == self.handed_over:
+                    continue  # the launcher holds it, and recovered its leftovers
                 self._acquire(output)
                 for line in recover_leftovers(output):  # this host's of dead processes only, locked or not
                     print(f"recovered: {line}", file=sys.stderr)
@@ -173,7 +189,17 @@ class OutputLock:
         os.pwrite(fd, self.content, 0)
         os.fsync(fd)  # on NFS, other nodes read what reached the server
 
+    def hand_over(self) -> None:
+        """Keeps the locks held across exec, by the launcher this process becomes, until it ends: its workers,
+        its children, run under them and do not take them again (HANDED_OVER_ENV), so no other run can start
+        between this check and their work (docs/reliability.md, "Output locks")."""
+        for _, fd in self.held:
+            os.set_inheritable(fd, True)
+        os.environ[HANDED_OVER_ENV] = self.token
+
     def release(self) -> None:
+        if os.environ.get(HANDED_OVER_ENV) == self.token:  # the launch failed: not handed over after all
+            del os.environ[HANDED_OVER_ENV]
         for lock, fd in reversed(self.held):
             if _same_file(fd, lock):  # not a lock file that replaced ours after a removal by hand
                 lock.unlink(missing_ok=True)
