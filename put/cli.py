@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Iterable
@@ -17,9 +18,9 @@ from put.commands import COMMANDS
 from put.errors import BUG_REPORT, PutError, describe
 from put.io.diskspace import as_disk_full
 from put.io.files import check_output, tee_output
-from put.io.output_lock import OutputLock, sigterm_as_exit
+from put.io.output_lock import HANDED_OVER_ENV, OutputLock, sigterm_as_exit
 from put.train.launch import launch, needs_launch, processes_per_node, threads_per_process
-from put.train.torchrun import report_error, worker_rank
+from put.train.torchrun import launched_worker, report_error, worker_rank
 
 
 def outputs_of(args: argparse.Namespace) -> list[Path]:
@@ -79,12 +80,14 @@ def main(argv: list[str] | None = None) -> int:
                 check_output(args.out, folder=args.out_folder)
             if needs_launch(getattr(args, "gpus", 0), getattr(args, "nodes", 1)):
                 args.before_launch(args)  # a params.yaml typo: one line here, not one per worker
-                with OutputLock(outputs):  # another run on these outputs stops this one now; rank 0 will hold them
-                    pass
+                # Another run on these outputs stops this one now; from here the launcher (this process, exec'd)
+                # holds them for its workers until it ends: no window for a second run before rank 0 writes.
+                log.enter_context(OutputLock(outputs)).hand_over()
                 launch(args.nodes, processes_per_node(args.gpus), sys.argv[1:] if argv is None else argv)
             if threads := threads_per_process():
                 torch.set_num_threads(threads)
-            with OutputLock(outputs) if outputs and worker_rank() == 0 else nullcontext():
+            handed_over = os.environ.get(HANDED_OVER_ENV) if launched_worker() else None  # by our own launcher
+            with OutputLock(outputs, handed_over) if outputs and worker_rank() == 0 else nullcontext():
                 args.func(args)
         except Exception as err:
             # the package's own errors (put/errors.py), and a full disk met by a write that did not translate it:

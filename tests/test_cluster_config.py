@@ -28,6 +28,7 @@ from put.dag.resources import (
     rule_resources,
     rule_retries,
 )
+from put.io.output_lock import HANDED_OVER_ENV, lock_path
 from put.train import launch, torchrun
 from tests.helpers import ROOT
 
@@ -253,6 +254,31 @@ def test_nodes_of_cpu_processes_run_one_process_per_node(monkeypatch, tmp_path):
     assert command[0] == "srun" and "--nnodes=2" in command and "--nproc-per-node=1" in command
     assert [launch.needs_launch(g, n) for g, n in ((0, 1), (1, 1), (2, 1), (0, 2), (1, 2))] == \
         [False, False, True, True, True]
+
+
+def test_no_second_run_starts_between_the_check_before_the_launch_and_rank_0(monkeypatch, tmp_path, capsys):
+    """The launching command keeps its outputs locked through the launch (its exec'd launcher holds them while
+    the workers, its children, run), so a second run started meanwhile, say while the first is in its rendezvous,
+    is refused; rank 0 works under that lock without taking it again."""
+    calls, out, codes = fake_launcher(monkeypatch), tmp_path / "p.pt", {}
+
+    def launched(path, argv):
+        calls.append(argv)
+        with monkeypatch.context() as other:  # not a child of the launcher: its environment lacks the token
+            other.delenv(HANDED_OVER_ENV, raising=False)
+            codes["second run"] = cli.main(["config", "--out", str(out)])
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", "0")
+        codes["rank 0"] = cli.main(["config", "--out", str(out)])  # a worker: writes the output
+        raise Exec
+
+    monkeypatch.setattr(launch.os, "execvp", launched)
+    with pytest.raises(Exec):
+        cli.main(["train-pvqvae", "--preset", "demo", "--split", str(tmp_path / "none"), "--out", str(out),
+                  "--gpus", "2"])
+    assert len(calls) == 1 and codes == {"second run": 2, "rank 0": 0} and out.is_file()
+    assert f"put config: error: {out}: in use by another run (host " in capsys.readouterr().err
+    assert HANDED_OVER_ENV not in os.environ and not lock_path(out).exists()  # the failed exec released it
 
 
 def test_a_params_typo_fails_before_the_workers_start(monkeypatch, capsys, tmp_path):

@@ -36,6 +36,7 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
     from put.io.diskspace import DiskFullError
+    from put.io.output_lock import NoLocksError
     from put.io.pretrained import DownloadError, MissingWeightsError
     from put.io.yamlfile import YamlFileError
     from put.masks.io import MaskError
@@ -56,7 +57,7 @@ def error_classes() -> list[tuple[type, type, type]]:
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
             (DownloadError, ServiceError, RuntimeError),
             (QueueFull, ServiceError, RuntimeError), (DiskFullError, PutError, OSError),
-            (TrainingDiverged, PutError, RuntimeError)]
+            (TrainingDiverged, PutError, RuntimeError), (NoLocksError, PathError, OSError)]
 
 
 def test_the_package_errors_are_put_errors_and_still_the_builtins_callers_catch():

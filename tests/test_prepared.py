@@ -19,6 +19,7 @@ from put.data import prepared
 from put.data.dataset import ImageListDataset
 from put.data.prepared import PreparedImages, partial_dir, prepare
 from put.data.split import write_split
+from put.io.files import this_host
 
 ROOT = Path(__file__).resolve().parents[1]
 # Largest difference from the on-the-fly sample, in the models' [-1, 1] scale: float16 keeps the float pixels
@@ -126,7 +127,8 @@ def test_kill_9_keeps_the_finished_shards_and_a_rerun_resumes(split, tmp_path, m
     assert not out.exists()  # no half cache where the pipeline looks
     assert sorted(p.name for p in work.glob("train-*")) == [f"train-0000{k}.{ext}" for k in (0, 1)
                                                             for ext in ("json", "npy")]
-    (work / ".train-00002.npy.tmp-999").write_bytes(b"half a shard")  # what a kill during a write leaves
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (work / f".train-00002.npy.tmp-{this_host()}-{dead.stdout.strip()}").write_bytes(b"half a shard")  # a kill's
 
     loaded = []
     load = prepared._load

@@ -26,8 +26,8 @@ from put.config.params import ParamsError, load_params, params_from_mapping
 from put.dag.resources import ClusterConfigError, load_resource_table, load_site
 from put.errors import LockedError
 from put.io.diskspace import DiskFullError
-from put.io.files import atomic_dir, atomic_write_text, recover_leftovers
-from put.io.output_lock import OutputLock, lock_path
+from put.io.files import atomic_dir, atomic_write_text, recover_leftovers, temporary_name, this_host
+from put.io.output_lock import UNLOCKED_ENV, OutputLock, lock_path
 from put.io.yamlfile import YamlFileError, read_yaml
 from put.models.checkpoint import atomic_torch_save, save_checkpoint
 from put.official.convert import read_overrides
@@ -252,6 +252,33 @@ def test_a_second_lock_in_the_same_process_is_refused(tmp_path):
     assert not lock_path(out).exists()
 
 
+HANDS_OVER = """
+import os, sys
+from pathlib import Path
+import put.io.output_lock
+put.io.output_lock.OutputLock([Path(sys.argv[1])]).__enter__().hand_over()
+os.execv(sys.executable, [sys.executable, "-c", "import os, time; print(os.environ['PUT_OUTPUT_LOCKS_HELD'], "
+                                                  "flush=True); time.sleep(120)"])
+"""
+
+
+def test_a_lock_handed_over_stays_held_across_exec(tmp_path):
+    """What a launching command does (put/cli.py): the process it execs into, the launcher, holds the lock."""
+    out = tmp_path / "out"
+    launcher = subprocess.Popen([sys.executable, "-c", HANDS_OVER, str(out)], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        token = launcher.stdout.readline().strip()
+        assert token and json.loads(lock_path(out).read_text())["token"] == token
+        with pytest.raises(LockedError, match=f"pid {launcher.pid}, "):
+            OutputLock([out]).__enter__()
+    finally:
+        launcher.kill()
+        launcher.wait()
+    with OutputLock([out]):  # gone with its process
+        pass
+
+
 RACER = """
 import os, random, re, sys, time
 from pathlib import Path
@@ -342,32 +369,64 @@ def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path
     ("nfs4", "vers=4.2,local_lock=none", None),
     ("lustre", "localflock", "lustre mounted with localflock"),
     ("lustre", "flock", None)])
-def test_locks_local_to_a_node_are_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys, fs, options, local):
+def test_locks_local_to_a_node_refuse_the_run_unless_told(tmp_path, monkeypatch, capsys, fs, options, local):
     shared = tmp_path / "shared dir"
     mounts = tmp_path / "mountinfo"
     escaped = str(shared).replace(" ", "\\040")
     mounts.write_text(f"1 0 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
                       f"2 1 0:50 / {escaped} rw,relatime shared:5 - {fs} server:/export rw,{options}\n")
     monkeypatch.setattr(put.io.output_lock, "MOUNTS", mounts)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
     assert put.io.output_lock.node_local_locks(shared / "sub") == local
     assert put.io.output_lock.node_local_locks(tmp_path) is None
-    with OutputLock([shared / "out"]):
-        pass
-    err = capsys.readouterr().err
-    assert (f"warning: {shared / 'out'}: locks are local to this node here ({local}): a run on another node "
-            "would not be kept from this output" in err) == (local is not None)
+    out = shared / "out"
+    assert main(["config", "--out", str(out)]) == (2 if local else 0)
+    if local:
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line == (f"put config: error: {out}: output locks do not work here (locks are local to this node: "
+                        f"{local}), so a second run on this output, on another node, would not be kept out; put the "
+                        "output on a file system whose locks every node shares (docs/reliability.md, \"Output "
+                        f"locks\"), or set {UNLOCKED_ENV}=1 to run unguarded")
+        assert not out.exists() and not lock_path(out).exists()
+        monkeypatch.setenv(UNLOCKED_ENV, "1")
+        assert main(["config", "--out", str(out)]) == 0 and out.is_file()
+        assert (f"warning: {out}: not guarded (locks are local to this node: {local}; {UNLOCKED_ENV}=1): a run "
+                "started meanwhile, here or on another node, would not be kept from this output"
+                in capsys.readouterr().err)
+        with OutputLock([out]), pytest.raises(LockedError):  # on this node, still one run at a time
+            OutputLock([out]).__enter__()
 
 
-def test_a_file_system_without_locks_is_named_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP], ids=["ENOLCK", "EOPNOTSUPP"])
+def test_a_file_system_without_locks_refuses_the_run_unless_told(tmp_path, monkeypatch, capsys, code):
     def no_locks(fd, operation):
-        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(put.io.output_lock.fcntl, "flock", no_locks)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
     out = tmp_path / "out"
-    live = tmp_path / f".out.tmp-{os.getppid()}"  # another run's file being written: unlocked, it might be live
-    live.write_text("")
-    assert main(["config", "--out", str(out)]) == 0 and out.is_file() and live.exists()
-    assert f"warning: {out}: not locked (No locks available for {lock_path(out)})" in capsys.readouterr().err
+    assert main(["config", "--out", str(out)]) == 2 and not out.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"put config: error: {out}: output locks do not work here ({os.strerror(code)} for "
+                           f"{lock_path(out)}), so a second run") and line.endswith(f"set {UNLOCKED_ENV}=1 to run "
+                                                                                   "unguarded")
+    monkeypatch.setenv(UNLOCKED_ENV, "1")
+    elsewhere = tmp_path / ".out.tmp-gpu-07-1"  # another node's file being written: unlocked, it might be live
+    elsewhere.write_text("")
+    assert main(["config", "--out", str(out)]) == 0 and out.is_file() and elsewhere.exists()
+    assert (f"warning: {out}: not guarded ({os.strerror(code)} for {lock_path(out)}; {UNLOCKED_ENV}=1)"
+            in capsys.readouterr().err)
+
+
+def test_locks_that_are_not_enforced_refuse_the_run(tmp_path, monkeypatch, capsys):
+    """A file system that accepts flock and keeps nobody out (some FUSE mounts): the probe, a second open of the
+    lock file, gets the lock too."""
+    monkeypatch.setattr(put.io.output_lock.fcntl, "flock", lambda fd, operation: None)
+    monkeypatch.delenv(UNLOCKED_ENV, raising=False)
+    out = tmp_path / "out"
+    assert main(["config", "--out", str(out)]) == 2 and not out.exists() and not lock_path(out).exists()
+    assert (f"{out}: output locks do not work here (flock on {lock_path(out)} does not keep a second open of it "
+            "out), so" in capsys.readouterr().err)
 
 
 # ---------------------------------------------------------------- folder swaps and leftovers
@@ -458,7 +517,8 @@ def test_a_kill_between_the_two_renames_is_repaired_by_the_next_run(tmp_path, ca
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert killed.returncode == -signal.SIGKILL
     assert not out.exists()  # the instant the issue describes: old in .samples.old-PID, new in .samples.tmp-PID
-    assert leftovers(tmp_path) == [f".samples.old-{killed_pid(tmp_path)}", f".samples.tmp-{killed_pid(tmp_path)}"]
+    pid = f"{this_host()}-{killed_pid(tmp_path)}"
+    assert leftovers(tmp_path) == [f".samples.old-{pid}", f".samples.tmp-{pid}"]
     with OutputLock([out]):  # what every `put` command does first with its output
         assert (out / "result.txt").read_text() == "old" and leftovers(tmp_path) == []
     err = capsys.readouterr().err
@@ -472,19 +532,42 @@ def killed_pid(folder: Path) -> int:
 def test_leftovers_of_killed_runs_go_and_those_of_live_ones_stay(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
+    here = this_host()
     out = tmp_path / "transformer.pt"
     out.write_bytes(b"good")
-    (tmp_path / f".transformer.pt.tmp-{dead.pid}").write_bytes(b"half a checkpoint")
-    (tmp_path / f".transformer.pt.tmp-{os.getpid()}").write_bytes(b"being written")
-    (tmp_path / f".other.pt.tmp-{dead.pid}").write_bytes(b"another output's")
+    (tmp_path / f".transformer.pt.tmp-{here}-{dead.pid}").write_bytes(b"half a checkpoint")
+    (tmp_path / f".transformer.pt.tmp-{here}-{os.getpid()}").write_bytes(b"being written")
+    (tmp_path / f".other.pt.tmp-{here}-{dead.pid}").write_bytes(b"another output's")
     folder = tmp_path / "samples"
-    (tmp_path / f".samples.tmp-{dead.pid}" / "all").mkdir(parents=True)
+    (tmp_path / f".samples.tmp-{here}-{dead.pid}" / "all").mkdir(parents=True)
     (folder / "all").mkdir(parents=True)
-    (folder / "all" / f".x.png.tmp-{dead.pid}").write_bytes(b"half an image")
+    (folder / "all" / f".x.png.tmp-{here}-{dead.pid}").write_bytes(b"half an image")
     done = recover_leftovers(out) + recover_leftovers(folder)
     assert len(done) == 3 and all("left by an interrupted run" in line for line in done)
-    assert leftovers(tmp_path) == [f".other.pt.tmp-{dead.pid}", f".transformer.pt.tmp-{os.getpid()}"]
+    assert leftovers(tmp_path) == [f".other.pt.tmp-{here}-{dead.pid}", f".transformer.pt.tmp-{here}-{os.getpid()}"]
     assert list((folder / "all").iterdir()) == [] and out.read_bytes() == b"good"
+
+
+def test_temporary_names_carry_the_host_and_another_host_s_are_never_removed(tmp_path, capsys):
+    """A pid says whether a process lives only on its own host: another node's temporary output, of a run that
+    may still be writing it (a node whose locks this one does not see), is kept and named, dead pid or live."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "samples"
+    assert temporary_name(out) == tmp_path / f".samples.tmp-{this_host()}-{os.getpid()}"
+    (out / "all").mkdir(parents=True)
+    elsewhere = [tmp_path / f".samples.tmp-gpu-07.cluster-{dead.pid}", tmp_path / ".samples.old-gpu-07.cluster-1",
+                 out / "all" / f".x.png.tmp-gpu-07.cluster-{dead.pid}"]
+    for path in elsewhere:
+        path.write_bytes(b"another node's")
+    mine = tmp_path / f".samples.tmp-{this_host()}-{dead.pid}"
+    mine.write_bytes(b"this host's, dead")
+    with OutputLock([out]):  # locked or not (test_a_file_system_without_locks_...): the same
+        assert all(path.exists() for path in elsewhere) and not mine.exists()
+    err = capsys.readouterr().err
+    assert f"recovered: {mine}: removed, left by an interrupted run (pid {dead.pid})" in err
+    for path in elsewhere:
+        assert f"{path}: kept, left by a run on host gpu-07.cluster (pid " in err
 
 
 # ---------------------------------------------------------------- a checkpoint under another variant's name

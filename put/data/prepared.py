@@ -22,7 +22,15 @@ from put.data.dataset import AugmentedImages, check_sizes, stored_pixels
 from put.data.images import open_image, to_rgb
 from put.data.split import read_split
 from put.errors import FileMismatchError, InputError
-from put.io.files import atomic_path, atomic_write_text, file_sha256, read_csv, read_json, replace_folder
+from put.io.files import (
+    atomic_path,
+    atomic_write_text,
+    file_sha256,
+    left_by_dead_run,
+    read_csv,
+    read_json,
+    replace_folder,
+)
 
 FORMAT = "put-prepared/1"
 SPLITS = ("train", "test")
@@ -141,8 +149,9 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
         if not same:  # made for other settings or other split files: nothing in it can be reused
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    for stale in work.glob(".*.tmp-*"):  # a kill -9 in the middle of a write
-        stale.unlink()
+    for stale in work.glob(".*.tmp-*"):  # a kill -9 in the middle of a write (not a live run's on another node)
+        if left_by_dead_run(stale):
+            stale.unlink()
     atomic_write_text(work / MANIFEST, json.dumps({"settings": settings}, indent=2) + "\n")
 
     shards, rows, counts = {}, [], {}

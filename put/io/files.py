@@ -1,4 +1,4 @@
-"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (`.NAME.tmp-PID`
+"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (`.NAME.tmp-HOST-PID`
 beside the target, renamed onto it; a folder swapped in one step where Linux can), the recovery of what a killed
 run left behind, checks that an output can be written before the work starts, JSON and CSV reads whose errors
 name the file, content hashes (docs/reliability.md, "Atomic writes")."""
@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -27,8 +28,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def this_host() -> str:
+    """This machine's name as temporary names carry it (characters of host names only)."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
+
+
 def temporary_name(path: Path, what: str = "tmp") -> Path:
-    return path.with_name(f".{path.name}.{what}-{os.getpid()}")
+    """`.NAME.WHAT-HOST-PID`: the host too, because a pid says whether a process lives only on its own host."""
+    return path.with_name(f".{path.name}.{what}-{this_host()}-{os.getpid()}")
 
 
 def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
@@ -109,7 +116,7 @@ def exchange(a: Path, b: Path) -> bool:
 def replace_folder(new: Path, path: Path) -> None:
     """Puts the folder `new` at `path`. Readers see the old folder or the new one, never a mix: one atomic
     exchange where the platform has it (the old content is then at `new`, for the caller to delete), else two
-    renames, path -> .NAME.old-PID and new -> path; a kill between them leaves no `path` for an instant, which
+    renames, path -> .NAME.old-HOST-PID and new -> path; a kill between them leaves no `path` for an instant, which
     `recover_leftovers` (run at the start of the next run on this output) repairs by putting the old one back."""
     if not path.exists():
         os.replace(new, path)
@@ -150,7 +157,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<pid>\d+)")
+LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<host>[A-Za-z0-9._-]+)-(?P<pid>\d+)")
 
 
 def pid_alive(pid: int) -> bool:
@@ -164,32 +171,49 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def left_by_dead_run(entry: Path, alive: Callable[[int], bool] = pid_alive) -> bool:
+    """A temporary name of this host whose process has ended."""
+    m = LEFTOVER.fullmatch(entry.name)
+    return m is not None and m["host"] == this_host() and not alive(int(m["pid"]))
+
+
 def _remove(path: Path) -> None:
     shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
 
 
 def recover_leftovers(path: str | os.PathLike, alive: Callable[[int], bool] = pid_alive) -> list[str]:
-    """What killed runs left of the output `path`: temporary files and folders beside it (and, in a folder
-    written in place, inside it) whose process is not `alive` are removed; when `path` itself is missing but
-    the folder it was being swapped with survives (`.NAME.old-PID`: a kill between the two renames), that
-    folder is put back first. Returns one line per action, for the caller to print."""
+    """What killed runs left of the output `path`: this host's temporary files and folders beside it (and, in a
+    folder written in place, inside it) whose process is not `alive` are removed; when `path` itself is missing
+    but the folder it was being swapped with survives (`.NAME.old-HOST-PID`: a kill between the two renames), that
+    folder is put back first. Another host's are never touched, only named: from here, nothing says whether their
+    run still lives (a node whose locks this one does not see, docs/reliability.md). Returns one line per action
+    or leftover kept, for the caller to print."""
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    found = [(entry, m["what"], int(m["pid"])) for entry in path.parent.iterdir()
-             if (m := LEFTOVER.fullmatch(entry.name)) and m["name"] == path.name and not alive(int(m["pid"]))]
-    done = []
-    olds = sorted((entry for entry, what, _ in found if what == "old"), key=lambda e: e.stat().st_mtime)
+    host = this_host()
+
+    def kept(entry: Path, m: re.Match) -> str:
+        return (f"{entry}: kept, left by a run on host {m['host']} (pid {m['pid']}), which cannot be checked from "
+                "here; delete it once that run is over")
+
+    beside = [(entry, m) for entry in path.parent.iterdir()
+              if (m := LEFTOVER.fullmatch(entry.name)) and m["name"] == path.name]
+    done = [kept(entry, m) for entry, m in beside if m["host"] != host]
+    dead = [(entry, m) for entry, m in beside if m["host"] == host and not alive(int(m["pid"]))]
+    olds = sorted((entry for entry, m in dead if m["what"] == "old"), key=lambda e: e.stat().st_mtime)
     if not path.exists() and olds:
         os.replace(olds[-1], path)
         done.append(f"{path}: put back the previous {path.name}, which an interrupted run (pid "
                     f"{LEFTOVER.fullmatch(olds[-1].name)['pid']}) had moved to {olds[-1].name}")
-    inside = [(entry, "tmp", int(m["pid"])) for entry in path.rglob(".*.tmp-*")
-              if (m := LEFTOVER.fullmatch(entry.name)) and not alive(int(m["pid"]))] if path.is_dir() else []
-    for entry, _, pid in [*found, *inside]:
+    inside = [(entry, m) for entry in path.rglob(".*.tmp-*")
+              if (m := LEFTOVER.fullmatch(entry.name))] if path.is_dir() else []
+    done += [kept(entry, m) for entry, m in inside if m["host"] != host]
+    dead += [(entry, m) for entry, m in inside if m["host"] == host and not alive(int(m["pid"]))]
+    for entry, m in dead:
         if entry.exists() or entry.is_symlink():
             _remove(entry)
-            done.append(f"{entry}: removed, left by an interrupted run (pid {pid})")
+            done.append(f"{entry}: removed, left by an interrupted run (pid {m['pid']})")
     return done
 
 

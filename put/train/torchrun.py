@@ -18,6 +18,11 @@ USER_ERROR_EXIT = 2  # the CLI's exit status for an error the user can act on (p
 STOPPED_EXITS = {-signal.SIGTERM, 128 + signal.SIGTERM}
 
 
+def launched_worker() -> bool:
+    """Whether this process is one of torchrun's workers."""
+    return "WORLD_SIZE" in os.environ
+
+
 def worker_rank() -> int:
     """This process's global rank under torchrun; 0 outside it (one process, or the command before its launch)."""
     return int(os.environ.get("RANK", "0"))
@@ -26,7 +31,7 @@ def worker_rank() -> int:
 def report_error(line: str) -> None:
     """A user error's one line. Under torchrun every worker writes it to its error file, which the agent reads
     (`main`), and only rank 0 prints it, into --log as well: one line where every worker met the same error."""
-    path = os.environ.get(ERROR_FILE_ENV) if "WORLD_SIZE" in os.environ else None
+    path = os.environ.get(ERROR_FILE_ENV) if launched_worker() else None
     if path:
         try:
             with open(path, "w", encoding="utf-8") as f:
