@@ -130,6 +130,13 @@ def decoded(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 
 
+def wait_for(condition, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
 def blank_png(width: int, height: int, mode: str = "RGB") -> bytes:
     """A valid all-black PNG of any size, written row by row (never whole in memory): 12000x12000 is 18 KB in
     1-bit mode, 420 KB in RGB."""
@@ -259,7 +266,9 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     other = entry("other", lambda device: model)
     runner = Runner("cpu", Limits(max_queued=1))
     settings = InpaintSettings(samples=2)
-    first, second = runner.submit(slow, mask, settings), runner.submit(slow, mask, settings)
+    first = runner.submit(slow, mask, settings)
+    wait_for(lambda: first.state == "running")  # taken by a worker: no longer waiting
+    second = runner.submit(slow, mask, settings)
     with pytest.raises(QueueFull) as full:
         runner.submit(slow, mask, settings)
     assert full.value.retry_after == 5  # no request of this model has finished yet: a guess
