@@ -42,12 +42,21 @@ N = 4
 SERVER_LIMITS = ["--max-upload-mb", "1", "--max-pixels", "10000", "--max-job-pixels", "40000"]
 
 
-def save_tiny_run(folder: Path, variant: str, seed: int, **labels: str) -> None:
+def package_env() -> dict:
+    """The environment for a `python -m put` child: this checkout's package first (a worktree's, not the one the
+    virtual environment installed)."""
+    paths = [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
+def save_tiny_run(folder: Path, variant: str, seed: int, transformer: dict | None = None, **labels: str) -> None:
+    """A run folder of the preset "tiny", random weights; `transformer`: settings that replace the tiny ones."""
     from put.models.checkpoint import save_pvqvae, save_transformer
     from put.models.put_model import PUTModel
 
     torch.manual_seed(seed)
-    config = apply_variant(TINY, variant)
+    config = TINY.model_copy(update={"transformer": TINY.transformer.model_copy(update=transformer or {})})
+    config = apply_variant(config, variant)
     model = PUTModel(config).eval()
     save_pvqvae(folder / "pvqvae.pt", model.pvqvae, config, preset="tiny", variant=variant, **labels)
     save_transformer(folder / "transformer.pt", model, folder / "pvqvae.pt", preset="tiny", variant=variant, **labels)
@@ -83,7 +92,8 @@ def workdir(tmp_path_factory) -> Path:
 def server(workdir):
     """`put serve` started as a user would (any free port); its URL."""
     command = [sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu", *SERVER_LIMITS]
-    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=package_env())
     lines = []
     deadline = time.monotonic() + 120
     for line in process.stdout:
