@@ -315,15 +315,17 @@ def test_models_beyond_max_models_are_unloaded_and_memory_stays_that_of_max_mode
         wait_until_idle(url, body["jobs"], time.monotonic() + 120)
         assert json.loads(request(f"{url}/api/jobs/{body['jobs'][0]}")[1])["state"] == "done"
         rss.append(status_kb(pid, "VmRSS"))
-    loaded = [m["id"] for m in json.loads(request(f"{url}/api/info")[1])["models"] if m["loaded"]]
-    assert loaded == [f"tiny/big_{i}" for i in range(BIG_MODELS - max_models, BIG_MODELS)]
     growth = rss[-1] - rss[max_models - 1]  # from max_models loaded to twice as many loaded in turn
     figures = {"models_loaded_in_turn": BIG_MODELS, "max_models": max_models,
                "model_weights_mib": round(weights / MiB, 1),
                "rss_after_each_model_mib": [round(r / MiB, 1) for r in rss],
                "rss_growth_beyond_max_models_mib": round(growth / MiB, 1)}
     print(json.dumps(figures, indent=1))
-    assert growth <= weights / 2, figures  # unbounded: (BIG_MODELS - max_models) x weights
+    # unbounded: (BIG_MODELS - max_models) x weights and more (77 MiB measured); bounded, the allocator's slack of
+    # each load (13 to 19 MiB measured for the two)
+    assert growth <= 1.5 * weights, figures
+    loaded = [m["id"] for m in json.loads(request(f"{url}/api/info")[1])["models"] if m["loaded"]]
+    assert loaded == [f"tiny/big_{i}" for i in range(BIG_MODELS - max_models, BIG_MODELS)]
     report(figures)
 
 
