@@ -536,3 +536,7 @@ def test_limits_that_contradict_each_other_are_refused_before_starting(capsys):
                                        "100000000 and its mask (381.5 MiB)\n")
     assert main(["serve", "--max-pixels", "5000", "--max-job-pixels", "4000", "--port", "0"]) == 2
     assert "--max-job-pixels 4000 is below --max-pixels 5000" in capsys.readouterr().err
+    assert main(["serve", "--max-models", "1", "--max-running", "2", "--port", "0"]) == 2
+    assert "--max-models 1 is below --max-running 2" in capsys.readouterr().err
+    assert main(["serve", "--max-pixels", "65536", "--max-job-attention", "1000", "--port", "0"]) == 2
+    assert "--max-job-attention 1000 is below 1048576" in capsys.readouterr().err

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from put.config import PVQVAEConfig
 from put.errors import InputError
 
 MiB = 2**20
 ITEM_OVERHEAD = 1024  # bytes counted per kept upload or result besides its pixels (the Python objects around them)
-PATCH = 8  # pixels per token side when a checkpoint does not say (the config's default patch_size)
+PATCH = PVQVAEConfig.model_fields["patch_size"].default  # pixels per token side when a checkpoint does not say
 
 
 def tokens(width: int, height: int, patch: int = PATCH) -> int:
