@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from put.config.evaluation import MetricProtocol
-from put.report.coverage import CLUSTERED, minimum_units
+from put.report.coverage import CLUSTERED, REPLICATES, minimum_units
 from put.stats.bootstrap import Bootstrap
 from put.stats.coverage import (
     DISTRIBUTIONS,
@@ -22,6 +22,7 @@ from put.stats.coverage import (
     fid_coverage,
     fwer,
     mean_coverage,
+    replicate_coverage,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +53,25 @@ def test_the_check_fails_an_interval_that_undercovers():
     few = mean_coverage("skewed (exponential)", 5, 300, BOOT)
     assert undercovers(ignored) and ignored.observed < 0.9, ignored
     assert undercovers(few) and few.observed < 0.88, few
+
+
+@pytest.mark.parametrize("replicates", [2, 3])
+def test_a_difference_over_few_seed_replicates_that_carry_its_variance_covers_about_95_percent(replicates):
+    """Seed replicates carry 90% of the difference's variance: on the sources' 49 degrees of freedom, with the
+    replicates' variance shrunk by (R - 1) / R, the crossed bootstrap covered far less than 95%."""
+    result = replicate_coverage(replicates, 300, BOOT)
+    assert not undercovers(result) and result.observed <= 0.995, result
+
+
+def test_each_interval_of_the_study_draws_the_resamples_its_expanded_level_needs():
+    """At 5 units the 95% interval takes its 99.81% percentiles: 26,203 resamples place 25 beyond each."""
+    assert mean_coverage("normal", 5, 2, BOOT).resamples == 26203
+    assert mean_coverage("normal", 50, 2, Bootstrap(resamples=2000)).resamples == 2000
+
+
+def test_the_committed_study_has_the_replicate_rows():
+    study = (ROOT / "docs" / "coverage.md").read_text()
+    assert all(re.search(rf"\| {r} \| (9[3-9]|100)\.\d \|", study) for r in REPLICATES), REPLICATES
 
 
 def test_holm_keeps_a_null_family_near_its_level_and_no_correction_does_not():

@@ -259,6 +259,7 @@ def test_paired_differences_over_seed_replicates_say_so():
     found = paired_differences(images, ("psnr",), Bootstrap(resamples=4000))
     assert (found["replicates"] == 3).all()
     assert found["variation"].str.contains("training and sampling randomness .3 and 3 seed replicates").all()
+    assert found["variation"].str.contains("Satterthwaite's degrees of freedom").all()  # the rule that applied
     one_sided = paired_differences({k: v for k, v in images.items() if k[0] == "put" or k[1] == 0}, ("psnr",),
                                    Bootstrap(resamples=4000))  # PUT's replicates alone would be half the story
     assert (one_sided["replicates"] == 1).all() and (one_sided["variation"] == "test images (sources resampled)").all()

@@ -165,6 +165,11 @@ def p_value(distribution: np.ndarray, units: int, null: float = 0.0, spread: Spr
     return float(2 * stats.t.sf(abs(centre - null) / sd, df))
 
 
+def resamples_for(level: float, units: int) -> int:
+    """The fewest resamples that place the bounds of the expanded `level` interval over `units` units."""
+    return resamples_needed(expanded_level(level, units))
+
+
 def check_expanded(boot: Bootstrap, level: float, units: int) -> None:
     """Enough resamples to place the bounds at the expanded `level` actually used (MIN_TAIL beyond each), not
     only at the nominal one: at 20 units the 95% interval takes the 96.8% percentiles."""
