@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from put.config.evaluation import MetricProtocol
-from put.report.coverage import CLUSTERED, REPLICATES, minimum_units
+from put.report.coverage import CLUSTERED, REPLICATES, merge_parts, minimum_units
 from put.stats.bootstrap import Bootstrap
 from put.stats.coverage import (
     DISTRIBUTIONS,
@@ -104,3 +104,16 @@ def test_minimum_units_is_the_smallest_n_from_which_every_row_covers():
                                                                                     (30, 0.94), (50, 0.95))]
     assert minimum_units(pd.DataFrame(rows)) == 30  # 10 covers, but 20 does not again
     assert minimum_units(pd.DataFrame(rows[:1])) is None
+
+
+def test_a_partial_rerun_replaces_only_its_parts_rows_at_its_sizes():
+    import pandas as pd
+
+    row = lambda check, n, v: {"check": check, "n": n, "observed": v}  # noqa: E731
+    earlier = pd.DataFrame([row("mean", 5, 0.8), row("mean", 50, 0.95), row("family-wise error, holm", 10, 0.05),
+                            row("FID: population FID", 100, 0.0)])
+    rerun = pd.DataFrame([row("mean", 5, 0.9), row("seed replicates, paired difference", 50, 0.96)])
+    merged = merge_parts(earlier, rerun, ("means", "replicates"), (5,))
+    assert list(zip(merged["check"], merged["n"], merged["observed"])) == [
+        ("mean", 5, 0.9), ("mean", 50, 0.95), ("family-wise error, holm", 10, 0.05), ("FID: population FID", 100, 0.0),
+        ("seed replicates, paired difference", 50, 0.96)]

@@ -98,7 +98,8 @@ class MetricProtocol(StrictModel):
     # sources (a cluster bootstrap; docs/coverage.md measures how often they hold the truth). 20000 resamples keep
     # the printed half width (two significant digits) stable across bootstrap seeds; FID recomputes an
     # eigendecomposition per resample, so it draws fewer and its half width is printed to no finer a digit than
-    # the Monte-Carlo error of its bounds.
+    # the Monte-Carlo error of its bounds: 1200, since at min_units = 50 sources the expanded 95% interval takes
+    # its 95.8% percentiles, which need 1181 (MIN_TAIL beyond each; put/stats/bootstrap.py checks it per interval).
     interval_level: float = Field(0.95, gt=0, lt=1)
     bootstrap_resamples: int = Field(20000, ge=1)
     fid_bootstrap_resamples: int = Field(1200, ge=1)
