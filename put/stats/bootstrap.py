@@ -123,10 +123,6 @@ class Spread:
     variances: tuple[float, ...]
     sizes: tuple[int, ...]
 
-    @classmethod
-    def of_units(cls, units: int) -> Spread:
-        return cls((1.0,), (units,))
-
     @property
     def replicated(self) -> bool:
         return len(self.sizes) > 1
@@ -143,22 +139,14 @@ class Spread:
         spread = sum(v * v / (k - 1) for v, k in zip(self.variances, self.sizes))
         return total * total / spread if spread > 0 else float(self.sizes[0] - 1)
 
-    def rule(self) -> str:
-        """Which interval applies, in words (for a caption)."""
-        if not self.replicated:
-            return f"expanded percentile interval, {self.sizes[0] - 1} degrees of freedom"
-        return (f"Student's t on the bootstrap standard error, Satterthwaite's {self.df:.1f} degrees of freedom "
-                f"from {self.sizes[0]} sources and {' and '.join(map(str, self.sizes[1:]))} seed replicates")
-
 
 def p_value(distribution: np.ndarray, units: int, null: float = 0.0, spread: Spread | None = None) -> float:
     """Two-sided p-value of `null` from a bootstrap distribution over `units` units: Student's t (units - 1
     degrees of freedom; with `spread`, its effective ones) of its centre's distance from the null over its
     standard deviation times sqrt(units / (units - 1)) (with `spread`, sqrt of its inflation). A distribution
     without spread gives 1 at the null, 0 elsewhere."""
-    spread = spread or Spread.of_units(units)
-    inflation = units / (units - 1) if not spread.replicated else spread.inflation
-    df = units - 1 if not spread.replicated else spread.df
+    replicated = spread is not None and spread.replicated
+    inflation, df = (spread.inflation, spread.df) if replicated else (units / (units - 1), units - 1)
     centre, sd = float(distribution.mean()), float(distribution.std(ddof=1)) * np.sqrt(inflation)
     if sd == 0:
         return 1.0 if centre == null else 0.0
