@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fid-dim", type=positive_int, default=2048, help="dimension of the Gaussian features")
     parser.add_argument("--fid-sets", type=positive_int, nargs=2, default=[500, 100], metavar=("N100", "N1000"),
                         help="simulated sets at n = 100 and n = 1,000 images")
-    parser.add_argument("--fid-resamples", type=positive_int, default=1000)
+    parser.add_argument("--fid-resamples", type=positive_int, help="default: evaluate.fid_bootstrap_resamples")
     parser.add_argument("--out", required=True, help="the Markdown table (docs/coverage.md); the rows beside it as "
                                                      "CSV")
     parser.add_argument("--only", nargs="+", metavar="PART", help="rerun only these parts (means, families, fid, "
@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import pandas as pd
 
+    from put.config.evaluation import MetricProtocol
     from put.io.files import atomic_write_text, read_csv
     from put.report.coverage import (
         PARTS,
@@ -55,8 +56,9 @@ def run(args: argparse.Namespace) -> None:
         if unknown := set(parts) - set(PARTS):
             raise InputError(f"--only: unknown part(s) {', '.join(sorted(unknown))}; the parts: {', '.join(PARTS)}")
         sizes = tuple(args.sizes or SIZES)
+        fid_resamples = args.fid_resamples or MetricProtocol().fid_bootstrap_resamples
         frame = run_study(args.sets, args.resamples, dict(zip((100, 1000), args.fid_sets)), args.fid_dim,
-                          args.fid_resamples, args.families, sizes=sizes, parts=parts)
+                          fid_resamples, args.families, sizes=sizes, parts=parts)
         command = "put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put coverage"
         if args.only:  # the earlier rows of the other parts stay, and so does the command that made them
             frame = merge_parts(read_csv(out.with_suffix(".csv"), "the rows of `put coverage`"), frame, parts,
