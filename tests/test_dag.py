@@ -584,8 +584,8 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     for variant in VARIANTS:
         assert (repo / metrics_file("demo", variant)).is_file()
     for name in ("table1.tex", "table3.tex", "generations.tex", "generations_diversity.tex", "speed.tex",
-                 "frontier.tex", "frontier.png", "frontier_tpami.tex", "generations_frontier.png", "metrics.csv",
-                 "curves_psnr_ssim_mae.png", "samples_put.png", "resolved_params.yaml"):
+                 "speed_summary.tex", "frontier.tex", "frontier.png", "frontier_tpami.tex", "generations_frontier.png",
+                 "metrics.csv", "curves_psnr_ssim_mae.png", "samples_put.png", "resolved_params.yaml"):
         assert (repo / report_dir("demo") / name).is_file(), name
     # The tables carry the measured numbers of the metrics files, and the document compiled.
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
@@ -717,7 +717,7 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     assert ran == {"config", "import_official@demo_release", "sample_official@demo_release",
                    "evaluate_official@demo_release", "report"}, ran
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
-    assert r"released weights \texttt{demo\_release}, measured" in table1
+    assert r"& PUT$_{\rm all}$, released \texttt{demo\_release} &" in table1  # in the measured block
 
     # A DVC experiment on an evaluation setting, for one variant's evaluation (every evaluation would re-run the
     # same code six times more): DVC's experiment tools see the resolved parameter.

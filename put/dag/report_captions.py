@@ -15,6 +15,8 @@ TOPICS = {
               "top-K sampling (K = 50).",
     "speed": "Inference speed of the paper-size transformers and the P-VQVAE on this machine, beside the "
              "paper's RTX 3090 figures.",
+    "speed_summary": "Sampling speed of the paper's three transformers at the paper's setting (batch 1, one token "
+                     "per step): ours and the authors' loop per device, beside the paper's RTX 3090 figures.",
     "seeds": "Seed replicates: per variant, metric and mask group, the mean, standard deviation and interval over "
              "the training seeds, beside the mean image-bootstrap half-width (seed spread against test-image spread).",
     "differences": "Paired differences of every ablation from PUT on the same test images, masks and sample draws: "
