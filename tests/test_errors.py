@@ -43,7 +43,7 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.models.checkpoint import CheckpointError
     from put.official.keys import KeyMappingError
     from put.official.load import OfficialCheckpointError
-    from put.serve.jobs import QueueFull
+    from put.serve.jobs import AlreadyFinished, QueueFull
     from put.serve.store import UnknownId
     from put.train.loop import StaleState, TrainingDiverged
 
@@ -56,7 +56,8 @@ def error_classes() -> list[tuple[type, type, type]]:
             (CheckpointError, FileMismatchError, RuntimeError), (StaleState, FileMismatchError, RuntimeError),
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
             (DownloadError, ServiceError, RuntimeError),
-            (QueueFull, ServiceError, RuntimeError), (DiskFullError, PutError, OSError),
+            (QueueFull, ServiceError, RuntimeError), (AlreadyFinished, InputError, ValueError),
+            (DiskFullError, PutError, OSError),
             (TrainingDiverged, PutError, RuntimeError), (NoLocksError, PathError, OSError)]
 
 
@@ -71,7 +72,7 @@ def test_the_package_errors_are_put_errors_and_still_the_builtins_callers_catch(
 def test_every_error_class_the_package_defines_is_a_put_error_or_internal():
     """A new error class of the package is one of the kinds, or one of these on purpose (not errors the user
     makes: control flow, or a tool the report runs)."""
-    internal = {"TrainingStopped", "LatexError", "_DuplicateKey"}
+    internal = {"TrainingStopped", "Stopped", "LatexError", "_DuplicateKey"}  # Stopped: a served request's end
     found = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

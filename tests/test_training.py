@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -166,14 +168,15 @@ def test_a_floor_on_the_step_time_slows_training_and_changes_nothing_else(workdi
     those of a run without it."""
     import put.train.loop
 
+    # The loop's clock, faked: every reading 0.01 s after the last, so a step measures 0.02 s (two readings)
+    # whatever the machine's speed, and must sleep the rest of the floor; the sleeps are recorded, not slept.
+    readings, slept = itertools.count(), []
+    monkeypatch.setattr(put.train.loop, "time", SimpleNamespace(perf_counter=lambda: next(readings) * 0.01,
+                                                                sleep=slept.append))
     monkeypatch.setenv(MIN_STEP_ENV, "0.15")
-    slept, sleep = [], time.sleep
-    monkeypatch.setattr(put.train.loop.time, "sleep", lambda s: slept.append(s) or sleep(s))
     out = tmp_path / "pvqvae.pt"
-    began = time.monotonic()
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
-    assert time.monotonic() - began >= 8 * 0.15  # 8 iterations
-    assert len(slept) == 8 and all(0 <= s <= 0.15 for s in slept) and sum(slept) > 0, slept  # the rest of each step
+    assert slept == pytest.approx([0.15 - 0.02] * 8), slept  # 8 iterations, each sleeping the rest of its floor
     reference = load_checkpoint(trained_pvqvae, kind="pvqvae")
     assert states_equal(load_checkpoint(out, kind="pvqvae").model, reference.model)
 
