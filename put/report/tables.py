@@ -20,6 +20,7 @@ from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES, TPAMI_VARIANT
 from put.config.bins import TABLE_GROUPS
+from put.config.external import ExternalMethod
 from put.config.model import ABLATIONS
 from put.config.params import OFFICIAL_PREFIX
 from put.io.files import atomic_write_text
@@ -262,10 +263,12 @@ _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is
 
 # --------------------------------------------------------------------------------------------- tables
 
-def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95) -> Styler:
+def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
+           external: dict[str, ExternalMethod] | None = None) -> Styler:
     """The paper's Table 1 for one preset: per metric, the deterministic block (our PUT_all measured, the
     paper's PUT_all reported) and the K=50 block (PUT_50 likewise). `context=True` adds the paper's
-    other methods (DFv2, EC, MED, ICT, PIC) as further reported rows."""
+    other methods (DFv2, EC, MED, ICT, PIC) as further reported rows; `external` (label -> entry of params.yaml's
+    `external`) other methods measured on the same masks, in the block of the mode they were evaluated in."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table1_reported()
@@ -279,6 +282,9 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
             rows += [(metric, block, f"{METHOD_LABELS[method]} (released weights "
                                      rf"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
                       *_measured(metrics, label, mode, metric)) for label in official]
+            rows += [(metric, block, f"{latex_escape(entry.label)} [{latex_escape(entry.citation)}] (measured)",
+                      *_measured(metrics, label, mode, metric)) for label, entry in (external or {}).items()
+                     if ((metrics["variant"] == label) & (metrics["mode"] == mode)).any()]
             others = CONTEXT_METHODS[mode] if context else ()
             for name in (*others, method):
                 rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
@@ -287,9 +293,19 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
                 "protocol." if official else "")
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
                f"our reproduction; reported rows: numbers printed in the paper.{released} {_BOLD_RULE}"
-               f"{_sample_sizes(metrics, ['put', *official])}{interval_sentence(metrics, level)}")
+               f"{_external_sentence(external or {})}"
+               f"{_sample_sizes(metrics, ['put', *official, *(external or {})])}{interval_sentence(metrics, level)}")
     values, reasons, halves, errors = _frame(rows, ("Sampling", "Method"))
     return _style(values, reasons, caption, halves, errors=errors)
+
+
+def _external_sentence(external: dict[str, ExternalMethod]) -> str:
+    """How Table 1's rows of other methods were produced, one clause per method."""
+    if not external:
+        return ""
+    how = "; ".join(f"{latex_escape(e.label)}: {latex_escape(e.how_run())}" for e in external.values())
+    return (f" Other methods, measured on the same frozen masks with our evaluation ({how}); their differences "
+            "from PUT are in differences.csv.")
 
 
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
@@ -306,7 +322,7 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
         if differences is not None else None
     significant = set()
     if family is not None:
-        hits = family[family["significant"]]
+        hits = family[family["significant"].astype(bool)]  # object dtype beside an empty family
         significant = set(zip(hits["variant"], hits["metric"], hits["group"]))
     rows: list[Row] = []
     flags: list[list[bool]] = []

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from put.config import TPAMI_VARIANT, VARIANTS
+from put.config.external import EXTERNAL_PREFIX
 from put.config.params import Params, replicate_label
 from put.config.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.data.images import read_rgb
@@ -142,14 +143,19 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     protocol = params.resolved().evaluate
     files = {Path(f).stem: Path(f) for f in metrics_files}
     labels = {(v, s): replicate_label(v, s) for v in VARIANTS for s in (0, *params.seeds)}
+    external = {EXTERNAL_PREFIX + name: entry for name, entry in params.external.items()
+                if EXTERNAL_PREFIX + name in files}
+    labels |= {(label, 0): label for label in external}
     images = {key: read_images(files[label]) for key, label in labels.items() if label in files}
-    # Two questions, two families: which ablations differ from PUT (Table 3), and whether the TPAMI model differs
-    # from the CVPR one (the generations table).
+    # Two questions, two families: which methods (the ablations, and the external methods measured on the same
+    # masks) differ from PUT (Table 3, Table 1's external rows), and whether the TPAMI model differs from the CVPR
+    # one (the generations table).
     ablations = {key: frame for key, frame in images.items() if key[0] != TPAMI_VARIANT}
     releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
     differences = pd.concat([paired_differences(part, PIXEL_METRICS, Bootstrap.of(protocol), protocol.multiplicity,
                                                 name=name)
-                             for name, part in (("ablations", ablations), ("releases", releases))],
+                             for name, part in (("ablations and external methods" if external else "ablations",
+                                                 ablations), ("releases", releases))],
                             ignore_index=True)
     replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
@@ -162,7 +168,8 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "curves.csv", curves.to_csv(index=False))
         atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
         level = protocol.interval_level
-        stylers = {"table1": table1(base, preset, level=level), "table3": table3(base, preset, differences, level)}
+        stylers = {"table1": table1(base, preset, level=level, external=external),
+                   "table3": table3(base, preset, differences, level)}
         if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
             stylers["generations"] = generations_table(base, preset, differences, params.resolved().sample, level)
             stylers["generations_diversity"] = diversity_table(base_curves, preset, level)
