@@ -221,3 +221,29 @@ def test_both_front_ends_get_the_external_stages_from_the_declaration(tmp_path):
     report = rule_spec(next(s for s in STAGES if s.name == "report"), "demo", params, {})
     assert str(path_of("results/{preset}/metrics/{variant}.json", "demo", "external_telea")) in \
         report.inputs["metrics_dir"]
+
+
+def test_mlflow_logs_each_stage_as_a_run_beside_the_variants(masks, tmp_path, mlflow_db, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from put.stages.evaluate import run_evaluate
+    from put.stages.external import run_external
+    from put.tracking.names import parent_name
+
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.chdir(tmp_path)
+    params = params_with(tmp_path, {"telea": {"label": "Telea", "citation": "Telea 2004", "method": "telea"}})
+    samples = tmp_path / "samples"
+    run_external(params, "external_telea", masks, samples, {"dvc_stage": "external@telea"})
+    run_evaluate(params, "external_telea", samples, masks, tmp_path / "external_telea.json",
+                 {"dvc_stage": "evaluate_external@telea"})
+    client = MlflowClient(mlflow_db)
+    found = client.search_runs([client.get_experiment_by_name("put-demo").experiment_id])
+    stages = {r.data.tags["put.stage"]: r for r in found if r.data.tags.get("put.level") == "stage"}
+    assert set(stages) == {"external", "evaluate"}
+    for stage, run in stages.items():  # the tags a variant's runs carry, under the entry's label
+        assert run.data.tags["put.variant"] == "external_telea" and run.info.status == "FINISHED"
+        assert run.data.tags["put.dag_id"] == params.dag_id() and run.info.run_name == f"{stage} external_telea"
+    assert stages["external"].data.params["method"] == "telea"
+    assert any(key.startswith("all/40-60/psnr") for key in stages["evaluate"].data.metrics)
+    assert parent_name("demo", params.dag_id(), params.evaluated_labels()).startswith("demo · 7 variants + 1 external")
