@@ -203,7 +203,7 @@ def test_an_existing_file_in_the_way_of_an_output_folder_is_named(tiny_checkpoin
 @pytest.mark.parametrize("evaluate,message", [
     ({"bootstrap_resamples": 500}, "overrides.evaluate.bootstrap_resamples: 500 resamples cannot place 95% percentile "
                                    "bounds; at least 1000 are needed (25 beyond each bound) (got 500)"),
-    ({"interval_level": 0.99}, "overrides.evaluate.fid_bootstrap_resamples: 1000 resamples cannot place 99% "
+    ({"interval_level": 0.99}, "overrides.evaluate.fid_bootstrap_resamples: 1200 resamples cannot place 99% "
                                "percentile bounds; at least 5000 are needed"),
     ({"interval_level": 1.5}, "overrides.evaluate.interval_level: Input should be less than 1 (got 1.5)"),
     ({"multiplicity": "sidak"}, "overrides.evaluate.multiplicity: Input should be 'holm', 'bonferroni', 'bh' or "

@@ -172,3 +172,21 @@ def test_cost_command_rewrites_the_page_tables_and_needs_its_markers(tmp_path, m
     page.write_text("no markers\n")
     assert main(["cost", "--preset", "ffhq", "--benchmarks", str(folder), "--page", str(page)]) == 2
     assert "no cost-table markers" in capsys.readouterr().err
+
+
+def test_the_reports_cost_tables_say_a_shared_measured_on_once():
+    """In the report's LaTeX a device and source that several rows share is a label with one legend in the caption;
+    docs/speed-and-cost.md's Markdown keeps every cell whole."""
+    import pandas as pd
+
+    from put.report.cost import cost_markdown, cost_table, shared_notes
+    from put.report.tables import render_latex
+
+    cost = json.loads((Path(__file__).resolve().parents[1] / "reports" / "benchmarks" / "cost.json").read_text())
+    latex = render_latex(cost_table(cost))
+    h100 = r"NVIDIA H100 80GB HBM3, bf16-autocast (baseline\_h100\_d89b9d3)"
+    assert latex.split(r"\endfirsthead")[0].count(h100) == 1 and h100 not in latex.split(r"\endlastfoot")[1]
+    assert cost_markdown(cost).count(h100.replace("\\", "")) > 1
+    frame, legend = shared_notes(pd.DataFrame({"Measured on": ["a long device name (source)"] * 2 + ["needs x"] * 2}))
+    assert list(frame["Measured on"]) == ["[a]", "[a]", "needs x", "needs x"]
+    assert legend == "[a] a long device name (source)"

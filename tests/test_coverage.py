@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from put.config.evaluation import MetricProtocol
-from put.report.coverage import CLUSTERED, minimum_units
+from put.report.coverage import CLUSTERED, REPLICATES, merge_parts, minimum_units
 from put.stats.bootstrap import Bootstrap
 from put.stats.coverage import (
     DISTRIBUTIONS,
@@ -22,6 +22,7 @@ from put.stats.coverage import (
     fid_coverage,
     fwer,
     mean_coverage,
+    replicate_coverage,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,25 @@ def test_the_check_fails_an_interval_that_undercovers():
     assert undercovers(few) and few.observed < 0.88, few
 
 
+@pytest.mark.parametrize("replicates", [2, 3])
+def test_a_difference_over_few_seed_replicates_that_carry_its_variance_covers_about_95_percent(replicates):
+    """Seed replicates carry 90% of the difference's variance: on the sources' 49 degrees of freedom, with the
+    replicates' variance shrunk by (R - 1) / R, the crossed bootstrap covered far less than 95%."""
+    result = replicate_coverage(replicates, 300, BOOT)
+    assert not undercovers(result) and result.observed <= 0.995, result
+
+
+def test_each_interval_of_the_study_draws_the_resamples_its_expanded_level_needs():
+    """At 5 units the 95% interval takes its 99.81% percentiles: 26,203 resamples place 25 beyond each."""
+    assert mean_coverage("normal", 5, 2, BOOT).resamples == 26203
+    assert mean_coverage("normal", 50, 2, Bootstrap(resamples=2000)).resamples == 2000
+
+
+def test_the_committed_study_has_the_replicate_rows():
+    study = (ROOT / "docs" / "coverage.md").read_text()
+    assert all(re.search(rf"\| {r} \| (9[3-9]|100)\.\d \|", study) for r in REPLICATES), REPLICATES
+
+
 def test_holm_keeps_a_null_family_near_its_level_and_no_correction_does_not():
     holm, none = fwer(50, 24, Bootstrap(resamples=2000), ("holm", "none"))
     assert not undercovers(holm) and holm.observed <= 0.15, holm
@@ -84,3 +104,16 @@ def test_minimum_units_is_the_smallest_n_from_which_every_row_covers():
                                                                                     (30, 0.94), (50, 0.95))]
     assert minimum_units(pd.DataFrame(rows)) == 30  # 10 covers, but 20 does not again
     assert minimum_units(pd.DataFrame(rows[:1])) is None
+
+
+def test_a_partial_rerun_replaces_only_its_parts_rows_at_its_sizes():
+    import pandas as pd
+
+    row = lambda check, n, v: {"check": check, "n": n, "observed": v}  # noqa: E731
+    earlier = pd.DataFrame([row("mean", 5, 0.8), row("mean", 50, 0.95), row("family-wise error, holm", 10, 0.05),
+                            row("FID: population FID", 100, 0.0)])
+    rerun = pd.DataFrame([row("mean", 5, 0.9), row("seed replicates, paired difference", 50, 0.96)])
+    merged = merge_parts(earlier, rerun, ("means", "replicates"), (5,))
+    assert list(zip(merged["check"], merged["n"], merged["observed"])) == [
+        ("mean", 5, 0.9), ("mean", 50, 0.95), ("family-wise error, holm", 10, 0.05), ("FID: population FID", 100, 0.0),
+        ("seed replicates, paired difference", 50, 0.96)]

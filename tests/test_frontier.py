@@ -40,7 +40,8 @@ def masks(tmp_path) -> Path:
 @pytest.fixture
 def params(tmp_path):
     path = tmp_path / "params.yaml"  # the paper's 51-px SSIM window does not fit 32-px images
-    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7, min_units: 2}, "
+    # 2 units: a 95% interval would take its 100% percentiles (no resample count places them); a 50% one its 84%
+    path.write_text("preset: demo\noverrides: {evaluate: {ssim_window: 7, min_units: 2, interval_level: 0.5}, "
                     "sample: {diversity_samples: 2}}\n")
     return load_params(path)
 

@@ -17,6 +17,7 @@ from put.report.replicates import seed_summary, seeds_table
 from put.report.tables import half_width_text, render_latex, table1, table3
 from put.stats.bootstrap import (
     Bootstrap,
+    Spread,
     Sums,
     check_resamples,
     difference_interval,
@@ -99,7 +100,7 @@ def test_samples_and_images_of_one_source_are_resampled_together_and_infinities_
     sums = Sums.of(values, sources)
     assert list(sums.labels) == ["a", "b"] and list(sums.sums) == [4.0, 33.0] and list(sums.counts) == [2, 3]
     assert finite_mean(values) == pytest.approx(37 / 5) and np.isnan(finite_mean([np.inf]))
-    found = mean_interval(values, sources, Bootstrap(resamples=2000))
+    found = mean_interval(values, sources, Bootstrap(resamples=30000, level=0.5))
     assert found.units == 2 and (found.lo, found.hi) == pytest.approx((2.0, 11.0))  # all a's values, or all b's
 
 
@@ -141,7 +142,7 @@ def test_the_p_value_is_students_t_on_the_bootstrap_standard_error_and_agrees_wi
     found = difference_interval([d], [np.arange(30)], [np.zeros(30)], [np.arange(30)], BOOT)
     assert found.p == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=0.05)
     edge = difference_interval([d], [np.arange(30)], [np.zeros(30)], [np.arange(30)],
-                               Bootstrap(level=1 - found.p, resamples=100000))
+                               Bootstrap(level=1 - found.p, resamples=120000))
     assert edge.lo == pytest.approx(0.0, abs=0.05)  # of a half width of about 0.4
     distribution = rng.normal(0.0, 1.0, size=20000)
     assert p_value(distribution, 30, 4.5) < 1e-3  # far beyond the resamples: still resolved
@@ -159,6 +160,54 @@ def test_replicates_are_resampled_with_the_sources_when_there_are_several():
     single = difference_interval(a[1:2], [units], b[1:2], [units], BOOT)
     assert single.hi - single.lo < 0.2 < crossed.hi - crossed.lo
     assert crossed.lo < 0.5 < crossed.hi
+
+
+def seed_dominated_marks(replicates: int, sets: int = 200, n: int = 60) -> tuple[float, float]:
+    """Null datasets (no true difference) whose seed replicates carry most of the variance: each replicate of
+    either variant shifts all its values by N(0, 1), the images add N(0, 0.3). The fraction of differences
+    marked at 5% (p < 0.05), and of intervals that miss zero."""
+    rng, units = np.random.default_rng(36), np.arange(n)
+    marked = missed = 0
+    for k in range(sets):
+        difficulty = rng.normal(20, 3, n)
+        a, b = ([difficulty + rng.normal() + rng.normal(0, 0.3, n) for _ in range(replicates)] for _ in "ab")
+        found = difference_interval(a, [units] * replicates, b, [units] * replicates, Bootstrap(resamples=1000,
+                                                                                               seed=k))
+        marked += found.p < 0.05
+        missed += not found.lo <= 0 <= found.hi
+    return marked / sets, missed / sets
+
+
+def test_two_seed_replicates_that_carry_the_variance_mark_a_null_difference_about_as_often_as_alpha():
+    """With `seeds: [1, 2]` the bootstrap's variance holds (R - 1) / R of the replicates' and their 1 or 2
+    degrees of freedom, not the sources' 59: on the sources' degrees of freedom 21.5% of these null differences
+    were marked at 5% (and 24% of the intervals missed zero). With Satterthwaite's degrees of freedom and the
+    shrink undone, 2.5% and 2.5% (conservative at so few degrees of freedom), the interval agreeing with the mark."""
+    marked, missed = seed_dominated_marks(2)
+    assert marked <= 0.08 and missed <= 0.08, (marked, missed)  # 200 sets: binomial 3 sd above 5% is 9.6%
+    assert abs(marked - missed) <= 0.02
+
+
+def test_the_spread_of_sources_alone_is_the_expansions_own_and_replicates_lower_its_degrees_of_freedom():
+    alone = Spread((0.2,), (30,))  # the sources alone
+    assert alone.inflation == pytest.approx(30 / 29) and alone.df == 29 and not alone.replicated
+    seeds = Spread((0.01, 1.0, 1.0), (60, 2, 2))  # two replicates per side carry the variance
+    assert 1.9 < seeds.df < 2.1 and seeds.inflation == pytest.approx(2.01 / (0.01 * 59 / 60 + 1.0), rel=1e-9)
+    assert Spread((1.0, 0.001, 0.001), (60, 3, 3)).df > 55  # the sources carry it: their degrees of freedom
+
+
+@pytest.mark.parametrize("units,resamples", [(20, 1500), (50, 1000)])
+def test_resamples_are_checked_at_the_expanded_level_actually_used(units, resamples):
+    """At the nominal 95% 1000 resamples place 25 beyond each bound; the expanded interval over 20 units takes
+    its 96.8% percentiles, over 50 units its 95.8%, where 1500 and 1000 resamples place fewer."""
+    level = expanded_level(0.95, units)
+    needed = int(np.ceil(50 / (1 - level)))
+    values = np.random.default_rng(0).normal(size=units)
+    with pytest.raises(ValueError, match=rf"{resamples} resamples cannot place the bounds of the expanded 95% "
+                                         rf"interval over {units} units \(its {100 * level:.3f}% percentiles\); at "
+                                         rf"least {needed} are needed \(25 beyond each bound\)"):
+        mean_interval(values, None, Bootstrap(resamples=resamples))
+    assert mean_interval(values, None, Bootstrap(resamples=needed)).available
 
 
 def test_holm_bonferroni_and_bh_adjust_a_family():
@@ -209,6 +258,7 @@ def test_paired_differences_over_seed_replicates_say_so():
     found = paired_differences(images, ("psnr",), Bootstrap(resamples=4000))
     assert (found["replicates"] == 3).all()
     assert found["variation"].str.contains("training and sampling randomness .3 and 3 seed replicates").all()
+    assert found["variation"].str.contains("Satterthwaite's degrees of freedom").all()  # the rule that applied
     one_sided = paired_differences({k: v for k, v in images.items() if k[0] == "put" or k[1] == 0}, ("psnr",),
                                    Bootstrap(resamples=4000))  # PUT's replicates alone would be half the story
     assert (one_sided["replicates"] == 1).all() and (one_sided["variation"] == "test images (sources resampled)").all()
@@ -231,11 +281,11 @@ def test_fid_from_weighted_grams_is_torch_fidelitys_fid_and_the_previous_methods
     with ThreadPoolExecutor(2) as pool:
         assert fid_weighted(grams, weights, pool) == pytest.approx(fid_gathered(grams, idx), rel=1e-9)
     assert fid_weighted(grams, weights) == pytest.approx(fid_gathered(grams, idx), rel=1e-9)
-    found = fid_interval(f1, f2, None, Bootstrap(resamples=1000))
+    found = fid_interval(f1, f2, None, Bootstrap(resamples=1400))  # 30 units: 1334 needed
     assert found.lo < reference < found.hi and found.mc_error > 0
-    same = fid_interval(f1, f1, None, Bootstrap(resamples=1000))  # identical sets: FID 0 on every resample
+    same = fid_interval(f1, f1, None, Bootstrap(resamples=1400))  # identical sets: FID 0 on every resample
     assert (same.lo, same.hi) == pytest.approx((0.0, 0.0), abs=1e-6)
-    clustered = fid_interval(f1, f2, np.repeat(np.arange(10), 3), Bootstrap(resamples=1000))
+    clustered = fid_interval(f1, f2, np.repeat(np.arange(10), 3), Bootstrap(resamples=3000))
     assert clustered.units == 10 and clustered.hi - clustered.lo > 0
     assert not fid_interval(f1, f2, np.repeat(np.arange(3), 10), Bootstrap(resamples=1000, min_units=5)).available
 
@@ -243,9 +293,9 @@ def test_fid_from_weighted_grams_is_torch_fidelitys_fid_and_the_previous_methods
 def test_the_paired_fid_difference_of_a_setting_with_itself_is_zero():
     rng = np.random.default_rng(11)
     targets, a = rng.normal(size=(40, 16)), rng.normal(0.2, 1.0, size=(40, 16))
-    itself = fid_difference_interval(a, a, targets, None, Bootstrap(resamples=1000))
+    itself = fid_difference_interval(a, a, targets, None, Bootstrap(resamples=1300))
     assert (itself.lo, itself.hi) == pytest.approx((0.0, 0.0), abs=1e-9) and itself.p == 1.0
-    worse = fid_difference_interval(a + 1.0, a, targets, None, Bootstrap(resamples=1000))
+    worse = fid_difference_interval(a + 1.0, a, targets, None, Bootstrap(resamples=1300))
     assert worse.lo > 0 and worse.p < 1e-6
 
 
@@ -278,7 +328,8 @@ def test_fid_with_its_interval_through_torch_fidelitys_features(tmp_path, monkey
         for i in range(3):
             files[side].append(tmp_path / side / f"{i:05d}.png")
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(files[side][-1])
-    protocol = MetricProtocol(fid_bootstrap_resamples=1000, min_units=2)
+    # 3 units: a 50% interval (its expanded level, 68%, needs 158 resamples; a 95% one more than any number)
+    protocol = MetricProtocol(interval_level=0.5, fid_bootstrap_resamples=1000, min_units=2)
     features = fid_features(files["result"], files["target"], protocol)
     summary = fid_summary(features, None, Bootstrap.of(protocol, fid=True))
     expected = torch_fidelity.calculate_metrics(

@@ -25,7 +25,8 @@ from put.report.reported import (
     table1_reported,
     table3_reported,
 )
-from put.report.tables import render_latex, speed_table, table1, table3, write_latex
+from put.report.speed import speed_summary, speed_table
+from put.report.tables import render_latex, table1, table3, write_latex
 
 VARIANTS = ("put", "conv", "one", "no_ref", "tok", "qua0")
 FINE = ("10-20", "20-30", "30-40", "40-50", "50-60")
@@ -87,7 +88,7 @@ def body_rows(latex: str) -> list[tuple[str, list[str]]]:
 
 
 def value(cell: str) -> float:
-    return float(re.sub(r"\\textbf\{(.*)\}", r"\1", cell))
+    return float(re.match(r"(?:\\textbf\{)?(-?[\d.]+)", cell).group(1))  # marks and intervals after it
 
 
 def check_bolding(latex: str, measured: set[int]) -> None:
@@ -157,8 +158,8 @@ def test_transcription_matches_the_paper_source():
 
 # ----------------------------------------------------------------------------------------- tables
 
-TABLE1_MEASURED = {0, 2}  # PUT_all measured, PUT_all reported, PUT_50 measured, PUT_50 reported
-TABLE1_CONTEXT_MEASURED = {0, 6}  # four other deterministic methods, then two other pluralistic ones
+TABLE1_MEASURED = {0, 1}  # PUT_all and PUT_50 measured, then PUT_all and PUT_50 reported
+TABLE1_CONTEXT_MEASURED = {0, 1}  # then the paper's eight rows (four deterministic methods, then four pluralistic)
 TABLE3_MEASURED = set(range(6))
 
 
@@ -166,7 +167,9 @@ def test_table1_reported_measured_and_bold():
     metrics = synthetic_metrics()
     latex = render_latex(table1(metrics, "ffhq"))
     assert "12.784" in latex and "11.221" in latex  # FFHQ PUT_50 / PUT_all FID 20-40
-    assert r"PUT$_{\rm all}$ (measured)" in latex and r"PUT$_{50}$ (reported, FFHQ)" in latex
+    measured, reported = latex.split(r"\endlastfoot", 1)[1].split(r"\cmidrule", 1)
+    assert r"FID $\downarrow$ & measured & PUT$_{\rm all}$ & " in measured and r"\emph" not in measured
+    assert r"& reported, FFHQ & PUT$_{\rm all}$ & \emph{11.221}" in reported  # below the rule, in italics
     put = metrics[metrics.variant == "put"].set_index(["mode", "group"])
     assert f"{put.loc[('all', '20-40'), 'fid']:.3f}" in latex
     assert f"{put.loc[('k50', '10-60'), 'mae']:.4f}" in latex
@@ -180,14 +183,14 @@ def test_table1_has_a_row_per_released_weights_entry():
     metrics = synthetic_metrics()
     official = metrics[metrics.variant == "put"].assign(variant="official_ffhq_release", psnr=1.5)
     latex = render_latex(table1(pd.concat([metrics, official], ignore_index=True), "ffhq"))
-    assert latex.count(r"(released weights \texttt{ffhq\_release}, measured)") == 2 * 4  # both modes, per metric
-    assert "1.500" in latex and "Released-weights rows" in latex
+    assert latex.count(r", released \texttt{ffhq\_release}") == 2 * 4  # both modes, per metric
+    assert "1.500" in latex and "Released rows" in latex
     assert len(body_rows(latex)) == 4 * 6
 
 
 def test_table1_context_rows_and_places2():
     latex = render_latex(table1(synthetic_metrics(), "places2", context=True))
-    assert r"ICT$_{\rm all}$ (reported, Places2)" in latex and "19.309" in latex  # ICT_all FID 20-40
+    assert r"reported, Places2 & DFv2" in latex and r"\emph{19.309}" in latex  # ICT_all FID 20-40
     assert "FFHQ" not in latex
     check_bolding(latex, TABLE1_CONTEXT_MEASURED)
 
@@ -195,10 +198,10 @@ def test_table1_context_rows_and_places2():
 def test_table1_unavailable_fid_is_na_with_reason():
     latex = render_latex(table1(synthetic_metrics(fid_unavailable=True), "demo"))
     fid_rows = [cells for metric, cells in body_rows(latex) if metric.startswith("FID")]
-    assert fid_rows[0] == ["n/a$^{a}$"] * 3 == fid_rows[2]  # PUT_all and PUT_50 measured: one footnote
+    assert fid_rows[0] == ["n/a$^{a}$"] * 3 == fid_rows[1]  # PUT_all and PUT_50 measured: one footnote
     assert latex.count(r"\$TORCH\_HOME") == 1  # the reason, escaped, once in the caption
     assert "$^{a}$Inception weights missing" in latex and "$^{b}$" not in latex
-    assert "shown for scale only" in latex and "(reported, FFHQ)" in latex
+    assert "shown for scale only" in latex and "reported, FFHQ" in latex
     check_bolding(latex, TABLE1_MEASURED)  # no bold FID at all: reported rows are not ranked
 
 
@@ -378,11 +381,17 @@ COMMITTED_COST = json.loads((Path(__file__).resolve().parents[1] / "reports" / "
 @needs_pdflatex
 def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
     """The report as the demo makes it (every table, with the committed benchmark rows and cost figures, Table 1
-    with released weights, Table 3 with daggers, seeds, a sample grid of raw and pasted-back samples), compiled: no
-    table taller than a page or wider than the text, no cell word wider than its column (pdflatex's log)."""
+    with released weights and the paper's other methods, Table 3 with daggers, the releases side by side, seeds, a
+    sample grid of raw and pasted-back samples), split as the report stage splits it, compiled: no table taller
+    than a page or wider than the text, no cell word wider than its column (pdflatex's log), and the main part (the
+    tables of MAIN_TABLES, the speed summary, the frontier and sample figures) on at most six pages."""
+    from put.config.evaluation import SampleConfig
     from put.io.versions import versions
     from put.report.benchmarks import read_benchmark_rows
+    from put.report.document import main_pages
+    from put.report.generations import diversity_table, generations_table
     from put.report.replicates import seed_summary, seeds_table
+    from put.stages.report import MAIN_TABLES
 
     metrics = synthetic_metrics(fid_unavailable=True)
     for metric in ("psnr", "ssim", "mae"):  # intervals, printed in small type
@@ -398,41 +407,111 @@ def test_document_compiles_and_nothing_runs_off_the_page(tmp_path):
              *(r for r in committed if r["benchmark"] in ("sampling", "pvqvae"))]
     out = tmp_path / "reports"
     cmd, commit = "python -m put report --preset demo --metrics-dir results/demo/metrics --out reports/demo", "deadbee"
-    tables = [write_latex(table1(pd.concat([metrics, official]), "demo", context=True), out / "tables" / "table1.tex",
-                          None, "tab:t1", cmd, commit),
-              write_latex(table3(metrics, "demo", differences), out / "tables" / "table3.tex", None, "tab:t3", cmd,
-                          commit),
-              write_latex(speed_table(speed), out / "tables" / "speed.tex", None, "tab:speed", cmd, commit),
-              write_latex(seeds_table(seed_summary(replicated), "demo"), out / "tables" / "seeds.tex", None,
-                          "tab:seeds", cmd, commit),
-              write_latex(cost_table(COMMITTED_COST), out / "tables" / "cost.tex", None, "tab:cost", cmd, commit),
-              write_latex(layouts_table(COMMITTED_COST), out / "tables" / "layouts.tex", None, "tab:layouts", cmd,
-                          commit),
-              write_latex(table_topk_table(COMMITTED_COST), out / "tables" / "sampling.tex", None, "tab:s", cmd,
-                          commit),
-              write_latex(evaluation_table(COMMITTED_COST), out / "tables" / "evaluation.tex", None, "tab:e", cmd,
-                          commit)]
+    stylers = {"table1": table1(pd.concat([metrics, official]), "demo", context=True, differences=differences),
+               "table3": table3(metrics, "demo", differences),
+               "generations": generations_table(metrics, "demo", differences, SampleConfig()),
+               "generations_diversity": diversity_table(synthetic_curves(lpips_unavailable=False), "demo"),
+               "speed_summary": speed_summary(speed), "speed": speed_table(speed),
+               "seeds": seeds_table(seed_summary(replicated), "demo"), "cost": cost_table(COMMITTED_COST),
+               "layouts": layouts_table(COMMITTED_COST), "sampling": table_topk_table(COMMITTED_COST),
+               "evaluation": evaluation_table(COMMITTED_COST)}
+    tables = {name: write_latex(styler, out / "tables" / f"{name}.tex", None, f"tab:{name}", cmd, commit)
+              for name, styler in stylers.items()}
+    main = [tables[name] for name in MAIN_TABLES]
     image = np.full((64, 64, 3), 128, np.uint8)
-    figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
-               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png"),
+    figures = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "frontier.png"),
                sample_grid([[image] * 8] * 4, ["masked input", *(f"sample {i}: raw" for i in range(6)), "truth"],
                            out / "figures" / "samples.png")]
-    tex = write_document(out, tables, figures, "PUT reproduction: demo", cmd, commit,
+    further = [plot_curves(synthetic_curves(), ["psnr", "ssim", "mae"], out / "figures" / "pixel_curves.png"),
+               plot_curves(synthetic_curves(), ["fid"], out / "figures" / "fid_curve.png")]
+    tex = write_document(out, main, figures, "PUT reproduction: demo", cmd, commit,
                          notes=[r"LPIPS curve not drawn: weights missing; \texttt{put weights --download} fetches "
-                                r"them."], software=versions())
+                                r"them."], software=versions(),
+                         appendix_tables=[p for p in tables.values() if p not in main], appendix_figures=further)
     text = tex.read_text()
     assert r"\input{tables/table1.tex}" in text and r"\includegraphics" in text and "figures/fid_curve.png" in text
     assert r"\item LPIPS curve not drawn" in text
     assert r"\section{Software}" in text and "torchvision" in text and "requirements.lock" in text
     assert cmd in text.splitlines()[1]
+    appendix = text.index(r"\appendix")  # the main part's tables and figures before it, every other after it
+    assert all(text.index(f"tables/{name}.tex") < appendix for name in MAIN_TABLES)
+    assert all(text.index(f"tables/{name}.tex") > appendix for name in ("speed", "cost", "layouts", "seeds"))
+    assert text.index("figures/samples.png") < appendix < text.index("figures/fid_curve.png")
     pdf = compile_pdf(tex)
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF") and len(data) > 10_000
     assert layout_problems(tex.with_suffix(".log").read_text(errors="replace")) == []
+    pages = main_pages(tex.with_suffix(".aux").read_text())
+    assert 3 <= pages <= 6, pages  # a reviewer's read; the appendix holds the rest
     # pdftotext is not available: the numbers are checked in the table files the document includes.
     included = "".join((out / re.sub(r"\\input\{(.*)\}", r"\1", line)).read_text()
                        for line in text.splitlines() if line.startswith(r"\input"))
     assert "12.784" in included and "62.949" in included
+
+
+def test_main_pages_reads_the_appendix_page_from_the_aux():
+    from put.report.document import main_pages
+
+    assert main_pages("\\relax\n\\newlabel{tab:t1}{{1}{1}}\n\\newlabel{sec:appendix}{{}{6}}\n") == 5
+    with pytest.raises(ValueError, match="sec:appendix"):
+        main_pages("\\relax\n")
+
+
+def test_table1_other_measured_methods_marks_and_one_caption_note_each():
+    """Table 1 ready for methods measured besides PUT: a row per sampling mode it was evaluated in, in the
+    measured block (ranked with PUT, marked where its family says it differs from PUT); its label, citation and
+    how it was run said once in the caption, and where the masks came from once however many methods."""
+    from put.report.tables import MeasuredMethod
+
+    metrics = synthetic_metrics()
+    put_all = metrics[(metrics.variant == "put") & (metrics["mode"] == "all")]
+    extra = pd.concat([put_all.assign(variant=v, psnr=psnr, fid=put_all["fid"] * f, ssim=put_all["ssim"] * f / 2,
+                                      mae=put_all["mae"] * f) for v, psnr, f in (("telea", 35.5, 1.3),
+                                                                                 ("lama", 1.25, 1.7))])
+    methods = [MeasuredMethod("telea", "Telea", "Telea, 2004", r"OpenCV's \texttt{cv2.inpaint}, radius 3."),
+               MeasuredMethod("lama", "LaMa", "Suvorov et al., 2022", "big-lama, outputs read from a folder.")]
+    differences = pd.DataFrame([{"variant": v, "mode": "all", "group": g, "metric": "psnr", "p": p,
+                                 "significant": p < 0.01, "method": "holm", "no_interval": ""}
+                                for v, g, p in (("telea", "20-40", 1e-4), ("lama", "20-40", 0.3),
+                                                ("tok", "20-40", 1e-5))])  # tok: not in Table 1, not its family
+    latex = render_latex(table1(pd.concat([metrics, extra]), "ffhq", context=True, differences=differences,
+                                methods=methods))
+    caption = latex.split(r"\caption{", 1)[1].split("\n", 1)[0]
+    assert caption.count("Telea (Telea, 2004): OpenCV's") == 1 and caption.count("LaMa (Suvorov et al., 2022)") == 1
+    assert caption.count("put masks-export") == 1 and "over the family of the 2 differences" in caption
+    rows = body_rows(latex)
+    psnr = [cells for metric, cells in rows if metric.startswith("PSNR")]
+    assert psnr[2][0] == r"\textbf{35.500}$^{\dagger}$" and psnr[3][0] == "1.250"  # Telea, LaMa: measured
+    assert latex.count(r"$^{\dagger}$") == 2  # the cell and the caption's note
+    assert len(rows) == 4 * (4 + 8)
+    check_bolding(latex, {0, 1, 2, 3})
+
+
+def test_speed_summary_one_setting_per_device():
+    """The main report's speed table: the paper's three transformers at batch 1, one token per step; per device our
+    fp32 row (the authors' loop's precision) and the authors' loop, then the paper's figure; nothing else."""
+    rows = [bench_result("ffhq", tokens_per_second=0.57), bench_result("ffhq", engine="graph", tokens_per_second=0.9),
+            bench_result("ffhq", batch=10, tokens_per_second=5.0),
+            bench_result("ffhq", device_name="NVIDIA H100", precision="bf16-autocast", tokens_per_second=90.5),
+            bench_result("ffhq", device_name="NVIDIA H100", tokens_per_second=84.0),
+            bench_result("ffhq", code="authors", device_name="NVIDIA H100", tokens_per_second=62.3),
+            bench_result("ffhq_tpami256", generation="tpami2024", tokens_per_second=7.0),
+            bench_result("demo", tokens_per_second=397.0), bench_result("ffhq", "pvqvae")]
+    latex = render_latex(speed_summary(rows))
+    lines = [line for line in latex.split(r"\endlastfoot")[1].splitlines() if line.endswith(r"\\")]
+    assert lines[0].startswith(r"FFHQ & x86\_64 (8 threads) & 0.900 {\scriptsize (graph, fp32)} & -- & --")
+    assert lines[1].startswith(r"FFHQ & NVIDIA H100 & 84.000 {\scriptsize (eager, fp32)} & 62.300")
+    assert lines[2].startswith("FFHQ & RTX 3090 (reported) & -- & -- & 37.138")
+    assert [line.split(" & ")[0] for line in lines] == ["FFHQ"] * 3 + ["Places2", "ImageNet"]
+    for absent in ("5.000", "90.500", "7.000", "397.000", "99.500"):
+        assert absent not in latex, absent
+
+
+def test_speed_table_says_once_that_a_demo_network_is_not_a_paper_model():
+    rows = [bench_result("demo", tokens_per_second=t) for t in (397.0, 398.0, 399.0)]
+    latex = render_latex(speed_table([*rows, bench_result("demo", "pvqvae")]))
+    assert latex.count("not a paper model, not comparable") == 1  # in the caption, not in each row
+    assert latex.count("4 layers x 128, 64 px &") == 3
 
 
 @needs_pdflatex

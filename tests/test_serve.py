@@ -42,12 +42,21 @@ N = 4
 SERVER_LIMITS = ["--max-upload-mb", "1", "--max-pixels", "10000", "--max-job-pixels", "40000"]
 
 
-def save_tiny_run(folder: Path, variant: str, seed: int, **labels: str) -> None:
+def package_env() -> dict:
+    """The environment for a `python -m put` child: this checkout's package first (a worktree's, not the one the
+    virtual environment installed)."""
+    paths = [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
+def save_tiny_run(folder: Path, variant: str, seed: int, transformer: dict | None = None, **labels: str) -> None:
+    """A run folder of the preset "tiny", random weights; `transformer`: settings that replace the tiny ones."""
     from put.models.checkpoint import save_pvqvae, save_transformer
     from put.models.put_model import PUTModel
 
     torch.manual_seed(seed)
-    config = apply_variant(TINY, variant)
+    config = TINY.model_copy(update={"transformer": TINY.transformer.model_copy(update=transformer or {})})
+    config = apply_variant(config, variant)
     model = PUTModel(config).eval()
     save_pvqvae(folder / "pvqvae.pt", model.pvqvae, config, preset="tiny", variant=variant, **labels)
     save_transformer(folder / "transformer.pt", model, folder / "pvqvae.pt", preset="tiny", variant=variant, **labels)
@@ -83,7 +92,8 @@ def workdir(tmp_path_factory) -> Path:
 def server(workdir):
     """`put serve` started as a user would (any free port); its URL."""
     command = [sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu", *SERVER_LIMITS]
-    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=package_env())
     lines = []
     deadline = time.monotonic() + 120
     for line in process.stdout:
@@ -128,6 +138,13 @@ def png(array: np.ndarray) -> bytes:
 
 def decoded(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def wait_for(condition, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
 
 
 def blank_png(width: int, height: int, mode: str = "RGB") -> bytes:
@@ -259,7 +276,9 @@ def test_one_request_at_a_time_per_model_and_a_failure_keeps_the_runner_going():
     other = entry("other", lambda device: model)
     runner = Runner("cpu", Limits(max_queued=1))
     settings = InpaintSettings(samples=2)
-    first, second = runner.submit(slow, mask, settings), runner.submit(slow, mask, settings)
+    first = runner.submit(slow, mask, settings)
+    wait_for(lambda: first.state == "running")  # taken by a worker: no longer waiting
+    second = runner.submit(slow, mask, settings)
     with pytest.raises(QueueFull) as full:
         runner.submit(slow, mask, settings)
     assert full.value.retry_after == 5  # no request of this model has finished yet: a guess
@@ -517,3 +536,7 @@ def test_limits_that_contradict_each_other_are_refused_before_starting(capsys):
                                        "100000000 and its mask (381.5 MiB)\n")
     assert main(["serve", "--max-pixels", "5000", "--max-job-pixels", "4000", "--port", "0"]) == 2
     assert "--max-job-pixels 4000 is below --max-pixels 5000" in capsys.readouterr().err
+    assert main(["serve", "--max-models", "1", "--max-running", "2", "--port", "0"]) == 2
+    assert "--max-models 1 is below --max-running 2" in capsys.readouterr().err
+    assert main(["serve", "--max-pixels", "65536", "--max-job-attention", "1000", "--port", "0"]) == 2
+    assert "--max-job-attention 1000 is below 1048576" in capsys.readouterr().err

@@ -227,7 +227,8 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
 
 
 def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
-    from put.report.tables import render_latex, speed_table
+    from put.report.speed import speed_table
+    from put.report.tables import render_latex
     from tests.test_report import bench_result
 
     rows = [bench_result("ffhq", tokens_per_second=0.9, generation="cvpr2022"),

@@ -18,7 +18,7 @@ import torch
 from put.bench.common import environment
 from put.config import preset as load_preset
 from put.models.device import synchronize
-from put.stats.bootstrap import Bootstrap, printed_decimals, workers
+from put.stats.bootstrap import Bootstrap, printed_decimals, resamples_for, workers
 from put.stats.coverage import GaussianPair
 from put.stats.fid_interval import Grams, fid_interval
 
@@ -42,12 +42,15 @@ def fid_gathered(grams: Grams, idx: np.ndarray) -> np.ndarray:
 
 
 def bench_fid_interval(n: int, dim: int, resamples: int, previous_resamples: int = 8, seed: int = 0) -> dict:
-    """One FID interval of n paired dim-d feature sets with `resamples` resamples on this CPU (all its cores), and
+    """One FID interval of n paired dim-d feature sets with `resamples` resamples (or the more its expanded level
+    needs at n; the result says how many) on this CPU (all its cores), and
     the previous method's time per resample (measured on `previous_resamples` of them, one core as it ran)."""
     f1, f2 = GaussianPair(dim).draw(np.random.default_rng(seed), n)
     started = time.perf_counter()
     grams = Grams.of(f1, f2)
     gram_seconds = time.perf_counter() - started
+    # at least what the expanded bounds over n units need (a small preset's n needs more than the default)
+    resamples = max(resamples, resamples_for(Bootstrap.level, n))
     started = time.perf_counter()
     found = fid_interval(f1, f2, None, Bootstrap(resamples=resamples, min_units=2, seed=seed))
     seconds = time.perf_counter() - started

@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
     parser.add_argument("--images", type=positive_int, default=1000, help="fid-interval: paired feature rows (n)")
     parser.add_argument("--dim", type=positive_int, default=2048, help="fid-interval: feature dimension")
-    parser.add_argument("--resamples", type=positive_int, default=1000, help="fid-interval: bootstrap resamples")
+    parser.add_argument("--resamples", type=positive_int, help="fid-interval: bootstrap resamples (default: "
+                        "evaluate.fid_bootstrap_resamples)")
     parser.add_argument("--out", help="write the rows as a JSON list here")
     parser.set_defaults(out_folder=False)
 
@@ -98,7 +99,10 @@ def run(args: argparse.Namespace) -> list[dict]:
         import torch
 
         bench_evaluate = importlib.import_module("put.bench.evaluate")
-        results = ([bench_evaluate.bench_fid_interval(args.images, args.dim, args.resamples)]
+        from put.config.evaluation import MetricProtocol
+
+        resamples = args.resamples or MetricProtocol().fid_bootstrap_resamples
+        results = ([bench_evaluate.bench_fid_interval(args.images, args.dim, resamples)]
                    if args.what == "fid-interval" else
                    [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset])
         for r in results:

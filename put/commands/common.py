@@ -18,6 +18,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # NaN included
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 def nonnegative_int(text: str) -> int:
     value = int(text)
     if value < 0:

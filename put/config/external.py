@@ -42,10 +42,11 @@ class ExternalMethod(StrictModel):
         return self.samples > 1
 
     def how_run(self) -> str:
-        """One line for the tables' notes: what produced the results."""
+        """A sentence for Table 1's caption: what produced the results."""
         if self.method is not None:
-            return f"built-in {BUILTIN_DESCRIPTIONS[self.method]}, run on the frozen masks"
-        return f"results read from {self.folder} ({self.format} names, {self.samples} per input)"
+            return f"built in here ({BUILTIN_DESCRIPTIONS[self.method]}), deterministic."
+        return (f"its results read from {self.folder} ({self.samples} per input, named as put masks-export's "
+                f"{self.format} layout).")
 
 
 BUILTIN_DESCRIPTIONS = {

@@ -15,12 +15,15 @@ TOPICS = {
               "top-K sampling (K = 50).",
     "speed": "Inference speed of the paper-size transformers and the P-VQVAE on this machine, beside the "
              "paper's RTX 3090 figures.",
+    "speed_summary": "Sampling speed of the paper's three transformers at the paper's setting (batch 1, one token "
+                     "per step): ours and the authors' loop per device, beside the paper's RTX 3090 figures.",
     "seeds": "Seed replicates: per variant, metric and mask group, the mean, standard deviation and interval over "
              "the training seeds, beside the mean image-bootstrap half-width (seed spread against test-image spread).",
     "differences": "Paired differences of every ablation from PUT on the same test images, masks and sample draws: "
                    "the mean per-image difference, its bootstrap interval over the images' sources (and seed "
-                   "replicates, where there are several), its raw and family-adjusted p-values, and whether it "
-                   "survives the family's correction (Holm by default).",
+                   "replicates, where there are several: then Student's t with Satterthwaite's degrees of freedom), "
+                   "its raw and family-adjusted p-values, and whether it survives the family's correction (Holm by "
+                   "default).",
     "cost": "What each preset costs to train and sample: GPU-hours and wall time per stage and for the ablation DAG, "
             "from the measured training and sampling steps and the presets' schedules.",
     "cost_layouts": "The measured GPU layouts of the training stages: GPUs, batch per GPU, seconds per step, peak "

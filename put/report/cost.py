@@ -8,10 +8,11 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from put.errors import FileMismatchError
-from put.report.tables import NA, long_table
+from put.report.tables import NA, latex_escape, long_table
 
 STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer", "sample": "sampling",
                "ablation DAG": "ablation DAG"}
+MEASURED_ON = "Measured on"  # the column whose shared texts the LaTeX tables say once (`shared_notes`)
 
 
 def _hours(value: float | None) -> str:
@@ -46,7 +47,7 @@ def cost_frame(cost: dict) -> pd.DataFrame:
                      "Batch/GPU": _batch(s), "s/step": s.get("seconds_per_step"),
                      "Steps": s.get("steps"), "Peak GiB": s.get("peak_gib"), "Wall h (job)": s.get("wall_hours"),
                      "GPU-h (all jobs)": s["jobs"] * s["device_hours"] if "device_hours" in s else None,
-                     "Measured on": _measured_on(s)})
+                     MEASURED_ON: _measured_on(s)})
     for t in cost["totals"]:
         wall = t["missing"] if "missing" in t else (f"{_hours(t['wall_hours'])} (every job of a stage at once); "
                                                    f"{_hours(t['wall_hours_one_job_at_a_time'])} one job at a time")
@@ -54,7 +55,7 @@ def cost_frame(cost: dict) -> pd.DataFrame:
                      "Jobs x nodes x GPUs": str(t.get("jobs", NA)),
                      "Batch/GPU": "", "s/step": None, "Steps": None, "Peak GiB": None,
                      "Wall h (job)": t.get("wall_hours"), "GPU-h (all jobs)": t.get("device_hours"),
-                     "Measured on": wall})
+                     MEASURED_ON: wall})
     order = {name: i for i, name in enumerate(dict.fromkeys(s["preset"] for s in cost["stages"]))}
     frame = pd.DataFrame(rows)
     return frame.sort_values("Preset", kind="stable", key=lambda p: p.map(order)).reset_index(drop=True)
@@ -64,7 +65,7 @@ def layouts_frame(cost: dict) -> pd.DataFrame:
     return pd.DataFrame([{"Preset": s["preset"], "Stage": STAGE_NAMES[s["stage"]], "GPUs": s["gpus"],
                           "Batch/GPU": f"{s['batch_per_gpu']:g}", "s/step": s["seconds_per_step"],
                           "Peak GiB": s.get("peak_gib"), "Wall h": s["wall_hours"], "GPU-h": s["device_hours"],
-                          "Measured on": _measured_on(s)} for s in cost["layouts"]])
+                          MEASURED_ON: _measured_on(s)} for s in cost["layouts"]])
 
 
 def table_topk_frame(cost: dict) -> pd.DataFrame:
@@ -74,7 +75,7 @@ def table_topk_frame(cost: dict) -> pd.DataFrame:
                           "authors' released loop") + f", {t['precision']}", "Images x groups": f"{t['images']} x 3",
                           "Batch": t["batch"],
                           "Steps": t["steps"], "s/step": t["seconds_per_step"], "Wall h": t["hours"],
-                          "Measured on": _measured_on(t)} for t in cost.get("table_topk", [])])
+                          MEASURED_ON: _measured_on(t)} for t in cost.get("table_topk", [])])
 
 
 def evaluation_frame(cost: dict) -> pd.DataFrame:
@@ -82,7 +83,7 @@ def evaluation_frame(cost: dict) -> pd.DataFrame:
                           "Results": e["results"],
                           "Intervals CPU h": e.get("interval_hours"), "PSNR, SSIM, MAE CPU h": e.get("metrics_hours"),
                           "Inception, LPIPS h": e.get("network_hours"), "Wall h (job)": e.get("wall_hours"),
-                          "Measured on": _evaluation_measured_on(e)}
+                          MEASURED_ON: _evaluation_measured_on(e)}
                          for e in cost.get("evaluation", [])])
 
 
@@ -138,9 +139,23 @@ EVALUATION_TEXT = (
     "and timed by put bench evaluate")
 
 
+def shared_notes(frame: pd.DataFrame, column: str = MEASURED_ON) -> tuple[pd.DataFrame, str]:
+    """`frame` with each text of `column` that several rows share replaced by a short label ([a], [b], ...), and the
+    legend that says each once (plain text; "" when none repeats); a short text costs no more than its label."""
+    if column not in frame.columns:
+        return frame, ""
+    counts = frame[column].value_counts()
+    shared = [text for text in dict.fromkeys(frame[column]) if counts.get(text, 0) > 1 and len(str(text)) > 20]
+    labels = {text: f"[{chr(ord('a') + i)}]" for i, text in enumerate(shared)}
+    legend = "; ".join(f"{label} {text}" for text, label in labels.items())
+    return frame.assign(**{column: frame[column].map(lambda t: labels.get(t, t))}), legend
+
+
 def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Styler:
-    return long_table(_format(frame).style.format(escape="latex", na_rep=NA).hide(axis="index"), widths) \
-        .set_caption(caption)
+    """The LaTeX table (docs/speed-and-cost.md's Markdown keeps every cell whole)."""
+    frame, legend = shared_notes(_format(frame))
+    styler = long_table(frame.style.format(escape="latex", na_rep=NA).hide(axis="index"), widths)
+    return styler.set_caption(caption + (f" {MEASURED_ON}: {latex_escape(legend)}." if legend else ""))
 
 
 def cost_table(cost: dict) -> Styler:

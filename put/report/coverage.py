@@ -11,6 +11,7 @@ import pandas as pd
 from put.stats.bootstrap import Bootstrap
 from put.stats.coverage import (
     DISTRIBUTIONS,
+    SEED_SHARE,
     GaussianPair,
     Result,
     difference_coverage,
@@ -18,6 +19,7 @@ from put.stats.coverage import (
     fid_coverage,
     fwer,
     mean_coverage,
+    replicate_coverage,
 )
 from put.stats.multiplicity import METHODS
 
@@ -27,23 +29,54 @@ CLUSTERED = next(name for name in DISTRIBUTIONS if name.startswith("clustered"))
 FAMILY_SIZES_FROM = 10  # the null families are simulated at the grid's n from this one on
 
 
+REPLICATES = (2, 3, 5)  # seed replicates per variant of the replicate rows (`seeds: [1, 2]` gives 3)
+# the study's parts, each the rows it makes (by check name): `--only` reruns some and keeps the others' rows
+PARTS = {"means": lambda check: check.startswith(("mean", "paired")),
+         "families": lambda check: check.startswith("family-wise"),
+         "fid": lambda check: check.startswith("FID"),
+         "replicates": lambda check: check.startswith("seed replicates")}
+
+
 def run_study(sets: int, resamples: int, fid_sets: dict[int, int], fid_dim: int, fid_resamples: int,
-              families: int, sizes: tuple[int, ...] = SIZES, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """Every check; one row each (put.stats.coverage.Result)."""
+              families: int, sizes: tuple[int, ...] = SIZES, seed: int = 0, level: float = 0.95,
+              parts: tuple[str, ...] = tuple(PARTS)) -> pd.DataFrame:
+    """Every check of `parts`; one row each (put.stats.coverage.Result)."""
     boot = Bootstrap(level, resamples, seed, 2)
     results: list[Result] = []
-    for n in sizes:
-        for name in DISTRIBUTIONS:
-            results += [mean_coverage(name, n, sets, boot, seed), difference_coverage(name, n, sets, boot, seed)]
-        results.append(mean_coverage(CLUSTERED, n, sets, boot, seed, ignore_units=True))
-        print(f"coverage at n = {n} done", flush=True)
-    results += [r for n in sizes if n >= FAMILY_SIZES_FROM for r in fwer(n, families, boot, METHODS, seed)]
-    pair = GaussianPair(fid_dim)
-    for n, count in fid_sets.items():
-        expected = expected_fid(pair, n, max(count, 200), seed)
-        results += fid_coverage(pair, n, count, Bootstrap(level, fid_resamples, seed, 2), expected, seed,
-                                progress=True)
+    if "means" in parts:
+        for n in sizes:
+            for name in DISTRIBUTIONS:
+                results += [mean_coverage(name, n, sets, boot, seed), difference_coverage(name, n, sets, boot, seed)]
+            results.append(mean_coverage(CLUSTERED, n, sets, boot, seed, ignore_units=True))
+            print(f"coverage at n = {n} done", flush=True)
+    if "replicates" in parts:
+        results += [replicate_coverage(r, sets, boot, seed) for r in REPLICATES]
+    if "families" in parts:
+        results += [r for n in sizes if n >= FAMILY_SIZES_FROM for r in fwer(n, families, boot, METHODS, seed)]
+    if "fid" in parts:
+        pair = GaussianPair(fid_dim)
+        for n, count in fid_sets.items():
+            expected = expected_fid(pair, n, max(count, 200), seed)
+            results += fid_coverage(pair, n, count, Bootstrap(level, fid_resamples, seed, 2), expected, seed,
+                                    progress=True)
     return pd.DataFrame([r.row() for r in results])
+
+
+GRIDDED = ("means", "families")  # the parts run over the grid of n (the others at their own n)
+
+
+def merge_parts(earlier: pd.DataFrame, rerun: pd.DataFrame, parts: tuple[str, ...],
+                sizes: tuple[int, ...] = SIZES) -> pd.DataFrame:
+    """The rows of an earlier study with those of `parts` (gridded parts: at `sizes`) replaced by a rerun's (the
+    streams of a check do not depend on what else runs, so the rows are those a full run would make)."""
+    def rerun_row(row: pd.Series) -> bool:
+        return any(PARTS[p](row["check"]) and (p not in GRIDDED or row["n"] in sizes) for p in parts)
+
+    replaced = earlier.apply(rerun_row, axis=1).astype(bool)
+    merged = pd.concat([earlier[~replaced], rerun], ignore_index=True)
+    order = {check: i for i, check in enumerate(dict.fromkeys([*earlier["check"], *rerun["check"]]))}
+    return merged.sort_values(["check", "n"], key=lambda c: c.map(order) if c.name == "check" else c,
+                              kind="stable").reset_index(drop=True)
 
 
 def minimum_units(frame: pd.DataFrame, tolerance: float = TOLERANCE) -> int | None:
@@ -62,11 +95,12 @@ def minimum_units(frame: pd.DataFrame, tolerance: float = TOLERANCE) -> int | No
 
 
 MADE_BY = "Made by `{}`"
+SOURCES = " (put/stats/coverage.py, put/report/coverage.py)"
 
 
 def made_by(markdown: str) -> str:
     """The command an earlier docs/coverage.md was made by."""
-    found = re.search(MADE_BY.format("(.+?)"), markdown)
+    found = re.search(MADE_BY.format("(.+?)") + re.escape(SOURCES), markdown)  # `A`, then `B`: both
     if not found:
         raise ValueError("no 'Made by `...`' line in the coverage table; run the study again")
     return found.group(1)
@@ -75,6 +109,32 @@ def made_by(markdown: str) -> str:
 def rows_at(frame: pd.DataFrame, n: int) -> pd.DataFrame:
     """The mean and paired-difference rows (sources respected) at n."""
     return frame[frame["check"].isin(["mean", "paired difference"]) & (frame["n"] == n)]
+
+
+def replicate_section(rows: pd.DataFrame, level: float) -> list[str]:
+    """The lines on differences over seed replicates that carry most of the variance (none without such rows)."""
+    if rows.empty:
+        return []
+    return [
+        "## Seed replicates that carry the variance",
+        "",
+        f"Percent of {int(rows['sets'].iloc[0])} simulated pairs of variants whose interval of the paired difference "
+        f"over R seed replicates per variant holds the true difference (0.5), nominal {100 * level:.1f}%: "
+        f"n = {int(rows['n'].iloc[0])} sources, each replicate shifting all its values at random (training "
+        f"randomness) so that the replicates carry {SEED_SHARE:.0%} of the difference's variance; the crossed "
+        "bootstrap of sources and replicates, Student's t on its standard error with the (R - 1) / R shrink "
+        "undone and Satterthwaite's degrees of freedom (docs/statistics.md, \"With seed replicates\"), "
+        f"{int(rows['resamples'].iloc[0])} resamples.",
+        "",
+        "| replicates per variant | holds the true difference (%) |",
+        "|---:|---:|",
+        *(f"| {d.split()[0]} | {100 * v:.1f} |" for d, v in zip(rows["distribution"], rows["observed"])),
+        "",
+        f"From {rows['observed'].min():.1%} to {rows['observed'].max():.1%}: with 2 or 3 replicates the "
+        "effective degrees of freedom are about 2 to 4, and the interval is wide, as it should be: what training "
+        "randomness does to a difference is measured by so few replicates.",
+        "",
+    ]
 
 
 def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
@@ -102,11 +162,14 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
     smallest = int(means["n"].min())
     worst_small = rows_at(means, smallest)["observed"].min()
     ignored = means.loc[means["check"] == "mean, sources ignored", "observed"]
+    per_n = means.groupby("n")["resamples"].max()
+    more = ", ".join(f"n = {n}: {r}" for n, r in per_n.items() if r > per_n.min())
+    replicates = frame[frame["check"].map(PARTS["replicates"])]
     return "\n".join([
         "# Coverage of the evaluation's intervals",
         "",
         "<!-- generated by `put coverage`; do not edit by hand -->",
-        MADE_BY.format(command) + " (put/stats/coverage.py, put/report/coverage.py). Every row runs the "
+        MADE_BY.format(command) + SOURCES + ". Every row runs the "
         "evaluation's own "
         "interval functions on synthetic test sets whose truth is known and counts how often the "
         f"{level:.0%} interval holds it.",
@@ -115,8 +178,8 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         "",
         f"Percent of {sets} simulated test sets whose interval holds the true value (each estimate within "
         f"+-{100 * half:.1f} points, 95% confidence); expanded percentile bootstrap (put/stats/bootstrap.py), "
-        f"{int(means['resamples'].iloc[0])} "
-        "resamples; n: independent "
+        f"{int(per_n.min())} resamples" + (f" (more where the expanded level needs them: {more})" if more else "")
+        + "; n: independent "
         "units (images, or sources for the clustered rows, each with 3 images sharing half their variance). The "
         "paired difference: two variants on the same images, a true difference of 0.5 on top of a shared "
         "per-image difficulty.",
@@ -153,6 +216,7 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"correction {pct(rates.loc['none', big].min())}% or more of the null families get at least one mark."
         if minimum is not None else "No n of the grid keeps the family-wise error rate near its level.",
         "",
+        *replicate_section(replicates, level),
         "## FID",
         "",
         f"Paired Gaussian features ({fid['distribution'].iloc[0]}) whose population FID is known in closed form; "

@@ -50,10 +50,15 @@ def _figures(figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLi
     return [(Path(p), latex_escape(Path(p).stem.replace("_", " "))) for p in figure_files]
 
 
-def software_appendix(software: Mapping[str, str]) -> str:
-    """An appendix listing the software a run used (name -> version, plain text)."""
+APPENDIX_LABEL = "sec:appendix"  # where the main part ends: `main_pages` reads its page from the .aux
+MAIN_FIGURE_HEIGHT = r"0.42\textheight"  # two figures to a page in the main part
+APPENDIX_FIGURE_HEIGHT = r"0.8\textheight"
+
+
+def software_section(software: Mapping[str, str]) -> str:
+    """A section (of the appendix) listing the software a run used (name -> version, plain text)."""
     rows = "\n".join(f"{latex_escape(name)} & {latex_escape(version)} \\\\" for name, version in software.items())
-    return ("\\appendix\n\\section{Software}\nThe versions this report was made with "
+    return ("\\section{Software}\nThe versions this report was made with "
             "(\\texttt{put.io.versions}; MLflow records the same with every run as tags \\texttt{put.version.*}). "
             "\\texttt{make install} installs exactly \\texttt{requirements.lock}; "
             "\\texttt{make lock} regenerates it.\n\n"
@@ -62,25 +67,46 @@ def software_appendix(software: Mapping[str, str]) -> str:
             f"{rows}\n\\bottomrule\n\\end{{tabular}}\n\\end{{center}}\n")
 
 
+def _inputs(table_files: Sequence[str | os.PathLike], out_dir: Path) -> str:
+    return "\n".join(rf"\input{{{_relative(p, out_dir)}}}" for p in table_files)
+
+
+def _figure_blocks(figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str], out_dir: Path,
+                   height: str) -> str:
+    return "\n".join(
+        "\\begin{figure}[htbp]\n\\centering\n"
+        rf"\includegraphics[width=0.9\linewidth,height={height},keepaspectratio]{{{_relative(p, out_dir)}}}"
+        f"\n\\caption{{{caption}}}\n\\end{{figure}}" for p, caption in _figures(figure_files))
+
+
+def main_pages(aux: str) -> int:
+    """The pages of the main part of a compiled report, from its .aux: those before the appendix's first page."""
+    found = re.search(r"\\newlabel\{" + re.escape(APPENDIX_LABEL) + r"\}\{\{[^{}]*\}\{(\d+)\}", aux)
+    if found is None:
+        raise ValueError(f"no \\label{{{APPENDIX_LABEL}}} in the .aux: not a report of write_document's, or not "
+                         "compiled")
+    return int(found.group(1)) - 1
+
+
 def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.PathLike],
                    figure_files: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str], title: str,
                    command: str, commit: str, notes: Sequence[str] = (),
-                   software: Mapping[str, str] | None = None) -> Path:
-    """Write `out_dir/report.tex`: each table file \\input, each figure included, by paths relative to
-    `out_dir` (so the folder compiles wherever it is). `figure_files` may map a path to its LaTeX caption;
-    otherwise the file name is the caption. `title` is plain text; `notes` are LaTeX sentences (e.g. which
-    figure is not drawn and why), listed before the figures; `software` (name -> version) becomes an
-    appendix."""
+                   software: Mapping[str, str] | None = None, appendix_tables: Sequence[str | os.PathLike] = (),
+                   appendix_figures: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str] = ()) -> Path:
+    """Write `out_dir/report.tex`: the main part (each table file \\input, each figure included, by paths
+    relative to `out_dir`, so the folder compiles wherever it is), then an appendix on a new page (the
+    appendix's tables and figures, then `software`, name -> version). A figure mapping gives each path its LaTeX
+    caption; otherwise the file name is the caption. `title` is plain text; `notes` are LaTeX sentences (e.g.
+    which figure is not drawn and why), listed before the appendix's figures."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tables = "\n".join(rf"\input{{{_relative(p, out_dir)}}}" for p in table_files)
-    figures = "\n".join(
-        "\\begin{figure}[htbp]\n\\centering\n"
-        rf"\includegraphics[width=0.9\linewidth,height=0.8\textheight,keepaspectratio]{{{_relative(p, out_dir)}}}"
-        f"\n\\caption{{{caption}}}\n\\end{{figure}}" for p, caption in _figures(figure_files))
+    figures = _figure_blocks(appendix_figures, out_dir, APPENDIX_FIGURE_HEIGHT)
     if notes:
         figures = "\\paragraph{Not shown.}\n\\begin{itemize}\n" + "".join(f"\\item {n}\n" for n in notes) + \
             "\\end{itemize}\n" + figures
+    further = ("\\section{Further tables and figures}\nEvery other measured speed and cost row, the frontier "
+               "tables and the remaining figures.\n" + _inputs(appendix_tables, out_dir) + "\n\\clearpage\n" + figures
+               if appendix_tables or figures else "")
     generated = f"\\texttt{{{latex_escape(' '.join(command.split()))}}}"  # in a box as wide as the title block's
     body = f"""\\documentclass[10pt]{{article}}
 \\usepackage[margin=2cm]{{geometry}}
@@ -95,10 +121,13 @@ def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.Pa
 \\date{{Commit \\texttt{{{latex_escape(commit or 'unknown')}}}}}
 \\begin{{document}}
 \\maketitle
-{tables}
+{_inputs(table_files, out_dir)}
+{_figure_blocks(figure_files, out_dir, MAIN_FIGURE_HEIGHT)}
 \\clearpage
-{figures}
-{software_appendix(software) if software else ""}
+\\appendix
+\\label{{{APPENDIX_LABEL}}}
+{further}
+{software_section(software) if software else ""}
 \\end{{document}}
 """
     return atomic_write_text(out_dir / "report.tex", provenance_header(command, commit) + body)

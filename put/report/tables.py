@@ -12,30 +12,25 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from put.config import GENERATION_NAMES, TPAMI_VARIANT
+from put.config import TPAMI_VARIANT
 from put.config.bins import TABLE_GROUPS
-from put.config.external import ExternalMethod
 from put.config.model import ABLATIONS
 from put.config.params import OFFICIAL_PREFIX
 from put.io.files import atomic_write_text
 from put.report.differences import family_sentence
 from put.report.reported import (
-    DATASETS,
     LOWER_IS_BETTER,
     METRICS,
     MODE_METHOD,
-    PRESET_DATASET,
-    SCALE_DATASET,
-    SPEED_DEVICE,
     TABLE3_DATASETS,
     reference_dataset,
-    speed_reported,
     table1_reported,
     table3_reported,
 )
@@ -205,16 +200,19 @@ def interval_sentence(metrics: pd.DataFrame, level: float = 0.95) -> str:
 
 def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.DataFrame | None = None,
            flags: pd.DataFrame | None = None, errors: pd.DataFrame | None = None) -> Styler:
-    """Per-metric number formats, the best measured values in bold, intervals in small type, n/a with one
-    footnote per reason; the helper index levels `metric_key` and `measured` are dropped from what is shown
-    (they drive formats and bolding). The notes end the caption and are kept on the styler, so that
-    `write_latex` keeps them under a caller's own caption."""
+    """Per-metric number formats, the best measured values in bold, reported values in italics, intervals in small
+    type, n/a with one footnote per reason; the helper index levels `metric_key` and `measured` are dropped from
+    what is shown (they drive formats, bolding and italics). The notes end the caption and are kept on the
+    styler, so that `write_latex` keeps them under a caller's own caption."""
     metric_of_row = frame.index.get_level_values("metric_key")
     decimals = np.repeat(np.array([DECIMALS[m] for m in metric_of_row])[:, None], frame.shape[1], axis=1)
     best = best_cells(frame, decimals, np.asarray(metric_of_row.isin(LOWER_IS_BETTER)), np.asarray(metric_of_row),
                       np.asarray(frame.index.get_level_values("measured")))
     marks, notes = footnotes(reasons)
-    shown = cell_text(frame, decimals, marks, halves, best, flags, errors).droplevel(["metric_key", "measured"])
+    shown = cell_text(frame, decimals, marks, halves, best, flags, errors)
+    reported = ~np.asarray(frame.index.get_level_values("measured"), bool)
+    shown[reported] = shown[reported].map(lambda c: rf"\emph{{{c}}}")  # the paper's numbers, marked as such
+    shown = shown.droplevel(["metric_key", "measured"])
     styler = shown.style
     styler.hide(axis="index", names=True)
     # The row labels wrap (a released-weights entry's name is long); the table breaks across pages (render_latex).
@@ -263,49 +261,81 @@ _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is
 
 # --------------------------------------------------------------------------------------------- tables
 
+@dataclass(frozen=True)
+class MeasuredMethod:
+    """A measured method of Table 1 besides PUT (a classical inpainter, another network run from a folder of its
+    outputs): the label of its rows in the metrics frame, its row label (LaTeX), a citation and how it was run
+    (LaTeX sentences, said once in the caption)."""
+
+    variant: str
+    label: str
+    citation: str
+    how: str
+
+
+MASKS_NOTE = ("every measured method ran on the same test images and the frozen evaluation masks "
+              "(\\texttt{put masks-export} writes them for a method run outside this code) and was scored by the "
+              "same evaluation")
+
+
+def _flags(rows: list[Row], keys: list[tuple[str, str] | None], significant: set[tuple[str, str, str, str]]
+           ) -> list[list[bool]]:
+    """Per row (its (variant, mode), None for a reported row) and group: the row's difference is in `significant`."""
+    return [[key is not None and (*key, row[0], g) in significant for g in GROUPS] for row, key in zip(rows, keys)]
+
+
 def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
-           external: dict[str, ExternalMethod] | None = None) -> Styler:
-    """The paper's Table 1 for one preset: per metric, the deterministic block (our PUT_all measured, the
-    paper's PUT_all reported) and the K=50 block (PUT_50 likewise). `context=True` adds the paper's
-    other methods (DFv2, EC, MED, ICT, PIC) as further reported rows; `external` (label -> entry of params.yaml's
-    `external`) other methods measured on the same masks, in the block of the mode they were evaluated in."""
+           differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = ()) -> Styler:
+    """The paper's Table 1 for one preset, per metric: a measured block (PUT deterministic and K=50, the released
+    weights, each of `methods` in every sampling mode it was evaluated in), then a reported block (the paper's
+    PUT rows; `context=True` adds its other methods, DFv2, EC, MED, ICT, PIC), below a rule, in italics and never
+    ranked. `differences`: a measured row is marked where its paired difference from PUT survives its family's
+    correction."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table1_reported()
     official = sorted(v for v in metrics["variant"].unique() if str(v).startswith(OFFICIAL_PREFIX))
+    modes = {v: [m for m in MODE_METHOD if ((metrics["variant"] == v) & (metrics["mode"] == m)).any()]
+             for v in (m.variant for m in methods)}
     rows: list[Row] = []
+    keys: list[tuple[str, str] | None] = []  # (variant, mode) of a measured row, for its significance marks
     for metric in METRICS:
         for mode, method in MODE_METHOD.items():
-            block = MODE_LABELS[mode]
-            rows.append((metric, block, f"{METHOD_LABELS[method]} (measured)",
-                         *_measured(metrics, "put", mode, metric)))
-            rows += [(metric, block, f"{METHOD_LABELS[method]} (released weights "
-                                     rf"\texttt{{{latex_escape(label[len(OFFICIAL_PREFIX):])}}}, measured)",
-                      *_measured(metrics, label, mode, metric)) for label in official]
-            rows += [(metric, block, f"{latex_escape(entry.label)} [{latex_escape(entry.citation)}] (measured)",
-                      *_measured(metrics, label, mode, metric)) for label, entry in (external or {}).items()
-                     if ((metrics["variant"] == label) & (metrics["mode"] == mode)).any()]
-            others = CONTEXT_METHODS[mode] if context else ()
-            for name in (*others, method):
-                rows.append((metric, block, f"{METHOD_LABELS[name]} (reported, {dataset})",
+            name = METHOD_LABELS[method]
+            rows.append((metric, "measured", name, *_measured(metrics, "put", mode, metric)))
+            rows += [(metric, "measured", f"{name}, released \\texttt{{{latex_escape(v[len(OFFICIAL_PREFIX):])}}}",
+                      *_measured(metrics, v, mode, metric)) for v in official]
+            keys += [("put", mode), *((v, mode) for v in official)]
+        for m in methods:
+            rows += [(metric, "measured", m.label + ("" if len(modes[m.variant]) < 2 else f" ({MODE_LABELS[mode]})"),
+                      *_measured(metrics, m.variant, mode, metric)) for mode in modes[m.variant]]
+            keys += [(m.variant, mode) for mode in modes[m.variant]]
+        for mode, method in MODE_METHOD.items():
+            for name in (*(CONTEXT_METHODS[mode] if context else ()), method):
+                rows.append((metric, f"reported, {dataset}", METHOD_LABELS[name],
                              _reported_values(reported, "method", name, metric, dataset), None, None, None))
-    released = (" Released-weights rows: the authors' released checkpoints, imported and evaluated under our "
-                "protocol." if official else "")
-    caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured rows: "
-               f"our reproduction; reported rows: numbers printed in the paper.{released} {_BOLD_RULE}"
-               f"{_external_sentence(external or {})}"
-               f"{_sample_sizes(metrics, ['put', *official, *(external or {})])}{interval_sentence(metrics, level)}")
-    values, reasons, halves, errors = _frame(rows, ("Sampling", "Method"))
-    return _style(values, reasons, caption, halves, errors=errors)
-
-
-def _external_sentence(external: dict[str, ExternalMethod]) -> str:
-    """How Table 1's rows of other methods were produced, one clause per method."""
-    if not external:
-        return ""
-    how = "; ".join(f"{latex_escape(e.label)}: {latex_escape(e.how_run())}" for e in external.values())
-    return (f" Other methods, measured on the same frozen masks with our evaluation ({how}); their differences "
-            "from PUT are in differences.csv.")
+                keys.append(None)
+    shown = {k[0] for k in keys if k is not None} - {"put"}
+    family = differences[differences["variant"].isin(shown)] if differences is not None and len(differences) \
+        else None  # a frame of no differences may have no columns either
+    significant = set()
+    if family is not None:
+        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
+        significant = set(zip(hits["variant"], hits["mode"], hits["metric"], hits["group"]))
+    tested = ""
+    if family is not None and len(family):
+        tested = " " + SIGNIFICANT + reason_latex(family_sentence(family, family["method"].iloc[0], level,
+                                                                  "the method differs from PUT", per="sampling mode"))
+    released = (" Released rows: the authors' released checkpoints, imported and evaluated under our protocol."
+                if official else "")
+    others = "".join(f" {m.label} ({m.citation}): {m.how}" for m in methods)
+    caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured block: our "
+               f"reproduction{'; ' + MASKS_NOTE if methods else ''}.{released}{others} Reported block (below the "
+               f"rule, in italics): numbers printed in the paper. {_BOLD_RULE}"
+               f"{_sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}{tested}")
+    values, reasons, halves, errors = _frame(rows, ("Source", "Method"))
+    flags = pd.DataFrame(_flags(rows, keys, significant), index=values.index, columns=values.columns)
+    return _style(values, reasons, caption, halves, flags, errors)
 
 
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
@@ -322,7 +352,7 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
         if differences is not None else None
     significant = set()
     if family is not None:
-        hits = family[family["significant"].astype(bool)]  # object dtype beside an empty family
+        hits = family[family["significant"]]
         significant = set(zip(hits["variant"], hits["metric"], hits["group"]))
     rows: list[Row] = []
     flags: list[list[bool]] = []
@@ -350,94 +380,6 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
     values, reasons, halves, errors = _frame(rows, ("Source", "Variant"))
     return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns),
                   errors)
-
-
-TRANSFORMER = "UQ-Transformer (tokens/s)"
-NETWORK = "Network (layers x width, image size)"
-PVQVAE = "P-VQVAE (images/s)"
-
-
-def _timed_network(b: dict) -> tuple[str, str]:
-    """(dataset, network) of a benchmark row: a paper preset's model is the paper's size (a TPAMI preset's, the
-    TPAMI release's); any other preset's model (the demo's) is named as what it is, so no one reads it as a
-    paper row."""
-    size = f"{b['image_size']} px" if b["benchmark"] == "pvqvae" else \
-        f"{b['n_layer']} layers x {b['n_embd']}, {b['image_size']} px"
-    dataset = PRESET_DATASET.get(b["preset"]) or SCALE_DATASET.get(b["preset"])
-    if b["benchmark"] == "pvqvae" and dataset:
-        dataset = "all"  # one P-VQVAE size for every dataset, as in the paper's table
-    if dataset:
-        release = "paper" if b.get("generation", "cvpr2022") == "cvpr2022" else GENERATION_NAMES[b["generation"]]
-        return dataset, f"{release} size, {size}"
-    return f"{latex_escape(b['preset'])} preset", f"{size}; not a paper model, not comparable"
-
-
-def _timed_code(b: dict) -> str:
-    """Whose code and which engine."""
-    return "authors' loop" if b.get("code") == "authors" else f"ours, {b['engine']}" if b.get("engine") else "ours"
-
-
-def source_legend(rows: Sequence[dict]) -> dict[str, str]:
-    """Each measured row's source (this run's bench stage, or a committed file) -> its short label [a], [b], ... in
-    the order they first appear; the caption's legend says what each is."""
-    sources = dict.fromkeys(b.get("source", "this run") for b in rows)
-    return {source: f"[{chr(ord('a') + i)}]" for i, source in enumerate(sources)}
-
-
-def _source_text(source: str, rows: Sequence[dict]) -> str:
-    if source == "this run":
-        return "this run's bench stage"
-    elsewhere = next((b["measured_elsewhere"] for b in rows
-                      if b.get("source") == source and b.get("measured_elsewhere")), "")
-    return f"\\texttt{{{latex_escape(f'reports/benchmarks/{source}.json')}}}" + (
-        f" ({latex_escape(elsewhere)})" if elsewhere else "")
-
-
-def speed_table(rows: Sequence[dict]) -> Styler:
-    """Measured throughput (sampling and P-VQVAE benchmark rows: ours by engine, the authors' released loop)
-    beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, its precision (a
-    column of its own: bf16 and fp32 rows side by side are labelled so), its code and, as a short label explained in
-    the caption, its source (this run, or the committed file under reports/benchmarks/); a smaller preset's network
-    (the demo's) gets its own rows, last. Nothing is bolded: devices differ, so no column has a best."""
-    labels = source_legend(rows)
-    table = []
-    for b in rows:
-        model = TRANSFORMER if b["benchmark"] == "sampling" else PVQVAE
-        dataset, net = _timed_network(b)
-        setting = (f"batch {b['batch']}, {b['tokens_per_step']}/step" if model == TRANSFORMER
-                   else f"batch {b['batch']}")
-        rate = b["tokens_per_second"] if model == TRANSFORMER else b["images_per_second"]
-        table.append((model, dataset, 0, f"{_timed_code(b)} {labels[b.get('source', 'this run')]}", net,
-                      b["device_name"], b["precision"], setting, float(rate),
-                      float(b.get("fraction_of_matmul", "nan"))))
-    for r in speed_reported().itertuples():
-        model = TRANSFORMER if r.unit == "tokens/s" else PVQVAE
-        table.append((model, r.dataset, 1, "reported by the paper", "the paper's trained model", r.device,
-                      "not stated", "not stated", float(r.value), float("nan")))
-    frame = pd.DataFrame(table, columns=["Model", "Dataset", "reported", "Code [source]", NETWORK, "Device",
-                                         "Precision", "Setting", "Throughput", "Matmul use"])
-    # Like beside like: per model, the paper's datasets in its order (measured, then reported), others last.
-    order = {name: i for i, name in enumerate((TRANSFORMER, PVQVAE, *DATASETS, "all"))}
-    frame = frame.sort_values(["Model", "Dataset", "reported"], kind="stable",
-                              key=lambda s: s.map(lambda v: order.get(v, len(order)) if isinstance(v, str) else v))
-    frame = frame.drop(columns="reported").set_index(["Model", "Dataset"])
-    styler = frame.style.format(escape="latex", na_rep=NA)
-    styler = styler.format("{:.3f}", subset=["Throughput"], na_rep=NA)
-    styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
-    styler.hide(axis="index", names=True)
-    # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    long_table(styler, (1.6, 2.0, 1.8, 2.2, 1.8, 1.7, 1.5), numeric=2)
-    legend = "; ".join(f"{label} {_source_text(source, rows)}" for source, label in labels.items())
-    return styler.set_caption(
-        f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
-        "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
-        "(a smaller preset's, the demo's, is named as such) with random weights (the speed does not depend on the "
-        "weights) on the device named, in the precision named (compare rows of one precision), by the code named "
-        "(setting: batch and tokens per forward): ours (eager: the eager sampler; graph: the sampling engine's "
-        "whole step replayed as one CUDA graph; compile: the same with a compiled forward) or the authors' released "
-        "sampling loop (fp32, as released). Matmul use: achieved FLOP rate of one sampling step or P-VQVAE pass "
-        "over this device's dense matmul rate (bf16 on GPUs, fp32 on CPUs) measured right after it. "
-        f"Sources: {legend}.")
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -4,6 +4,7 @@ a response with one clear message: the package's own errors a 4xx, a refusal for
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,13 +26,13 @@ from put.errors import PutError, describe
 from put.masks.io import POLARITIES
 from put.sampling.inpaint import InpaintSettings
 from put.sampling.schedules import SamplingOptions
+from put.serve.auth import LOOPBACK, RequireToken
 from put.serve.catalog import ModelEntry
-from put.serve.jobs import QueueFull, Runner, results_zip
-from put.serve.limits import Limits, MiB
+from put.serve.jobs import AlreadyFinished, QueueFull, Runner, results_zip
+from put.serve.limits import Limits, MiB, attention_cost, tokens
 from put.serve.store import Store, UnknownId, image_png, mask_png
 
 STATIC = resources.files("put.serve") / "static"
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 UPLOAD_TYPE = "application/octet-stream"  # not a type a cross-site form can send without the browser asking first
 DRAIN_BYTES = 64 * MiB  # an oversized upload up to this size is read and dropped before its 413 (read_upload)
 BUSY_RETRY_S = 1  # Retry-After of a request refused because `parallel_work` requests are being served
@@ -72,8 +73,11 @@ def validation_message(err: RequestValidationError) -> str:
 
 
 def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner, host: str = "127.0.0.1",
-               limits: Limits = Limits()) -> FastAPI:
+               limits: Limits = Limits(), token: str | None = None) -> FastAPI:
+    """The app; `token`: the one every request must carry (put/serve/auth.py), None for none."""
     app = FastAPI(title="PUT inpainting", docs_url=None, redoc_url=None, openapi_url=None)
+    if token is not None:
+        app.add_middleware(RequireToken, token=token)
     if host in LOOPBACK:  # a page elsewhere cannot reach this server by a name that resolves here (DNS rebinding)
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
     store = Store(limits.store_bytes, limits.max_pixels)
@@ -85,10 +89,13 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
 
     @app.exception_handler(PutError)
     async def user_error(request: Request, err: PutError) -> JSONResponse:
-        """The package's own errors: 404 for an id it does not hold, 413 for an image over the pixel limit,
-        429 (with Retry-After) for a full queue, 400 for the rest (unreadable image, mask of another size, ...)."""
+        """The package's own errors: 404 for an id it does not hold, 409 to cancel a finished request, 413 for
+        an image over the pixel limit, 429 (with Retry-After) for a full queue, 400 for the rest (unreadable image,
+        mask of another size, ...)."""
         if isinstance(err, UnknownId):
             return JSONResponse({"detail": describe(err)}, status_code=404)
+        if isinstance(err, AlreadyFinished):
+            return JSONResponse({"detail": describe(err)}, status_code=409)
         if isinstance(err, ImageTooLargeError):
             return JSONResponse({"detail": f"{err} (put serve --max-pixels)"}, status_code=413)
         if isinstance(err, QueueFull):
@@ -120,8 +127,18 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
         # An upload over the limit is read on and dropped (up to DRAIN_BYTES) before the 413: a client that sends
         # its whole body before it reads the answer (urllib, curl without Expect) gets the answer, not a broken
         # pipe. Nothing beyond the limit is kept.
+        # The whole body within `upload_seconds`: a client that stalls (or trickles) does not hold its work slot.
         data, received = bytearray(), 0
-        async for chunk in request.stream():
+        chunks = request.stream().__aiter__()
+        deadline = asyncio.get_running_loop().time() + limits.upload_seconds
+        while True:
+            try:
+                chunk = await asyncio.wait_for(chunks.__anext__(), deadline - asyncio.get_running_loop().time())
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise HTTPException(408, f"upload refused: its body took longer than {limits.upload_seconds:g} s "
+                                         "(put serve --upload-timeout)", headers={"Connection": "close"}) from None
             received += len(chunk)
             if received > max(limits.max_upload_bytes, DRAIN_BYTES):
                 raise too_large
@@ -144,7 +161,7 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
 
     @app.get("/api/info")
     def info() -> dict:
-        return {"models": [entry.describe() for entry in models.values()],
+        return {"models": [{**entry.describe(), **runner.models.describe(entry.id)} for entry in models.values()],
                 "test_images": {preset: [p.name for p in paths] for preset, paths in test_images.items()},
                 "polarities": list(POLARITIES), "limits": asdict(limits),
                 "defaults": RunRequest.model_construct(mask="", models=[]).model_dump(exclude={"mask", "models"})}
@@ -186,8 +203,8 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
     def run(request: RunRequest) -> dict:
         if request.samples > limits.max_samples:
             raise HTTPException(422, f"samples: at most {limits.max_samples} per request (put serve --max-samples)")
-        if len(request.models) > limits.max_models:
-            raise HTTPException(422, f"models: at most {limits.max_models} compared at once")
+        if len(request.models) > limits.max_compared:
+            raise HTTPException(422, f"models: at most {limits.max_compared} compared at once")
         entries = [model(model_id) for model_id in dict.fromkeys(request.models)]
         mask = store.mask(request.mask)
         height, width = mask.hole.shape
@@ -196,17 +213,31 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
                                      f"{width * height * request.samples:,} pixels, more than the "
                                      f"{limits.max_job_pixels:,} one request samples at most (put serve "
                                      "--max-job-pixels)")
+        for entry in entries:  # attention compares every token with every other: the cost is quadratic
+            cost = attention_cost(width, height, request.samples, entry.patch)
+            if cost > limits.max_job_attention:
+                raise HTTPException(422, f"samples: {request.samples} samples of a {width}x{height} image "
+                                         f"({tokens(width, height, entry.patch):,} tokens) cost {cost:,} in "
+                                         f"attention (samples x tokens²), more than the {limits.max_job_attention:,}"
+                                         " one request may (put serve --max-job-attention)")
         settings = InpaintSettings(
             samples=request.samples, seed=request.seed, deterministic=request.deterministic, pad=True,
             options=SamplingOptions(top_k=request.top_k, temperature=request.temperature,
                                     tokens_per_step=request.tokens_per_step, steps=request.steps,
                                     position_rule=request.position_rule))
-        return {"jobs": [runner.submit(entry, mask, settings).id for entry in entries]}
+        return {"jobs": [job.id for job in runner.submit_all(entries, mask, settings)]}
 
     @app.get("/api/jobs/{job_id}")
     def job(job_id: str) -> dict:
         found = runner.job(job_id)
         return found.describe(runner.position(found))
+
+    @app.delete("/api/jobs/{job_id}")
+    def cancel(job_id: str) -> JSONResponse:
+        """Queued: removed (200, then 404); running: stopped at its next forward pass (202, then state
+        cancelled); finished: 409; unknown or forgotten: 404."""
+        found = runner.cancel(job_id)
+        return JSONResponse({"id": found.id, "state": found.state}, status_code=200 if found.finished else 202)
 
     @app.get("/api/jobs/{job_id}/results/{index}")
     def result(job_id: str, index: int, raw: bool = False) -> Response:
@@ -218,8 +249,8 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
 
     @app.get("/api/zip")
     def zip_results(jobs: list[str] = Query(min_length=1)) -> Response:
-        if len(jobs) > limits.max_models:
-            raise HTTPException(422, f"jobs: at most {limits.max_models} requests in one zip")
+        if len(jobs) > limits.max_compared:
+            raise HTTPException(422, f"jobs: at most {limits.max_compared} requests in one zip")
         found = [runner.job(job_id) for job_id in jobs]
         if not all(j.state == "done" for j in found):
             raise HTTPException(409, "results are zipped once every request is done")

@@ -16,6 +16,7 @@ from put.config.paths import TRANSFORMER_CHECKPOINT, masks_dir
 from put.errors import MissingFileError
 from put.models.checkpoint import FORMAT, CheckpointError, load_torch_file
 from put.models.put_model import PUTModel
+from put.serve.limits import PATCH
 
 TRANSFORMER_FILE = Path(TRANSFORMER_CHECKPOINT).name  # what a run folder holds: runs/<preset>/<variant>/
 TEST_IMAGES_LISTED = 1000  # the dropdown lists at most this many test images per preset
@@ -23,13 +24,15 @@ TEST_IMAGES_LISTED = 1000  # the dropdown lists at most this many test images pe
 
 @dataclass
 class ModelEntry:
-    """A transformer checkpoint and the P-VQVAE it records, loaded on first use (then kept)."""
+    """A transformer checkpoint and the P-VQVAE it records, loaded on first use, kept until unloaded (the server
+    keeps the most recently used few: put/serve/loaded.py)."""
     id: str            # its folder relative to the runs folder, e.g. demo/put
     transformer: Path
     preset: str
     variant: str
     official: bool     # imported from the authors' released weights (`put import-official`)
     problem: str = ""  # why it cannot be used (listed, not selectable)
+    patch: int = PATCH  # pixels per token side (its config's patch_size): what a request costs in attention
     _model: PUTModel | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -52,6 +55,10 @@ class ModelEntry:
             if self._model is None:
                 self._model = load_put_model(self.transformer, None, device)
             return self._model
+
+    def unload(self) -> None:
+        with self._lock:
+            self._model = None
 
 
 def peek_labels(path: Path) -> tuple[dict, str]:
@@ -81,7 +88,8 @@ def read_entry(path: Path, runs: Path) -> ModelEntry:
         return ModelEntry(entry_id, path, "?", "?", False, problem=str(err))
     pvqvae = path.parent / reference
     entry = ModelEntry(entry_id, path, str(labels.get("preset", "?")), str(labels.get("variant", "?")),
-                       labels.get("source") == "official" or path.parent.name.startswith(OFFICIAL_PREFIX))
+                       labels.get("source") == "official" or path.parent.name.startswith(OFFICIAL_PREFIX),
+                       patch=int(labels.get("model", {}).get("pvqvae", {}).get("patch_size", PATCH)))
     if not pvqvae.is_file():
         entry.problem = f"{path}: its P-VQVAE {pvqvae} does not exist"
     return entry

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from put.config import TPAMI_VARIANT, VARIANTS
-from put.config.external import EXTERNAL_PREFIX
+from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, replicate_label
 from put.config.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.data.images import read_rgb
@@ -37,7 +37,8 @@ from put.report.generations import (
 from put.report.html import write_html
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
-from put.report.tables import reason_latex, speed_table, table1, table3, write_latex
+from put.report.speed import speed_summary, speed_table
+from put.report.tables import MeasuredMethod, latex_escape, reason_latex, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
 from put.stats.bootstrap import Bootstrap
@@ -45,6 +46,9 @@ from put.stats.differences import paired_differences
 from put.tracking.base import NullTracker, tracked
 from put.tracking.source import git_commit
 from put.tracking.spool import stage_tracker
+
+# The main part, read in minutes (docs/pipeline.md, "The report"); every other table goes to the appendix.
+MAIN_TABLES = ("table1", "table3", "generations", "generations_diversity", "speed_summary")
 
 
 def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 3,
@@ -126,6 +130,12 @@ def curve_figures(curves: pd.DataFrame, out_dir: Path, level: float = 0.95) -> t
     return figures, notes
 
 
+def measured_methods(external: dict[str, ExternalMethod]) -> list[MeasuredMethod]:
+    """Table 1's rows of params.yaml's `external` entries, by their evaluation's label (docs/external.md)."""
+    return [MeasuredMethod(label, latex_escape(entry.label), latex_escape(entry.citation),
+                           latex_escape(entry.how_run())) for label, entry in external.items()]
+
+
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
                resolved_params: Path | None = None, measured: Path | None = None,
@@ -168,7 +178,9 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "curves.csv", curves.to_csv(index=False))
         atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
         level = protocol.interval_level
-        stylers = {"table1": table1(base, preset, level=level, external=external),
+        # Table 1 as the paper lays it out: every method it reports, beside every one measured.
+        stylers = {"table1": table1(base, preset, context=True, level=level, differences=differences,
+                                    methods=measured_methods(external)),
                    "table3": table3(base, preset, differences, level)}
         if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
             stylers["generations"] = generations_table(base, preset, differences, params.resolved().sample, level)
@@ -177,7 +189,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             atomic_write_text(staging / "seeds.csv", replicates.to_csv(index=False))
             stylers["seeds"] = seeds_table(replicates, preset, level=level)
         if speed:
-            stylers["speed"] = speed_table(speed)
+            stylers["speed_summary"], stylers["speed"] = speed_summary(speed), speed_table(speed)
         if cost is not None:
             stylers["cost"] = cost_table(cost)
             if cost["layouts"]:
@@ -194,21 +206,25 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
             stylers[frontier_stem(variant)] = frontier_table(frame, preset, variant, level=protocol.interval_level)
         for name, styler in stylers.items():  # HTML beside each LaTeX table: viewable in a browser and the
             write_html(styler, staging / f"{name}.html")  # Snakemake report
-        tables = [write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
-                  for name in own]
-        figures, notes = curve_figures(base_curves, staging, level)
+        tables = {name: write_latex(stylers[name], staging / f"{name}.tex", None, f"tab:{name}", command, commit)
+                  for name in own}
+        further, notes = curve_figures(base_curves, staging, level)  # the appendix's figures
+        figures = {}
         if frontier is not None:  # the frontier stages' tables and figure, copied so the folder stands alone
             figures[Path(shutil.copy2(Path(frontier) / FRONTIER_FIGURE, staging / FRONTIER_FIGURE))] = FRONTIER_CAPTION
         for variant, folder in frontiers.items():
-            tables.append(Path(shutil.copy2(folder / FRONTIER_TABLE, staging / f"{frontier_stem(variant)}.tex")))
+            tables[frontier_stem(variant)] = Path(shutil.copy2(folder / FRONTIER_TABLE,
+                                                               staging / f"{frontier_stem(variant)}.tex"))
         if len(frames) == len(RELEASES):
-            figures[plot_generations_frontier(frames, staging / GENERATIONS_FIGURE)] = GENERATIONS_CAPTION
+            further[plot_generations_frontier(frames, staging / GENERATIONS_FIGURE)] = GENERATIONS_CAPTION
         if rows:
             figures[sample_grid(rows, titles, staging / "samples_put.png")] = grid_caption(composited)
         if resolved_params is not None:
             shutil.copyfile(resolved_params, staging / "resolved_params.yaml")
-        tex = write_document(staging, tables, figures, f"PUT reproduction: {preset} preset", command, commit, notes,
-                             software=versions())
+        main = [tables[name] for name in MAIN_TABLES if name in tables]
+        tex = write_document(staging, main, figures, f"PUT reproduction: {preset} preset", command, commit, notes,
+                             software=versions(), appendix_tables=[p for p in tables.values() if p not in main],
+                             appendix_figures=further)
         if shutil.which("pdflatex"):
             compiled = compile_pdf(tex)
             for byproduct in (".aux", ".log", ".out"):  # a failure's LatexError quotes the log

@@ -1,8 +1,10 @@
 """Confidence intervals: a seeded bootstrap over independent units (a cluster bootstrap over the test images'
 sources): means (`mean_interval`), paired differences with their p-values (`difference_interval`) and intervals
-over seed replicates (`seed_interval`). The interval is the expanded percentile interval; below
-`Bootstrap.min_units` units there is none, only the reason. FID's interval is in put/stats/fid_interval.py.
-Why the source, why the expansion, how the p-value is corrected (docs/statistics.md, "Intervals")."""
+over seed replicates (`seed_interval`). The interval is the expanded percentile interval; with seed replicates
+resampled as well, Student's t on the corrected bootstrap standard error with Satterthwaite's degrees of freedom
+(`Spread`); below `Bootstrap.min_units` units there is none, only the reason. FID's interval is in
+put/stats/fid_interval.py. Why the source, why the expansion, how the p-value is corrected, what replicates change
+(docs/statistics.md, "Intervals", "With seed replicates")."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from put.config.evaluation import MetricProtocol, check_resamples
+from put.config.evaluation import MIN_TAIL, MetricProtocol, check_resamples, resamples_needed
 
 Statistic = Callable[..., np.ndarray]  # per resampled sample, unit indices (b, k) -> one value per resample (b,)
 MEMORY = 2 ** 22  # array entries per batch of resamples (about 32 MB per float64 array the statistic makes)
@@ -109,20 +111,72 @@ def expanded_level(level: float, units: int) -> float:
     return float(2 * stats.norm.cdf(z) - 1)
 
 
-def p_value(distribution: np.ndarray, units: int, null: float = 0.0) -> float:
+@dataclass(frozen=True)
+class Spread:
+    """Where a statistic's variance comes from: one unbiased variance component per independently resampled
+    sample (the sources; each variant's seed replicates) and that sample's size k. Resampling k values with
+    replacement gives (k - 1) / k of their variance, so the bootstrap's variance is the sum of the components so
+    shrunk: `inflation` undoes it, and `df` is Satterthwaite's (1946) effective degrees of freedom of the sum
+    (k - 1 each). Sources alone: inflation n / (n - 1) and n - 1 degrees of freedom, the expansion's own.
+    Two seed replicates carrying most of the variance give about 1 to 2 degrees of freedom, not n - 1."""
+
+    variances: tuple[float, ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.sizes) > 1
+
+    @property
+    def inflation(self) -> float:
+        shrunk = sum(v * (k - 1) / k for v, k in zip(self.variances, self.sizes))
+        total = sum(self.variances)
+        return total / shrunk if shrunk > 0 else self.sizes[0] / (self.sizes[0] - 1)
+
+    @property
+    def df(self) -> float:
+        total = sum(self.variances)
+        spread = sum(v * v / (k - 1) for v, k in zip(self.variances, self.sizes))
+        return total * total / spread if spread > 0 else float(self.sizes[0] - 1)
+
+
+def p_value(distribution: np.ndarray, units: int, null: float = 0.0, spread: Spread | None = None) -> float:
     """Two-sided p-value of `null` from a bootstrap distribution over `units` units: Student's t (units - 1
-    degrees of freedom) of its centre's distance from the null over its standard deviation times
-    sqrt(units / (units - 1)). A distribution without spread gives 1 at the null, 0 elsewhere."""
-    centre, spread = float(distribution.mean()), float(distribution.std(ddof=1)) * np.sqrt(units / (units - 1))
-    if spread == 0:
+    degrees of freedom; with `spread`, its effective ones) of its centre's distance from the null over its
+    standard deviation times sqrt(units / (units - 1)) (with `spread`, sqrt of its inflation). A distribution
+    without spread gives 1 at the null, 0 elsewhere."""
+    replicated = spread is not None and spread.replicated
+    inflation, df = (spread.inflation, spread.df) if replicated else (units / (units - 1), units - 1)
+    centre, sd = float(distribution.mean()), float(distribution.std(ddof=1)) * np.sqrt(inflation)
+    if sd == 0:
         return 1.0 if centre == null else 0.0
-    return float(2 * stats.t.sf(abs(centre - null) / spread, units - 1))
+    return float(2 * stats.t.sf(abs(centre - null) / sd, df))
+
+
+def resamples_for(level: float, units: int) -> int:
+    """The fewest resamples that place the bounds of the expanded `level` interval over `units` units."""
+    return resamples_needed(expanded_level(level, units))
+
+
+def check_expanded(boot: Bootstrap, level: float, units: int) -> None:
+    """Enough resamples to place the bounds at the expanded `level` actually used (MIN_TAIL beyond each), not
+    only at the nominal one: at 20 units the 95% interval takes the 96.8% percentiles."""
+    needed = resamples_needed(level) if level < 1 else None  # 2 units: the expansion is infinite
+    if needed is None or boot.resamples < needed:
+        nominal = f"{boot.level:.{max(0, int(np.ceil(-np.log10(1 - boot.level))) - 2)}%}"  # 95%, 99.96%
+        raise ValueError(f"{boot.resamples} resamples cannot place the bounds of the expanded {nominal} interval "
+                         f"over {units} units (its {level:.3%} percentiles); "
+                         + (f"at least {needed} are needed ({MIN_TAIL} beyond each bound)" if needed else
+                            "no number of resamples can"))
 
 
 def interval(statistic: Statistic, sizes: Sequence[int], boot: Bootstrap, batch: int | None = None,
-             estimate: float | None = None, null: float | None = None) -> Interval:
-    """Expanded percentile bootstrap interval of `statistic` over independent samples of `sizes` units each (the
-    first sample's units are the test images' sources; further ones, seed replicates), resampled independently.
+             estimate: float | None = None, null: float | None = None, spread: Spread | None = None) -> Interval:
+    """Interval of `statistic` over independent samples of `sizes` units each (the first sample's units are the
+    test images' sources; further ones, seed replicates), resampled independently: the expanded percentile
+    interval, or with `spread` over several samples (replicates), Student's t with its effective degrees of
+    freedom on the bootstrap standard error times sqrt(inflation) (a percentile interval of 2 or 3 replicates
+    cannot reach beyond their range, however it is expanded).
 
     With `estimate` (the statistic on the data), the interval is shifted by the bootstrap's bias,
     mean(resampled) - estimate: for a statistic that resampling with replacement biases (FID: a resample holds
@@ -130,7 +184,10 @@ def interval(statistic: Statistic, sizes: Sequence[int], boot: Bootstrap, batch:
     interval carries the p-value of that value. A statistic that is not finite on some resample gives no
     interval."""
     units = sizes[0]
-    level = expanded_level(boot.level, units)
+    replicated = spread is not None and spread.replicated
+    level = boot.level if replicated else expanded_level(boot.level, units)
+    if not replicated:
+        check_expanded(boot, level, units)
     result = stats.bootstrap(tuple(np.arange(k) for k in sizes),
                              lambda *idx, axis=-1: statistic(*(np.moveaxis(i, axis, -1) for i in idx)),
                              n_resamples=boot.resamples,
@@ -141,11 +198,18 @@ def interval(statistic: Statistic, sizes: Sequence[int], boot: Bootstrap, batch:
         return Interval.missing("the statistic is not finite on some resample", units)
     shift = float(distribution.mean()) - estimate if estimate is not None else 0.0
     distribution = distribution - shift
+    p = p_value(distribution, units, null, spread) if null is not None else None
+    if replicated:
+        sd = float(distribution.std(ddof=1)) * np.sqrt(spread.inflation)
+        half = float(stats.t.ppf((1 + boot.level) / 2, spread.df)) * sd
+        centre = float(distribution.mean())
+        # the bounds move with the standard error's Monte-Carlo error, about sd / sqrt(2 (B - 1)) relative
+        return Interval(centre - half, centre + half, p, units, boot.resamples,
+                        half / np.sqrt(2 * (boot.resamples - 1)))
     lo, hi = (float(v) - shift for v in result.confidence_interval)
     tail = (1 - level) / 2
     error = max(quantile_error(distribution, tail), quantile_error(distribution, 1 - tail))
-    return Interval(float(lo), float(hi), p_value(distribution, units, null) if null is not None else None, units,
-                    boot.resamples, error)
+    return Interval(float(lo), float(hi), p, units, boot.resamples, error)
 
 
 # --------------------------------------------------------------------------------------------- units
@@ -227,7 +291,25 @@ def difference_interval(a: Sequence[np.ndarray], a_units: Sequence[np.ndarray], 
         return means[0] - means[1]
 
     sizes = [len(labels), *(len(s[0][0]) for s, r in zip(sides, resampled) if r)]
-    return interval(statistic, sizes, boot, null=0.0)
+    return interval(statistic, sizes, boot, null=0.0, spread=replicate_spread(sides, resampled) if any(resampled)
+                    else None)
+
+
+def replicate_spread(sides: Sequence[tuple[np.ndarray, np.ndarray]], resampled: Sequence[bool]) -> Spread:
+    """The variance components of a difference of means over replicates (`sides`: per variant, sums and counts
+    (units, replicates)): the sources' from each source's influence on the difference (its linearisation, the
+    replicates averaged), each resampled side's from the spread of its replicates' means (ddof 1, over R)."""
+    influence, components, sizes = [], [], []
+    for (sums, counts), resample in zip(sides, resampled):
+        totals = counts.sum(0)
+        means = sums.sum(0) / totals
+        influence.append(((sums - means * counts) / (totals / len(sums))).mean(1))
+        if resample:
+            components.append(float(np.var(means, ddof=1)) / len(means))
+            sizes.append(len(means))
+    difference = influence[0] - influence[1]
+    units = len(difference)
+    return Spread((float(np.var(difference, ddof=1)) / units, *components), (units, *sizes))
 
 
 @dataclass(frozen=True)

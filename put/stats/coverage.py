@@ -1,8 +1,10 @@
 """How often the intervals hold the truth: simulations where the truth is known (docs/coverage.md, `put coverage`).
 Each check draws many synthetic test sets and runs the very functions the evaluation runs: coverage of the mean
 and paired-difference intervals (`mean_coverage`, `difference_coverage`), the family-wise error rate of each
-multiplicity method (`fwer`) and the coverage of FID's interval (`fid_coverage`). What each check draws
-(docs/statistics.md, "How often the intervals hold the truth")."""
+multiplicity method (`fwer`), the coverage of FID's interval (`fid_coverage`) and of a difference over seed
+replicates that carry most of its variance (`replicate_coverage`). Each interval draws at least the resamples its
+expanded level needs (`enough`). What each check draws (docs/statistics.md, "How often the intervals hold the
+truth")."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from put.stats.bootstrap import Bootstrap, difference_interval, mean_interval
+from put.stats.bootstrap import Bootstrap, difference_interval, mean_interval, resamples_for
 from put.stats.fid_interval import Grams, fid_interval, fid_weighted
 from put.stats.multiplicity import mark
 
@@ -20,6 +22,8 @@ Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]  # n 
 
 IMAGES_PER_SOURCE = 3  # the clustered distribution: images per source
 SOURCE_SHARE = 0.5  # ... and the share of a value's variance its source carries (intra-class correlation)
+SEED_SHARE = 0.9  # the replicate rows: the share of a difference's variance its seed replicates carry
+REPLICATE_UNITS = 50  # ... over this many sources (evaluate.min_units: the fewest an interval is drawn from)
 
 
 def _clustered(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,6 +64,12 @@ class Result:
                 "standard_error": self.standard_error}
 
 
+def enough(boot: Bootstrap, units: int, seed: int) -> Bootstrap:
+    """`boot` with `seed`, and at least the resamples that place its expanded bounds over `units` units (at 5 units
+    the 95% interval takes its 99.8% percentiles: 26,203 resamples)."""
+    return Bootstrap(boot.level, max(boot.resamples, resamples_for(boot.level, units)), seed, 2)
+
+
 def _stream(seed: int, name: str, n: int) -> np.random.Generator:
     """One generator per check, distribution and n (independent of the order the study runs them in)."""
     return np.random.default_rng([seed, n, *name.encode()])
@@ -70,13 +80,14 @@ def mean_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, seed: i
     """Fraction of intervals of the mean (true mean 0) that contain it. `ignore_units`: resample images as if
     independent (what the evaluation did before sources were recorded; the study's counter-example)."""
     rng, draw = _stream(seed, "mean " + distribution, n), DISTRIBUTIONS[distribution]
-    hits = 0
+    hits, resamples = 0, 0
     for k in range(sets):
         values, units = draw(rng, n)
-        found = mean_interval(values, None if ignore_units else units, Bootstrap(boot.level, boot.resamples, k, 2))
-        hits += found.lo <= 0.0 <= found.hi
+        used = enough(boot, len(values) if ignore_units else n, k)
+        found = mean_interval(values, None if ignore_units else units, used)
+        hits, resamples = hits + (found.lo <= 0.0 <= found.hi), used.resamples
     return Result("mean" + (", sources ignored" if ignore_units else ""), distribution, n, sets, boot.level,
-                  hits / sets, boot.resamples)
+                  hits / sets, resamples)
 
 
 def difference_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, seed: int = 0,
@@ -88,10 +99,28 @@ def difference_coverage(distribution: str, n: int, sets: int, boot: Bootstrap, s
     for k in range(sets):
         noise, units = draw(rng, n)
         difficulty = rng.normal(20.0, 3.0, size=int(units.max()) + 1)[units]
-        found = difference_interval([difficulty + effect + noise], [units], [difficulty], [units],
-                                    Bootstrap(boot.level, boot.resamples, k, 2))
+        found = difference_interval([difficulty + effect + noise], [units], [difficulty], [units], enough(boot, n, k))
         hits += found.lo <= effect <= found.hi
-    return Result("paired difference", distribution, n, sets, boot.level, hits / sets, boot.resamples)
+    return Result("paired difference", distribution, n, sets, boot.level, hits / sets, enough(boot, n, 0).resamples)
+
+
+def replicate_coverage(replicates: int, sets: int, boot: Bootstrap, seed: int = 0, n: int = REPLICATE_UNITS,
+                       effect: float = 0.5) -> Result:
+    """Fraction of crossed-bootstrap intervals of a difference over `replicates` seed replicates per variant that
+    hold the true difference `effect`, where the replicates carry SEED_SHARE of its variance: each replicate of
+    either variant shifts all its values by N(0, tau^2) (training randomness), each value adds N(0, 1), and
+    tau^2 = SEED_SHARE / (1 - SEED_SHARE) / n; both share each image's difficulty."""
+    rng = _stream(seed, f"replicates {replicates}", n)
+    tau = np.sqrt(SEED_SHARE / (1 - SEED_SHARE) / n)
+    units, hits = np.arange(n), 0
+    for k in range(sets):
+        difficulty = rng.normal(20.0, 3.0, size=n)
+        a, b = ([difficulty + shift + rng.normal(0, tau) + rng.normal(size=n) for _ in range(replicates)]
+                for shift in (effect, 0.0))
+        found = difference_interval(a, [units] * replicates, b, [units] * replicates, enough(boot, n, k))
+        hits += found.lo <= effect <= found.hi
+    return Result("seed replicates, paired difference", f"{replicates} replicates per variant", n, sets, boot.level,
+                  float(hits / sets), enough(boot, n, 0).resamples)
 
 
 def fwer(n: int, families: int, boot: Bootstrap, methods: tuple[str, ...], seed: int = 0, variants: int = 5,
@@ -106,11 +135,11 @@ def fwer(n: int, families: int, boot: Bootstrap, methods: tuple[str, ...], seed:
         difficulty = rng.normal(20.0, 3.0, size=(cells, n))
         reference = difficulty + rng.normal(size=(cells, n))
         p = np.array([difference_interval([difficulty[c] + rng.normal(size=n)], [units], [reference[c]], [units],
-                                          Bootstrap(boot.level, boot.resamples, k * 1000 + v * cells + c, 2)).p
+                                          enough(boot, n, k * 1000 + v * cells + c)).p
                       for v in range(variants) for c in range(cells)])
         any_mark += [bool(mark(p, method, boot.level)[1].any()) for method in methods]
     return [Result(f"family-wise error, {method}", f"null family of {variants * cells}", n, families, 1 - boot.level,
-                   float(hits / families), boot.resamples) for method, hits in zip(methods, any_mark)]
+                   float(hits / families), enough(boot, n, 0).resamples) for method, hits in zip(methods, any_mark)]
 
 
 @dataclass(frozen=True)
@@ -151,9 +180,9 @@ def fid_coverage(pair: GaussianPair, n: int, sets: int, boot: Bootstrap, expecte
     rng = _stream(seed, "fid", n)
     hits = np.zeros(2)
     for k in tqdm(range(sets), desc=f"FID coverage, n = {n}", disable=not progress):
-        found = fid_interval(*pair.draw(rng, n), None, Bootstrap(boot.level, boot.resamples, k, 2))
+        found = fid_interval(*pair.draw(rng, n), None, enough(boot, n, k))
         hits += [found.lo <= truth <= found.hi for truth in (pair.population_fid, expected)]
-    name = f"Gaussian features, {pair.dim}-d"
-    return [Result("FID: population FID", name, n, sets, boot.level, float(hits[0] / sets), boot.resamples),
+    name, resamples = f"Gaussian features, {pair.dim}-d", enough(boot, n, 0).resamples
+    return [Result("FID: population FID", name, n, sets, boot.level, float(hits[0] / sets), resamples),
             Result(f"FID: expected FID of {n} images", name, n, sets, boot.level, float(hits[1] / sets),
-                   boot.resamples)]
+                   resamples)]

@@ -33,11 +33,13 @@ def mark_family(family: pd.DataFrame, method: str, level: float) -> pd.DataFrame
 
 
 def variation(replicates: tuple[int, int]) -> str:
-    """Which sources of variation an interval covers."""
+    """Which sources of variation an interval covers, and with replicates which interval (the caption says so:
+    docs/statistics.md, "With seed replicates")."""
     images = "test images (sources resampled)"
     if min(replicates) > 1:
         return f"{images}; training and sampling randomness ({replicates[0]} and {replicates[1]} seed replicates " \
-               "resampled)"
+               "resampled; Student's t on the bootstrap standard error with Satterthwaite's degrees of freedom " \
+               "from the sources' and the replicates' variance)"
     return images
 
 

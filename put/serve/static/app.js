@@ -340,9 +340,9 @@ async function follow(jobId, grid) {
       } else {
         status.textContent = "loading the model and encoding the image";
       }
-    } else if (job.state === "failed") {
+    } else if (job.state === "failed" || job.state === "cancelled") {
       progress.remove();
-      status.textContent = `failed: ${job.error}`;
+      status.textContent = job.state === "failed" ? `failed: ${job.error}` : job.error;
       status.classList.add("failed");
       showError(job.error);
       return false;
