@@ -97,7 +97,7 @@ def planned_jobs(output: str) -> dict[str, dict]:
         if not head or head.group(1) in ("all", "ablations"):
             continue
         field = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
-        variant = re.search(r"(?:variant|official|seed)=(\w+)", field.get("wildcards", ""))
+        variant = re.search(r"(?:variant|official|external|seed)=(\w+)", field.get("wildcards", ""))
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
             "inputs": set(field.get("input", "").split(", ")) - {""},
@@ -136,7 +136,9 @@ def replicate_keys(seeds: list[int]) -> set[str]:
                          ids=["ablations", "with-an-official-entry", "with-seed-replicates"])
 def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra):
     repo = ROOT
-    expected = set(ALL)
+    # the committed params.yaml's `external` entries (the demo's built-in baselines): two stages each
+    expected = set(ALL) | {stage.key(name) for stage, name in instances(load_params(ROOT / "params.yaml"))
+                           if stage.fan_out == "external"}
     if extra == "official":
         repo = working_copy(tmp_path / "repo")
         with_official_entry(repo)
@@ -144,9 +146,10 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
     if extra == "seeds":
         repo = working_copy(tmp_path / "repo")
         with_seeds(repo, [1, 2])
+        before = len(expected)
         expected |= replicate_keys([1, 2])
         per_seed = sum(len(stage.variants) for stage in REPLICATED)  # 5 P-VQVAEs, 7 transformers, samples, evaluations
-        assert "train_transformer_tok@2" in expected and len(expected) == len(ALL) + 2 * per_seed
+        assert "train_transformer_tok@2" in expected and len(expected) == before + 2 * per_seed
     dvc = dvc_stages(repo)
     plan = snakemake(repo, "-n", "-p", "--forceall", "--cores", "1", "all")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
@@ -174,7 +177,8 @@ def test_a_bare_snakemake_dry_run_plans_the_whole_dag(tmp_path):
     assert plan.returncode == 0, plan.stderr[-3000:]
     # The repository carries the outputs of `config` and `bench` (and DVC's lock calls them current): Snakemake,
     # which has no record of them, plans them when a file they read is newer (e.g. code edited since the commit).
-    assert ALL - {"config", "bench"} <= set(planned_jobs(plan.stdout)) <= ALL, plan.stdout[-2000:]
+    everything = {stage.key(name) for stage, name in instances(load_params(repo / "params.yaml"))}  # + `external`
+    assert everything - {"config", "bench"} <= set(planned_jobs(plan.stdout)) <= everything, plan.stdout[-2000:]
 
 
 def test_snakemake_lint_finds_nothing_but_the_environment_note_and_writes_nothing(tmp_path):

@@ -50,14 +50,18 @@ def default_device() -> str:
 
 
 def evaluated_label(text: str) -> str:
-    """A variant, or official_<name> for an entry of params.yaml's `official` (the label of its files)."""
+    """A variant, official_<name> or external_<name> for an entry of params.yaml's `official` or `external` (the
+    label of its files)."""
     from put.config import VARIANTS
+    from put.config.external import EXTERNAL_PREFIX
     from put.config.params import OFFICIAL_PREFIX
 
-    name = text[len(OFFICIAL_PREFIX):] if text.startswith(OFFICIAL_PREFIX) else ""
+    prefix = next((p for p in (OFFICIAL_PREFIX, EXTERNAL_PREFIX) if text.startswith(p)), "")
+    name = text[len(prefix):] if prefix else ""
     if text in VARIANTS or name.replace("_", "").isalnum():
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}) or {OFFICIAL_PREFIX}NAME")
+    raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}), {OFFICIAL_PREFIX}NAME "
+                                     f"or {EXTERNAL_PREFIX}NAME")
 
 
 def optional_path(value: str | None) -> Path | None:

@@ -12,7 +12,8 @@ HELP = "metrics of one variant's samples (PSNR, SSIM, MAE, FID, LPIPS)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser, tags=True)
-    parser.add_argument("--variant", type=evaluated_label, default="put", help="the variant, or official_NAME")
+    parser.add_argument("--variant", type=evaluated_label, default="put",
+                        help="the variant, official_NAME or external_NAME")
     add_seed_argument(parser)
     parser.add_argument("--samples", required=True, help="folder written by `put sample`")
     parser.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")

@@ -15,6 +15,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.model import TPAMI_VARIANT, VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
 from put.config.presets import PRESETS, Preset
 from put.errors import InputError
@@ -123,6 +124,7 @@ class Params(StrictModel):
     overrides: dict[str, Any] = Field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     official: dict[str, OfficialCheckpoint] = Field(default_factory=dict)
+    external: dict[str, ExternalMethod] = Field(default_factory=dict)  # other methods on our masks (external.py)
     # Seed replicates beyond the base run (seed 0): each trains, samples and evaluates every variant once more
     # with every training and sampling seed of the preset plus S, on the same test images and masks.
     seeds: list[int] = Field(default_factory=list)
@@ -137,19 +139,20 @@ class Params(StrictModel):
                              "stages' plain names; list the extra replicates, e.g. [1, 2]")
         return value
 
-    @field_validator("official")
+    @field_validator("official", "external")
     @classmethod
-    def _names(cls, value: dict[str, OfficialCheckpoint]) -> dict[str, OfficialCheckpoint]:
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
         bad = [name for name in value if not re.fullmatch(r"[A-Za-z0-9_]+", name)]
         if bad:
-            raise ValueError(f"official entry names must be letters, digits and _ (they name files), got {bad}")
+            raise ValueError(f"entry names must be letters, digits and _ (they name files), got {bad}")
         return value
 
     def evaluated_labels(self) -> list[str]:
-        """Every label an evaluation is written under: the variants, their seed replicates, then
-        official_<name> per official entry."""
+        """Every label an evaluation is written under: the variants, their seed replicates, official_<name> per
+        official entry, then external_<name> per external entry."""
         return [*VARIANTS, *(replicate_label(v, s) for s in self.seeds for v in VARIANTS),
-                *(OFFICIAL_PREFIX + name for name in self.official)]
+                *(OFFICIAL_PREFIX + name for name in self.official),
+                *(EXTERNAL_PREFIX + name for name in self.external)]
 
     def replicate(self, seed: int) -> Params:
         """These parameters for seed replicate `seed` (0: the base run)."""
@@ -251,7 +254,8 @@ class Params(StrictModel):
                 "official": {name: {"transformer": entry.transformer, "variant": entry.variant,
                                     "preset": entry.preset,
                                     "model": self.official_config(name).model_dump(mode="json")}
-                             for name, entry in self.official.items()}}
+                             for name, entry in self.official.items()},
+                "external": {name: entry.model_dump(mode="json") for name, entry in self.external.items()}}
 
     def dag_id(self) -> str:
         """Hash of everything that defines a DAG configuration (the resolved document of the base run): the
@@ -295,7 +299,8 @@ def load_params(path: str | os.PathLike | None = None, preset: str | None = None
 
 def params_from_mapping(data: dict[str, Any], source: str) -> Params:
     """Params from an already-parsed mapping (Snakemake's config, say), validated; `source` names it in errors."""
-    data = {k: v for k, v in data.items() if not (k in ("overrides", "variants", "official", "seeds") and v is None)}
+    sections = ("overrides", "variants", "official", "external", "seeds")
+    data = {k: v for k, v in data.items() if not (k in sections and v is None)}
     try:
         params = Params.model_validate({**data, "source": source})
     except ValidationError as err:

@@ -1,7 +1,8 @@
 """Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
 
 Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok` and
-`qua0` use `put`'s), `{official}` (an entry of params.yaml's `official`, see `with_official`) and `{seed}`
+`qua0` use `put`'s), `{official}` (an entry of params.yaml's `official`, see `with_official`), `{external}` (one of its
+`external`, see `with_external`) and `{seed}`
 (a seed replicate of params.yaml's `seeds`, see `with_replicate`). The DAG
 declaration (put/dag/declaration.py) builds both front ends from these patterns; code that needs one
 concrete path calls `path_of`.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.config import PVQVAE_OF_VARIANT
+from put.config.external import EXTERNAL_PREFIX
 from put.config.params import OFFICIAL_PREFIX, replicate_label
 
 RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
@@ -57,6 +59,11 @@ def with_official(pattern: str) -> str:
     it has its own P-VQVAE (imported from its checkpoint)."""
     label = OFFICIAL_PREFIX + "{official}"
     return pattern.replace("{variant}", label).replace("{pvqvae}", label)
+
+
+def with_external(pattern: str) -> str:
+    """The pattern for the external entry `{external}` (params.yaml's `external`), under its label external_<name>."""
+    return pattern.replace("{variant}", EXTERNAL_PREFIX + "{external}")
 
 
 def with_replicate(pattern: str, variant: str) -> str:

@@ -1,6 +1,6 @@
 """The pipeline's DAG, declared once: every stage as one `python -m put <command>` call, the files it reads and
-writes with the options that take them, and its fan-out (per variant, per P-VQVAE, per `official` entry, per
-seed). dvc.yaml is generated from it (put/dag/dvc_yaml.py) and the Snakefile builds its rules from it
+writes with the options that take them, and its fan-out (per variant, per P-VQVAE, per `official` or `external`
+entry, per seed). dvc.yaml is generated from it (put/dag/dvc_yaml.py) and the Snakefile builds its rules from it
 (put/dag/snakemake.py); code dependencies are computed (put/io/code.py). Adding a stage is one `Stage(...)` below
 (docs/dvc-snakemake.md, "One declaration, two front ends")."""
 
@@ -12,7 +12,7 @@ from typing import Literal
 from put.config import PVQVAE_VARIANTS, TPAMI_VARIANT, VARIANTS, paths
 from put.config.params import settings_prefix
 
-FanOut = Literal["none", "variants", "pvqvae_variants", "official", "seeds"]
+FanOut = Literal["none", "variants", "pvqvae_variants", "official", "external", "seeds"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,9 @@ class Stage:
 
     @property
     def variants(self) -> tuple[str, ...]:
-        """The static fan-out (an `official` or `seeds` stage's instances come from the parameters: graph.instances)."""
-        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS, "official": (),
+        """The static fan-out (an `official`, `external` or `seeds` stage's instances come from the parameters:
+        graph.instances)."""
+        return {"none": (), "variants": VARIANTS, "pvqvae_variants": PVQVAE_VARIANTS, "official": (), "external": (),
                 "seeds": ()}[self.fan_out]
 
     def key(self, variant: str | None = None) -> str:
@@ -81,6 +82,14 @@ def for_official(stage: Stage) -> Stage:
     return replace(stage, name=f"{stage.name}_official", fan_out="official",
                    inputs={o: paths.with_official(p) if isinstance(p, str) else p for o, p in stage.inputs.items()},
                    outputs={o: replace(out, pattern=paths.with_official(out.pattern))
+                            for o, out in stage.outputs.items()})
+
+
+def for_external(stage: Stage) -> Stage:
+    """The same stage once per external entry: its files under the label external_<name>."""
+    return replace(stage, name=f"{stage.name}_external", fan_out="external",
+                   inputs={o: paths.with_external(p) if isinstance(p, str) else p for o, p in stage.inputs.items()},
+                   outputs={o: replace(out, pattern=paths.with_external(out.pattern))
                             for o, out in stage.outputs.items()})
 
 
@@ -160,6 +169,12 @@ STAGES: tuple[Stage, ...] = (
           params=("official.{official}",), fan_out="official"),
     for_official(SAMPLE),
     for_official(EVALUATE),
+    # Other methods on the same masks (params.yaml's `external`): their results as a samples folder, then the
+    # variants' evaluation of it. The results folder is read through the entry's parameters (docs/external.md).
+    Stage("external", "external", inputs={"--masks": paths.MASKS_DIR},
+          outputs={"--out": Output(paths.with_external(paths.SAMPLES_DIR), directory=True)},
+          params=("external.{external}", "sample.diversity_images"), fan_out="external", tracked=True),
+    for_external(EVALUATE),
     FRONTIER,
     FRONTIER_TPAMI,
     Stage("bench", "bench-suite", inputs={},
@@ -174,7 +189,7 @@ STAGES: tuple[Stage, ...] = (
                   "--measured": paths.BENCHMARKS_DIR},  # committed GPU figures and cost.json (`put cost`)
           # The PDF goes to paths.REPORT_PDF, deliberately undeclared: see put/config/paths.py.
           outputs={"--out": Output(paths.REPORT_DIR, directory=True, cache=False)},
-          params=("official", "seeds", "sample.composite", "evaluate"), tracked=True, report=True),
+          params=("official", "external", "seeds", "sample.composite", "evaluate"), tracked=True, report=True),
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
+from put.config.external import EXTERNAL_PREFIX
 from put.config.params import OFFICIAL_PREFIX, Params, settings_prefix
 from put.config.paths import RESOLVED_PARAMS
 from put.config.presets import PRESET_FILE
@@ -31,8 +32,9 @@ HEADER = """\
 # of the parameters it reads (results/<preset>/resolved_params.yaml, written by the `config` stage).
 """
 DVC_FIELDS = {"{preset}": "${preset}", "{variant}": "${key}", "{pvqvae}": "${item.pvqvae}", "{official}": "${key}",
-              "{seed}": "${item}", "{settings}": "${item.settings}"}
-INSTANCE = {"variants": "${key}", "pvqvae_variants": "${key}", "official": "${key}", "seeds": "${item}"}
+              "{external}": "${key}", "{seed}": "${item}", "{settings}": "${item.settings}"}
+INSTANCE = {"variants": "${key}", "pvqvae_variants": "${key}", "official": "${key}", "external": "${key}",
+            "seeds": "${item}"}
 
 
 def dvc_path(pattern: str) -> str:
@@ -55,6 +57,8 @@ def command(stage: Stage) -> str:
         parts.append(f"--variant {OFFICIAL_PREFIX}${{key}}")  # the label its files and runs go under
     elif stage.fan_out == "official":
         parts.append("--official ${key}")
+    elif stage.fan_out == "external":
+        parts.append(f"--variant {EXTERNAL_PREFIX}${{key}}")
     elif stage.fan_out == "seeds":
         parts.append(f"--variant {stage.variant} --seed ${{item}}")
     elif stage.variants:
@@ -101,7 +105,7 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
         outs = [out for out in declared if out.metrics == (kind == "metrics")]
         if outs:
             entry[kind] = [dvc_path(o.pattern) if o.cache else {dvc_path(o.pattern): {"cache": False}} for o in outs]
-    if stage.fan_out in ("official", "seeds"):
+    if stage.fan_out in ("official", "external", "seeds"):
         return {"foreach": f"${{{stage.fan_out}}}", "do": entry}
     if stage.variants:
         items = {v: {"pvqvae": PVQVAE_OF_VARIANT[v], "settings": settings_prefix(v)} for v in stage.variants}

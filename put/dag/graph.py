@@ -9,9 +9,9 @@ from put.dag.declaration import CONFIG, STAGES, Evaluated, OfficialFile, Stage
 
 
 def instance_names(stage: Stage, params: Params | None = None) -> tuple[str | None, ...]:
-    """A stage's instances: variants, official entry names, seeds, or (None,) for a stage that runs once."""
-    if stage.fan_out == "official":
-        return tuple(params.official) if params is not None else ()
+    """A stage's instances: variants, official or external entry names, seeds, or (None,) for a stage that runs once."""
+    if stage.fan_out in ("official", "external"):
+        return tuple(getattr(params, stage.fan_out)) if params is not None else ()
     if stage.fan_out == "seeds":
         return tuple(str(seed) for seed in params.seeds) if params is not None else ()
     return stage.variants or (None,)
@@ -28,7 +28,8 @@ def evaluated(params: Params | None = None) -> list[str]:
 def concrete(pattern: str, preset: str, name: str | None) -> str:
     from put.config.paths import path_of
 
-    return str(path_of(pattern, preset, name or "put", official=name or "", seed=name or ""))
+    return str(path_of(pattern, preset, name or "put", official=name or "", external=name or "",
+                       seed=name or ""))
 
 
 def input_paths(stage: Stage, name: str | None, preset: str, params: Params | None = None) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from put.config import PVQVAE_OF_VARIANT
+from put.config.external import EXTERNAL_PREFIX
 from put.config.params import OFFICIAL_PREFIX, Params, settings_prefix
 from put.config.paths import LOG_DIR
 from put.config.presets import PRESET_FILE
@@ -47,7 +48,7 @@ def section(document: dict[str, Any], dotted: str) -> Any:
 def resolved_values(stage: Stage, params: Params, document: dict[str, Any]) -> Callable:
     """The resolved values a stage reads, as YAML text per instance (the rule's `params`, see the docstring); a
     function of the job's wildcards, so that Snakemake takes braces in the text for nothing but text."""
-    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name,
+    by_name = {name: yaml.safe_dump({p: section(document, p.format(variant=name, official=name, external=name,
                                                                    settings=settings_prefix(name or "")))
                                      for p in stage.params}, sort_keys=True)
                for name in instance_names(stage, params)}
@@ -60,7 +61,8 @@ def option_name(option: str) -> str:
     return option.lstrip("-").replace("-", "_")
 
 
-WILDCARDS = {"official": "official", "seeds": "seed"}  # fan-outs whose instances come from the parameters
+# fan-outs whose instances come from the parameters
+WILDCARDS = {"official": "official", "external": "external", "seeds": "seed"}
 
 
 def wildcard(stage: Stage) -> str | None:
@@ -89,6 +91,8 @@ def label_option(stage: Stage) -> str:
         if stage.command == "import-official":
             return " --official {wildcards.official}"
         return f" --variant {OFFICIAL_PREFIX}{{wildcards.official}}"  # the label its files and runs go under
+    if stage.fan_out == "external":
+        return f" --variant {EXTERNAL_PREFIX}{{wildcards.external}}"
     if stage.fan_out == "seeds":
         return f" --variant {stage.variant} --seed {{wildcards.seed}}"
     if stage.variants:
@@ -133,7 +137,9 @@ def rule_spec(stage: Stage, preset: str, params: Params, config: dict[str, Any],
     for option, out in stage.outputs.items():
         if option.startswith("--"):
             value = f"{{output.{option_name(option)}}}" if out.declared else in_rule(out.pattern, preset)
-            options.append(f"{option} {value.replace('{official}', '{wildcards.official}')}")
+            for field in ("{official}", "{external}"):
+                value = value.replace(field, "{wildcards." + field[1:])
+            options.append(f"{option} {value}")
     if stage.training:  # more than one process runs the training under torchrun (put/train/launch.py)
         options.append("--gpus {resources.gpus_per_node} --nodes {resources.nodes}")
     if stage.tracked:

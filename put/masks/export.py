@@ -74,6 +74,23 @@ def _export_mask(source: Path, target: Path, size: tuple[int, int], hole_value: 
     write_png(target, np.where(hole, hole_value, 255 - hole_value).astype(np.uint8))
 
 
+def _exported_names(pairs: pd.DataFrame) -> dict[str, str]:
+    """Test image -> its exported file stem (an image's name, the same in every group: its masks' stem)."""
+    first = pairs.drop_duplicates("image")
+    stems = [Path(mask).stem for mask in first["mask"]]
+    return {image: exported_name(i, stem) for i, (image, stem) in enumerate(zip(first.image, stems))}
+
+
+def result_files(masks_dir: Path, fmt: str) -> dict[str, str]:
+    """Mask (as the masks' manifest names it) -> the result file its completed image bears in a folder of results
+    written from an export of `masks_dir` in layout `fmt`, without the export itself (the names are the same)."""
+    _check_options(fmt, 255)
+    pairs = read_manifest(Path(masks_dir))
+    names = _exported_names(pairs)
+    return {mask: layout(fmt, group, names[image])[2] for image, mask, group in zip(pairs.image, pairs["mask"],
+                                                                                   pairs.group)}
+
+
 def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: int = 255) -> Path:
     """Export every (test image, mask) pair of the `put masks` folder `masks_dir` to `out` in layout `fmt`;
     returns the export manifest's path. `out` is replaced as a whole (a temporary folder beside it, renamed
@@ -82,9 +99,7 @@ def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: 
     masks_dir, out = Path(masks_dir), Path(out)
     _check_out(out, preset, masks_dir)
     pairs = read_manifest(masks_dir)
-    first = pairs.drop_duplicates("image")  # an image's name, the same in every group: its masks' stem
-    stems = [Path(mask).stem for mask in first["mask"]]
-    names = {image: exported_name(i, stem) for i, (image, stem) in enumerate(zip(first.image, stems))}
+    names = _exported_names(pairs)
     rows = []
     with atomic_dir(out) as staging:
         for image, mask, group in zip(pairs.image, pairs["mask"], pairs.group):

@@ -143,7 +143,10 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
         keys = (BINS, bin_name)
         frame = measure(rows, keys, rows[rows["sample"] == 0])
         inputs = list(rows.groupby("image", sort=True))
-        lpips = diversity_lpips_per_input([list(g["result"]) for _, g in inputs], protocol, seed=preset.sample.seed)
+        # A deterministic method (an external one, docs/external.md) has one result per input: no pair to compare.
+        lpips = (diversity_lpips_per_input([list(g["result"]) for _, g in inputs], protocol, seed=preset.sample.seed)
+                 if max(len(g) for _, g in inputs) > 1 else
+                 MetricValue.missing("one result per input (a deterministic method): no diversity to measure"))
         if isinstance(lpips, MetricValue):
             cells.put(keys, "lpips", unmeasured(lpips))
         else:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from put.config import TPAMI_VARIANT, VARIANTS
+from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, replicate_label
 from put.config.paths import FRONTIER_CSV, REPORT_PDF, path_of
 from put.data.images import read_rgb
@@ -37,7 +38,7 @@ from put.report.html import write_html
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
 from put.report.speed import speed_summary, speed_table
-from put.report.tables import reason_latex, table1, table3, write_latex
+from put.report.tables import MeasuredMethod, latex_escape, reason_latex, table1, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
 from put.stats.bootstrap import Bootstrap
@@ -129,6 +130,12 @@ def curve_figures(curves: pd.DataFrame, out_dir: Path, level: float = 0.95) -> t
     return figures, notes
 
 
+def measured_methods(external: dict[str, ExternalMethod]) -> list[MeasuredMethod]:
+    """Table 1's rows of params.yaml's `external` entries, by their evaluation's label (docs/external.md)."""
+    return [MeasuredMethod(label, latex_escape(entry.label), latex_escape(entry.citation),
+                           latex_escape(entry.how_run())) for label, entry in external.items()]
+
+
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
                resolved_params: Path | None = None, measured: Path | None = None,
@@ -146,14 +153,19 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     protocol = params.resolved().evaluate
     files = {Path(f).stem: Path(f) for f in metrics_files}
     labels = {(v, s): replicate_label(v, s) for v in VARIANTS for s in (0, *params.seeds)}
+    external = {EXTERNAL_PREFIX + name: entry for name, entry in params.external.items()
+                if EXTERNAL_PREFIX + name in files}
+    labels |= {(label, 0): label for label in external}
     images = {key: read_images(files[label]) for key, label in labels.items() if label in files}
-    # Two questions, two families: which ablations differ from PUT (Table 3), and whether the TPAMI model differs
-    # from the CVPR one (the generations table).
+    # Two questions, two families: which methods (the ablations, and the external methods measured on the same
+    # masks) differ from PUT (Table 3, Table 1's external rows), and whether the TPAMI model differs from the CVPR
+    # one (the generations table).
     ablations = {key: frame for key, frame in images.items() if key[0] != TPAMI_VARIANT}
     releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
     differences = pd.concat([paired_differences(part, PIXEL_METRICS, Bootstrap.of(protocol), protocol.multiplicity,
                                                 name=name)
-                             for name, part in (("ablations", ablations), ("releases", releases))],
+                             for name, part in (("ablations and external methods" if external else "ablations",
+                                                 ablations), ("releases", releases))],
                             ignore_index=True)
     replicates = seed_summary(metrics, protocol.interval_level)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
@@ -167,7 +179,8 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
         level = protocol.interval_level
         # Table 1 as the paper lays it out: every method it reports, beside every one measured.
-        stylers = {"table1": table1(base, preset, context=True, level=level, differences=differences),
+        stylers = {"table1": table1(base, preset, context=True, level=level, differences=differences,
+                                    methods=measured_methods(external)),
                    "table3": table3(base, preset, differences, level)}
         if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
             stylers["generations"] = generations_table(base, preset, differences, params.resolved().sample, level)

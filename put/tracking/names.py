@@ -51,13 +51,17 @@ def metric_names(nested: dict[str, Any]) -> dict[str, float]:
 
 
 def parent_name(preset: str, dag_id: str, labels: Sequence[str] | None) -> str:
-    """`demo · 6 variants · 3f2a91c` (`+ 1 official` when released weights are evaluated too)."""
+    """`demo · 6 variants · 3f2a91c` (`+ 1 official` when released weights are evaluated too, `+ 2 external`
+    when other methods are)."""
     from put.config import VARIANTS
+    from put.config.external import EXTERNAL_PREFIX
 
     labels = list(labels) if labels is not None else list(VARIANTS)
     variants = [label for label in labels if label in VARIANTS]
-    official = len(labels) - len(variants)
-    described = f"{len(variants)} variants" + (f" + {official} official" if official else "")
+    external = sum(str(label).startswith(EXTERNAL_PREFIX) for label in labels)
+    official = len(labels) - len(variants) - external
+    described = (f"{len(variants)} variants" + (f" + {official} official" if official else "")
+                 + (f" + {external} external" if external else ""))
     return f"{preset} · {described} · {dag_id[:7]}"
 
 

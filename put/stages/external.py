@@ -1,0 +1,91 @@
+"""Stage `external`: one entry of params.yaml's `external` turned into a samples folder like `put sample`'s, which
+the evaluate stage then scores with the variants' code: a folder of another codebase's completed images, checked
+(every file present, readable, of the image size) and converted, or a built-in classical method run on the frozen
+masks (docs/external.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from put.config.external import EXTERNAL_PREFIX, SAMPLE_INFIX, ExternalMethod
+from put.config.params import Params, ParamsError
+from put.data.images import open_image, read_rgb, write_png
+from put.external.builtin import inpaint
+from put.external.folder import check_present, raise_wrong, read_result
+from put.io.files import atomic_dir, atomic_write_text
+from put.masks.evaluation import MANIFEST, read_manifest
+from put.masks.export import result_files
+from put.masks.io import read_mask
+from put.stages.sample import SAMPLES_MANIFEST, sampling_jobs
+from put.tracking.base import NullTracker, tracked
+from put.tracking.spool import stage_tracker
+
+
+def entry_of(params: Params, label: str) -> tuple[str, ExternalMethod]:
+    name = label.removeprefix(EXTERNAL_PREFIX)
+    if not label.startswith(EXTERNAL_PREFIX) or name not in params.external:
+        raise ParamsError(f"{params.source}: external: no entry for {label!r} (entries: "
+                          f"{', '.join(params.external) or 'none'})")
+    return name, params.external[name]
+
+
+def external_jobs(params: Params, entry: ExternalMethod, masks: Path) -> pd.DataFrame:
+    """The rows `put sample` would write for this method (same images, masks, groups and output names), each with
+    the file of the entry's folder it comes from (`result`). A deterministic method fills the deterministic
+    column (mode all), a stochastic one the K column (mode topk) with its first sample; the fine bins take every
+    sample, on the images the variants' diversity samples cover."""
+    jobs = sampling_jobs(read_manifest(masks), entry.samples, params.resolved().sample.diversity_images)
+    jobs = jobs[jobs["mode"] != ("all" if entry.stochastic else "topk")].reset_index(drop=True)
+    if entry.folder is not None:
+        names = result_files(masks, entry.format)
+        jobs["result"] = [names[m] if not entry.stochastic else
+                          str(Path(names[m]).with_name(f"{Path(names[m]).stem}{SAMPLE_INFIX}{k}.png"))
+                          for m, k in zip(jobs["mask"], jobs["sample"])]
+    return jobs
+
+
+def run_external(params: Params, label: str, masks: Path, out: Path, tags: dict[str, str] | None = None) -> Path:
+    with tracked(stage_tracker(params.preset, label, "external", params.dag_id(), tags,
+                               labels=params.evaluated_labels(), seed=params.seed)) as tracker:
+        manifest = write_external(params, label, Path(masks), Path(out))
+        log_outputs(tracker, params, label, Path(masks))
+        return manifest
+
+
+def log_outputs(tracker: NullTracker, params: Params, label: str, masks: Path) -> None:
+    """The run, from its files: the entry's settings and the frozen masks' manifest as dataset."""
+    _, entry = entry_of(params, label)
+    tracker.log_params({k: v for k, v in entry.model_dump().items() if v is not None})
+    tracker.log_dataset(masks / MANIFEST, f"{params.preset} test masks", "evaluation")
+
+
+def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
+    """The samples folder `out` (written whole, or not at all: a missing or wrong file leaves it as it was)."""
+    _, entry = entry_of(params, label)
+    jobs = external_jobs(params, entry, masks)
+    first_gt = masks / "gt" / f"{Path(jobs['mask'].iloc[0]).stem}.png"
+    with open_image(first_gt) as opened:
+        size = (opened.height, opened.width)
+    if entry.folder is not None:
+        check_present(Path(entry.folder), jobs["result"])  # before reading any image
+    wrong: dict[str, str] = {}
+    with atomic_dir(out) as staging:
+        # One row per result file: a pair's mask lies in one group, and only its sample k is the row's.
+        for row in tqdm(jobs.itertuples(), total=len(jobs), desc=f"external {label}", unit="img"):
+            if entry.folder is not None:
+                rgb = read_result(Path(entry.folder) / row.result, size)
+                if isinstance(rgb, str):
+                    wrong[row.result] = rgb
+                    continue
+            else:
+                gt = read_rgb(masks / "gt" / f"{Path(row.mask).stem}.png")
+                hole = read_mask(masks / row.mask, "hole-white", size)[0].numpy() == 0
+                rgb = inpaint(entry.method, gt, hole)
+            write_png(staging / row.output, rgb)
+        raise_wrong(Path(entry.folder or "."), wrong, len(jobs))  # nothing half-converted: the folder is dropped
+        columns = [c for c in jobs.columns if c != "result"]
+        atomic_write_text(staging / SAMPLES_MANIFEST, jobs[columns].to_csv(index=False))
+    return out / SAMPLES_MANIFEST

@@ -1,0 +1,255 @@
+"""params.yaml's `external`: another method's folder of results checked (a missing or wrong file is an error naming
+it, and nothing is written), converted and scored by the variants' evaluation, its paired differences from PUT in
+the report's family; the built-in classical baselines; the schema's errors; both front ends' stages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from put.config.params import ParamsError, load_params
+from put.data.images import read_rgb, write_png
+from put.external.builtin import inpaint
+from put.external.folder import ResultsMismatchError, ResultsMissingError
+from put.masks.evaluation import write_eval_masks
+from put.masks.export import export_masks, read_export_table, result_files
+from put.masks.io import read_mask
+from put.stages.evaluate import evaluate_variant
+from put.stages.external import external_jobs, write_external
+from put.stages.sample import SAMPLES_MANIFEST, read_samples, sampling_jobs
+
+SIZE = 32
+IMAGES = [f"img{i}.png" for i in range(3)]
+# a 95% interval over 3 units takes percentiles no resample count places: 50% (as the frontier's tiny test)
+OVERRIDES = {"evaluate": {"ssim_window": 7, "min_units": 2, "interval_level": 0.5}, "sample": {"diversity_samples": 2}}
+
+
+def smooth(seed: int) -> np.ndarray:
+    """A smooth test image (a gradient and a low-frequency wave), so that an inpainting method has structure to
+    continue."""
+    y, x = np.mgrid[0:SIZE, 0:SIZE] / SIZE
+    phase = np.random.default_rng(seed).uniform(0, 6, 3)
+    return np.stack([127 + 100 * np.sin(3 * x + 2 * y + p) for p in phase], axis=-1).astype(np.uint8)
+
+
+@pytest.fixture
+def masks(tmp_path) -> Path:
+    """A `put masks` folder at 32 px for three test images, with their ground truth in gt/."""
+    out = tmp_path / "masks"
+    write_eval_masks(IMAGES, out, (SIZE, SIZE), seed=0, progress=False)
+    for i, name in enumerate(IMAGES):
+        write_png(out / "gt" / f"{Path(name).stem}.png", smooth(i))
+    return out
+
+
+def params_with(tmp_path: Path, external: dict) -> object:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"preset": "demo", "overrides": OVERRIDES, "external": external}))
+    return load_params(path)
+
+
+def stand_in(export: Path, results: Path) -> int:
+    """A stand-in for another codebase: each exported image's hole filled with its known pixels' mean colour,
+    written under `results` at the manifest's result_file. Returns the number of files."""
+    table = read_export_table(export)
+    for image_file, mask_file, result_file in zip(table.image_file, table.mask_file, table.result_file):
+        rgb = read_rgb(export / image_file)
+        hole = np.asarray(read_rgb(export / mask_file))[..., 0] == 255  # --hole-value 255: white = hole
+        filled = np.where(hole[..., None], rgb[~hole].mean(axis=0).astype(np.uint8), rgb)
+        write_png(results / result_file, filled)
+    return len(table)
+
+
+def fake_variant(params, masks: Path, out: Path, darken: int = 40) -> None:
+    """A variant's samples folder without a model: every result the ground truth with its hole darkened by
+    `darken` grey levels (plus a little seeded noise per sample), in `put sample`'s layout."""
+    cfg = params.resolved().sample
+    from put.masks.evaluation import read_manifest
+
+    jobs = sampling_jobs(read_manifest(masks), cfg.diversity_samples, cfg.diversity_images)
+    rng = np.random.default_rng(0)
+    for mask, output in zip(jobs["mask"], jobs["output"]):
+        gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png").astype(int)
+        hole = read_mask(masks / mask, "hole-white", (SIZE, SIZE))[0].numpy() == 0
+        result = np.where(hole[..., None], gt - darken + rng.integers(-3, 4, gt.shape), gt)
+        write_png(out / output, np.clip(result, 0, 255).astype(np.uint8))
+    (out / SAMPLES_MANIFEST).write_text(jobs.to_csv(index=False))
+
+
+def test_a_folder_of_results_is_checked_then_evaluated_beside_put(masks, tmp_path, monkeypatch):
+    export, results = tmp_path / "export", tmp_path / "results"
+    export_masks(masks, export, "folder", "demo")
+    total = stand_in(export, results)
+    params = params_with(tmp_path, {"stand": {"label": "Stand-in", "citation": "Nobody 2024",
+                                              "folder": str(results), "format": "folder"},
+                                    "telea": {"label": "Telea", "citation": "Telea 2004", "method": "telea"}})
+    samples = tmp_path / "samples" / "external_stand"
+    # The stage's names are the export's: every result file the manifest lists, and only those, is read.
+    jobs = external_jobs(params, params.external["stand"], masks)
+    assert set(jobs["result"]) == set(read_export_table(export).result_file) and len(jobs) == total
+    assert set(jobs["mode"]) == {"all", "diversity"}  # one result per input: the deterministic column
+
+    gone = results / jobs["result"].iloc[4]
+    kept = gone.read_bytes()
+    gone.unlink()
+    with pytest.raises(ResultsMissingError, match=rf"1 of {total} expected result file\(s\) missing: "
+                                                  rf"{jobs['result'].iloc[4]}"):
+        write_external(params, "external_stand", masks, samples)
+    assert not samples.exists()  # nothing half-written
+    gone.write_bytes(kept)
+    wrong = results / jobs["result"].iloc[0]
+    write_png(wrong, np.zeros((SIZE, SIZE // 2, 3), np.uint8))
+    (results / jobs["result"].iloc[1]).write_bytes(b"not a png")
+    with pytest.raises(ResultsMismatchError, match=rf"2 of {total} .*not usable: .*16x32, expected 32x32.*unreadable"):
+        write_external(params, "external_stand", masks, samples)
+    assert not samples.exists()
+    stand_in(export, results)  # restored
+
+    write_external(params, "external_stand", masks, samples)
+    converted = read_samples(samples)
+    assert len(converted) == total and all((samples / o).is_file() for o in converted["output"])
+    metrics_dir = tmp_path / "metrics"
+    stand = evaluate_variant(params, "external_stand", samples, masks, metrics_dir / "external_stand.json")
+    assert set(stand) == {"all", "bins"} and {"psnr", "ssim", "mae"} <= set(stand["all"]["40-60"])
+    info = json.loads((metrics_dir / "external_stand_info.json").read_text())
+    assert "deterministic" in info["unavailable"]["bins/40-50/lpips"]
+
+    put_samples = tmp_path / "samples" / "put"
+    fake_variant(params, masks, put_samples)
+    evaluate_variant(params, "put", put_samples, masks, metrics_dir / "put.json")
+    fake_variant(params, masks, tmp_path / "samples" / "conv", darken=60)  # an ablation, for the family
+    evaluate_variant(params, "conv", tmp_path / "samples" / "conv", masks, metrics_dir / "conv.json")
+    write_external(params, "external_telea", masks, tmp_path / "samples" / "external_telea")
+    evaluate_variant(params, "external_telea", tmp_path / "samples" / "external_telea", masks,
+                     metrics_dir / "external_telea.json")
+
+    from put.stages.report import run_report
+
+    (tmp_path / "bench").mkdir()
+    monkeypatch.chdir(tmp_path)  # the PDF goes to reports/<preset>.pdf
+    files = [metrics_dir / f"{label}.json" for label in ("put", "conv", "external_stand", "external_telea")]
+    report = run_report(params, files, put_samples, masks, tmp_path / "bench", tmp_path / "report")
+    differences = pd.read_csv(report / "differences.csv")
+    ours = differences[differences["variant"].isin(["external_stand", "external_telea"])]
+    # paired with PUT's deterministic results, per metric and group, in one Holm family with every method
+    assert set(ours["mode"]) == {"all", "bins"} and set(ours["metric"]) == {"psnr", "ssim", "mae"}
+    assert (ours["method"] == "holm").all() and ours["family"].str.startswith("ablations and external methods").all()
+    family = differences[differences["family"] == ours[ours["mode"] == "all"]["family"].iloc[0]]
+    assert set(family["variant"]) == {"conv", "external_stand", "external_telea"} and len(family) == 3 * 3 * 3
+    assert (family["family_size"] == 27).all()  # methods x metrics x groups, adjusted together
+    assert (ours["p_adjusted"] >= ours["p"]).all()
+    # Table 1: a row per method in the measured block, its citation and how it ran in the caption, and a dagger
+    # where its difference from PUT survives the family's correction
+    table1 = (report / "table1.tex").read_text()
+    assert "& Stand-in & " in table1 and "& Telea & " in table1
+    assert "Stand-in (Nobody 2024): its results read from" in table1
+    assert "Telea (Telea 2004): built in here (OpenCV cv2.inpaint, INPAINT\\_TELEA, radius 3)" in table1
+    telea = ours[(ours["variant"] == "external_telea") & (ours["mode"] == "all")]
+    assert telea["significant"].any() == ("$^{\\dagger}$" in table1)
+
+
+def test_several_samples_per_input_fill_the_k_column_and_the_diversity_score(masks, tmp_path):
+    names = result_files(masks, "lama")
+    results = tmp_path / "results"
+    for mask, name in names.items():
+        gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
+        for k in range(2):
+            write_png(results / name.replace(".png", f"_s{k}.png"), np.clip(gt.astype(int) + 5 * k, 0, 255)
+                      .astype(np.uint8))
+    params = params_with(tmp_path, {"two": {"label": "Two", "citation": "x", "folder": str(results), "samples": 2}})
+    write_external(params, "external_two", masks, tmp_path / "samples")
+    jobs = read_samples(tmp_path / "samples")
+    assert set(jobs["mode"]) == {"topk", "diversity"} and set(jobs[jobs["mode"] == "diversity"]["sample"]) == {0, 1}
+
+
+@pytest.mark.parametrize("method", ["telea", "biharmonic"])
+def test_builtin_baselines_are_deterministic_and_keep_the_known_pixels(masks, tmp_path, method):
+    params = params_with(tmp_path, {method: {"label": method, "citation": "c", "method": method}})
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_external(params, f"external_{method}", masks, first)
+    write_external(params, f"external_{method}", masks, second)
+    jobs = read_samples(first)
+    assert set(jobs["mode"]) == {"all", "diversity"}
+    for mask, output in zip(jobs["mask"], jobs["output"]):
+        assert (first / output).read_bytes() == (second / output).read_bytes()
+        gt, result = read_rgb(masks / "gt" / f"{Path(mask).stem}.png"), read_rgb(first / output)
+        hole = read_mask(masks / mask, "hole-white", (SIZE, SIZE))[0].numpy() == 0
+        np.testing.assert_array_equal(result[~hole], gt[~hole])
+    # the hole is filled from its surroundings: far closer to the smooth truth than the blank it started from
+    rgb = smooth(0)
+    hole = np.zeros((SIZE, SIZE), bool)
+    hole[10:20, 12:22] = True
+    error = np.abs(inpaint(method, rgb, hole).astype(int) - rgb)[hole].mean()
+    assert error < 0.25 * np.abs(rgb.astype(int))[hole].mean()
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"label": "A", "citation": "B"}, r"external\.bad: give exactly one of `folder`"),
+    ({"label": "A", "citation": "B", "method": "telea", "folder": "x"}, r"external\.bad: give exactly one"),
+    ({"label": "A", "citation": "B", "method": "navier"}, r"external\.bad\.method: Input should be 'telea' or"),
+    ({"citation": "B", "method": "telea"}, r"external\.bad\.label: Field required"),
+    ({"label": "A", "citation": "B", "method": "telea", "samples": 3}, r"external\.bad: .*deterministic"),
+    ({"label": "A", "citation": "B", "folder": "x", "format": "zip"}, r"external\.bad\.format"),
+    ({"label": "A", "citation": "B", "folder": "x", "colour": 1}, r"external\.bad\.colour: Extra inputs"),
+])
+def test_a_bad_external_entry_is_an_error_naming_its_key(tmp_path, entry, message):
+    with pytest.raises(ParamsError, match=message):
+        params_with(tmp_path, {"bad": entry})
+
+
+def test_an_external_entry_name_must_name_files(tmp_path):
+    with pytest.raises(ParamsError, match=r"external: .*letters, digits and _.*'a b'"):
+        params_with(tmp_path, {"a b": {"label": "A", "citation": "B", "method": "telea"}})
+
+
+def test_both_front_ends_get_the_external_stages_from_the_declaration(tmp_path):
+    from put.config.paths import path_of, with_external
+    from put.dag import dvc_yaml
+    from put.dag.declaration import STAGES
+    from put.dag.snakemake import rule_spec
+
+    document = yaml.safe_load(dvc_yaml.render())["stages"]
+    for name in ("external", "evaluate_external"):
+        assert document[name]["foreach"] == "${external}"
+        assert "--variant external_${key}" in document[name]["do"]["cmd"]
+    assert "results/${preset}/samples/external_${key}" in document["evaluate_external"]["do"]["deps"]
+    params = params_with(tmp_path, {"telea": {"label": "T", "citation": "c", "method": "telea"}})
+    rules = {s.name: rule_spec(s, "demo", params, {}) for s in STAGES if s.fan_out == "external"}
+    assert rules["external"].wildcard_constraints == {"external": "telea"}
+    assert "--variant external_{wildcards.external}" in rules["evaluate_external"].shell
+    assert rules["evaluate_external"].inputs["samples"] == with_external("results/demo/samples/{variant}")
+    # the report reads their metrics files
+    report = rule_spec(next(s for s in STAGES if s.name == "report"), "demo", params, {})
+    assert str(path_of("results/{preset}/metrics/{variant}.json", "demo", "external_telea")) in \
+        report.inputs["metrics_dir"]
+
+
+def test_mlflow_logs_each_stage_as_a_run_beside_the_variants(masks, tmp_path, mlflow_db, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from put.stages.evaluate import run_evaluate
+    from put.stages.external import run_external
+    from put.tracking.names import parent_name
+
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.chdir(tmp_path)
+    params = params_with(tmp_path, {"telea": {"label": "Telea", "citation": "Telea 2004", "method": "telea"}})
+    samples = tmp_path / "samples"
+    run_external(params, "external_telea", masks, samples, {"dvc_stage": "external@telea"})
+    run_evaluate(params, "external_telea", samples, masks, tmp_path / "external_telea.json",
+                 {"dvc_stage": "evaluate_external@telea"})
+    client = MlflowClient(mlflow_db)
+    found = client.search_runs([client.get_experiment_by_name("put-demo").experiment_id])
+    stages = {r.data.tags["put.stage"]: r for r in found if r.data.tags.get("put.level") == "stage"}
+    assert set(stages) == {"external", "evaluate"}
+    for stage, run in stages.items():  # the tags a variant's runs carry, under the entry's label
+        assert run.data.tags["put.variant"] == "external_telea" and run.info.status == "FINISHED"
+        assert run.data.tags["put.dag_id"] == params.dag_id() and run.info.run_name == f"{stage} external_telea"
+    assert stages["external"].data.params["method"] == "telea"
+    assert any(key.startswith("all/40-60/psnr") for key in stages["evaluate"].data.metrics)
+    assert parent_name("demo", params.dag_id(), params.evaluated_labels()).startswith("demo · 7 variants + 1 external")
