@@ -15,10 +15,14 @@ TINY = ModelConfig(
 )
 
 
-@pytest.fixture(autouse=True)
-def no_tracking_by_default(monkeypatch):
-    """Stages log to MLflow unless PUT_TRACKING=0; tests of tracking itself turn it back on."""
-    monkeypatch.setenv("PUT_TRACKING", "0")
+@pytest.fixture(autouse=True, scope="session")
+def no_tracking_by_default():
+    """Stages log to MLflow unless PUT_TRACKING=0; tests of tracking itself turn it back on (monkeypatch). For the
+    whole session: a module's fixture (a training it shares) is set up before any test's own fixtures, and would
+    otherwise log into ./mlflow.db of the checkout."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PUT_TRACKING", "0")
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.data.images import ImageReadError, ImageTooLargeError
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
+    from put.external.folder import ResultsMismatchError, ResultsMissingError
     from put.io.diskspace import DiskFullError
     from put.io.output_lock import NoLocksError
     from put.io.pretrained import DownloadError, MissingWeightsError
@@ -53,8 +54,10 @@ def error_classes() -> list[tuple[type, type, type]]:
             (MaskError, InputError, ValueError), (UnknownId, InputError, LookupError),
             (MissingWeightsError, MissingFileError, FileNotFoundError),
             (DatasetLayoutError, MissingFileError, FileNotFoundError),
+            (ResultsMissingError, MissingFileError, FileNotFoundError),
             (CheckpointError, FileMismatchError, RuntimeError), (StaleState, FileMismatchError, RuntimeError),
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
+            (ResultsMismatchError, FileMismatchError, ValueError),
             (DownloadError, ServiceError, RuntimeError),
             (QueueFull, ServiceError, RuntimeError), (AlreadyFinished, InputError, ValueError),
             (DiskFullError, PutError, OSError),

@@ -16,11 +16,11 @@ SHOWN = 5  # files named in an error; the rest are counted
 
 
 class ResultsMissingError(MissingFileError):
-    pass
+    """An external method's folder lacks results the masks expect."""
 
 
 class ResultsMismatchError(FileMismatchError):
-    pass
+    """An external method's results are there but unreadable or of the wrong size."""
 
 
 def _listing(problems: list[str], total: int, what: str) -> str:

@@ -358,8 +358,15 @@ class MlflowTracker(NullTracker):
         # a version of this model already (registered before the server went away): that one, not a second
         source = f"models:/{model_id}"
         version = next((v for v in self.client.search_model_versions(f"name = '{name}'") if v.source == source),
-                       None) or self.client.create_model_version(name, source=source, run_id=self.run_id,
-                                                                 model_id=model_id, tags={"put.dag_id": self.dag_id})
+                       None)
+        if version is None:
+            # MLflow's registry looks the `models:/` source up through the process's default client: pointed at
+            # this tracker's store (a replay `--to` another store; a tracker made before MLFLOW_TRACKING_URI).
+            from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+            with _use_tracking_uri(self.uri):
+                version = self.client.create_model_version(name, source=source, run_id=self.run_id,
+                                                           model_id=model_id, tags={"put.dag_id": self.dag_id})
         self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
         # The Models tab's "Registered models" column reads this tag (mlflow.register_model sets it; the client
         # call above does not). Set last: it marks the model complete.
