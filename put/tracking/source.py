@@ -24,7 +24,10 @@ def tracking_enabled() -> bool:
 
 
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    """The store runs log to (MLFLOW_TRACKING_URI, else ./mlflow.db), as an address independent of the directory:
+    MLflow keeps one store per address string, so a relative `sqlite:///mlflow.db` met earlier in the process in
+    another directory would be that directory's file."""
+    return store_address(os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI)
 
 
 def store_address(uri: str) -> str:

@@ -126,7 +126,7 @@ class ResilientTracker:
             run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
             init = self.init | ({"run_id": run_id} if run_id else {})
             # the store as an address that does not depend on the directory
-            header = json.dumps({"init": init, "uri": store_address(tracking_uri()), "reason": self.reason})
+            header = json.dumps({"init": init, "uri": tracking_uri(), "reason": self.reason})
             self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
             self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
