@@ -212,8 +212,9 @@ def test_snakemake_config_values_reach_the_jobs_and_reading_the_snakefile_writes
 
 
 def placeholder_outputs(repo: Path) -> None:
-    """Stand-ins for the outputs of every stage but `config` (the code-dependency test runs only that one)."""
-    for declared, variant in instances():
+    """Stand-ins for the outputs of every stage but `config` (the code-dependency test runs only that one), the
+    committed params.yaml's `external` entries included."""
+    for declared, variant in instances(load_params(repo / "params.yaml")):
         if declared is CONFIG:
             continue
         for out, path in zip(declared.outputs.values(), output_paths(declared, variant, "demo")):
@@ -263,11 +264,14 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
     assert snakemake(repo, "--touch", "--forceall", "--cores", "1", "all").returncode == 0
     assert out_of_date(repo) == (set(), set())
 
-    per_variant = lambda name: {s.key(v) for s in STAGES if s.name == name for v in s.variants}  # noqa: E731
+    params = load_params(repo / "params.yaml")
+    committed = instances(params)  # with the demo's `external` entries
+    per_variant = lambda name: {s.key(v) for s, v in committed if s.name == name}  # noqa: E731
     training_onwards = ({"masks", "frontier", "frontier_tpami", "report"} | per_variant("train_pvqvae")
-                        | per_variant("train_transformer") | per_variant("sample") | per_variant("evaluate"))
+                        | per_variant("train_transformer") | per_variant("sample") | per_variant("evaluate")
+                        | per_variant("external") | per_variant("evaluate_external"))
     code_edits = {
-        "put/config/presets.py": ALL,                     # every stage reads its settings through it
+        "put/config/presets.py": {s.key(v) for s, v in committed},  # every stage reads its settings through it
         "put/masks/generate.py": training_onwards,        # masks, training masks, and readers of the manifest
         "put/report/plots.py": {"frontier", "frontier_tpami", "report"},  # the stages that draw figures
     }
@@ -275,7 +279,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
         with edited(repo / name, '"""', '"""Edited. '):
             status, plan = out_of_date(repo)
         assert status == expected, name
-        assert plan == downstream(expected), name
+        assert plan == downstream(expected, params=params), name
     assert out_of_date(repo) == (set(), set())
 
     # A parameter's value: DVC's `config` stage re-resolves it; then only the stages reading it are out of date.
@@ -286,7 +290,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
         assert status == {"config"}
         # Snakemake resolves at parse time: `config` (its input changed), the rules reading the value, and what
         # follows them -- not every stage below `config`, since no rule but the report reads its output.
-        assert plan == {"config"} | downstream({"report"} | readers)
+        assert plan == {"config"} | downstream({"report"} | readers, params=params)
         resolved = subprocess.run([sys.executable, "-m", "put", "config", "--out", str(path_of(
             CONFIG.outputs["--out"].pattern, "demo"))], **run)
         assert resolved.returncode == 0
