@@ -88,21 +88,25 @@ def workdir(tmp_path_factory) -> Path:
     return root
 
 
+def start_serve(command: list[str], cwd, deadline_s: float | None = None) -> tuple[subprocess.Popen, str, list[str]]:
+    """`put serve` started from this checkout: the process, its "put serve: http://..." line, the lines so far."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=package_env())
+    lines = []
+    deadline = time.monotonic() + (deadline_s or float("inf"))
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("put serve: http://"):
+            return process, line, lines
+        assert time.monotonic() < deadline, "".join(lines)
+    pytest.fail("put serve stopped:\n" + "".join(lines))
+
+
 @pytest.fixture(scope="module")
 def server(workdir):
     """`put serve` started as a user would (any free port); its URL."""
     command = [sys.executable, "-m", "put", "serve", "--runs", "runs", "--port", "0", "--device", "cpu", *SERVER_LIMITS]
-    process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=package_env())
-    lines = []
-    deadline = time.monotonic() + 120
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith("put serve: http://"):
-            break
-        assert time.monotonic() < deadline, "".join(lines)
-    else:
-        pytest.fail("put serve stopped:\n" + "".join(lines))
+    process, line, lines = start_serve(command, workdir, deadline_s=120)
     url = line.split()[2].rstrip("/")
     drain = threading.Thread(target=lambda: [lines.append(x) for x in process.stdout], daemon=True)
     drain.start()

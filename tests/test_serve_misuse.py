@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import TINY
-from tests.test_serve import package_env, photo, png, save_tiny_run, wait_for
+from tests.test_serve import photo, png, save_tiny_run, start_serve, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -381,16 +380,8 @@ def test_put_serve_beyond_the_loopback_prints_a_link_with_its_token(tmp_path):
     save_tiny_run(tmp_path / "runs" / "tiny" / "put", "put", 0)
     command = [sys.executable, "-m", "put", "serve", "--runs", "runs", "--host", "127.0.0.2", "--port", "0",
                "--device", "cpu"]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=package_env())
+    process, line, _ = start_serve(command, tmp_path)  # ends only once it has printed its link, or stopped
     try:
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("put serve: http://"):
-                break
-        else:
-            pytest.fail("put serve stopped:\n" + "".join(lines))
         link = line.split()[2]
         base, token = link.split("/?token=")
         assert base.startswith("http://127.0.0.2:") and len(token) >= 32
