@@ -7,8 +7,14 @@ from __future__ import annotations
 import argparse
 import importlib
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from put.commands.common import add_params_arguments, load_cli_params, parse_tags
+
+if TYPE_CHECKING:
+    from put.config.params import Params
+    from put.dag.declaration import Stage
 
 HELP = "log MLflow runs, from their outputs, for the stages DVC skipped (after `dvc repro`)"
 
@@ -29,9 +35,29 @@ def out_of_date() -> set[str]:
         return {name.split(":")[-1] for name in repo.status()}
 
 
-def run(args: argparse.Namespace) -> None:
+def stage_arguments(stage: Stage, name: str | None, params: Params) -> tuple[ModuleType, argparse.Namespace]:
+    """The command module of one stage instance and the arguments DVC runs it with (`command`: its name)."""
     from put.commands import COMMANDS
     from put.dag.dvc_yaml import instance_command
+
+    argv = instance_command(stage, name, params.preset, params)
+    module = importlib.import_module(COMMANDS[argv[0]])
+    parser = argparse.ArgumentParser(prog=f"put {argv[0]}")
+    module.add_arguments(parser)
+    return module, parser.parse_args(argv[1:], argparse.Namespace(command=argv[0]))
+
+
+def instance_run_name(stage: Stage, name: str | None, params: Params) -> str:
+    """MLflow's name of one stage instance's run (put/tracking/runs.py): `<stage> <variant>`, e.g. `frontier put`,
+    `evaluate external_telea`; `report` for the report."""
+    from put.tracking.runs import run_name as named
+
+    _, stage_args = stage_arguments(stage, name, params)
+    seed = params.replicate(getattr(stage_args, "seed", 0)).seed
+    return named(stage_args.command.replace("-", "_"), getattr(stage_args, "variant", None), seed)
+
+
+def run(args: argparse.Namespace) -> None:
     from put.dag.graph import instances, output_paths
     from put.tracking.base import tracked
     from put.tracking.runs import finished_run
@@ -47,14 +73,10 @@ def run(args: argparse.Namespace) -> None:
         if not stage.tracked:
             continue
         key = stage.key(name)
-        argv = instance_command(stage, name, params.preset, params)
-        module = importlib.import_module(COMMANDS[argv[0]])
-        parser = argparse.ArgumentParser(prog=f"put {argv[0]}")
-        module.add_arguments(parser)
-        stage_args = parser.parse_args(argv[1:])
+        module, stage_args = stage_arguments(stage, name, params)
         stage_args.params = args.params
         stage_params = load_cli_params(stage_args)
-        variant, tracker_stage = getattr(stage_args, "variant", None), argv[0].replace("-", "_")
+        variant, tracker_stage = getattr(stage_args, "variant", None), stage_args.command.replace("-", "_")
         if finished_run(params.preset, variant, tracker_stage, params.dag_id(), stage_params.seed):
             present += 1
             continue

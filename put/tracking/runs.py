@@ -77,6 +77,12 @@ def stage_code(stage: str) -> str:
     return code_version(command_sources(stage.replace("_", "-")))
 
 
+def run_name(stage: str, variant: str | None, seed: int = 0) -> str:
+    """A stage instance's run name: `<stage> <variant>`, `<stage> <variant> seed S` for a seed replicate, or the
+    stage alone (the report)."""
+    return f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
+
+
 def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> str | None:
     """The id of this stage instance's finished run at the current code version, or None (`put track` logs the
     runs that are missing)."""
@@ -144,8 +150,8 @@ class MlflowTracker(NullTracker):
                                     parent_name(preset, dag_id, labels), None)
             if labels is not None:
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
-            name = f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
-            self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed), name)
+            self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed),
+                                          run_name(stage, variant, seed))
             if self._superseded():  # a replay of an earlier attempt: the later one's tags and status stand
                 return
             run = self.client.get_run(self.run_id)
