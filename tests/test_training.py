@@ -83,26 +83,43 @@ def stop_at(step_to_stop: int, task_cls):
     return train_step
 
 
-def test_a_kill_after_the_final_checkpoint_leaves_the_state_to_resume_from(workdir, tmp_path, monkeypatch, capsys,
-                                                                          trained_pvqvae):
-    """A time limit in a job's last seconds (say, while it logs to a slow tracking server): the job counts as
-    failed and Snakemake deletes its output, so the final state must still be there for the retry, which writes
-    the same checkpoint again instead of training anew."""
-    import put.stages.train as train_stage
-
+def test_a_kill_after_the_stage_ended_leaves_the_final_state_for_its_retry(workdir, tmp_path, capsys, trained_pvqvae):
+    """A time limit in a job's last seconds, after the training command exited 0 (while Snakemake's job step or DVC
+    records it): the job counts as failed and Snakemake deletes its output, so the final state must still be there
+    for the retry, which writes the same checkpoint again instead of training anew."""
     out, straight = tmp_path / "p.pt", trained_pvqvae
-    with monkeypatch.context() as m:
-        m.setattr(train_stage, "discard_resume_state", lambda out, dist: None)  # killed before its last act
-        train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
+    train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
     assert out.read_bytes() == straight.read_bytes()  # two runs, one checkpoint: DVC sees no change in a re-run
-    assert resume_path(out).read_bytes() == straight.read_bytes()  # the final state (8 steps), not step 6's
+    assert resume_path(out).samefile(out)  # the final state, a hard link: no second copy on disk
     out.unlink()  # what Snakemake does to a failed job's output
     capsys.readouterr()
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
     assert f"already trained for 8 iterations with these settings; written again from {resume_path(out)}" \
         in capsys.readouterr().out
-    assert not resume_path(out).exists()
-    assert out.read_bytes() == straight.read_bytes()
+    assert out.read_bytes() == straight.read_bytes() and resume_path(out).samefile(out)
+
+
+def test_a_finished_state_of_other_settings_or_code_is_trained_again(workdir, tmp_path, monkeypatch, capsys,
+                                                                   trained_pvqvae):
+    """DVC re-runs a training whose settings or code changed, having deleted its output: the final state the
+    earlier training kept is neither reused (new code must train) nor refused as a stale state."""
+    import put.stages.train as train_stage
+
+    out = tmp_path / "p.pt"
+    train_pvqvae(load_params(write_params(workdir, tmp_path / "six.yaml", iterations=6)), "put", workdir / "splits",
+                 out, device="cpu")
+    for change in ("settings", "code"):
+        out.unlink()
+        capsys.readouterr()
+        with monkeypatch.context() as m:
+            if change == "code":
+                m.setattr(train_stage, "training_code", lambda command: "edited")
+            assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+        printed = capsys.readouterr().out
+        assert "the final state of an earlier training with other settings or code; training afresh" in printed
+        assert "resuming" not in printed and "already trained" not in printed, change
+        assert states_equal(load_checkpoint(out).model, load_checkpoint(trained_pvqvae).model), change  # afresh
+        assert resume_path(out).samefile(out), change
 
 
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
@@ -141,7 +158,7 @@ def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeyp
     raw["overrides"][f"{stage}_train"]["num_workers"] = 2
     (tmp_path / "workers.yaml").write_text(yaml.safe_dump(raw))
     run(resumed, load_params(tmp_path / "workers.yaml"))
-    assert not resume_path(resumed).exists()
+    assert resume_path(resumed).samefile(resumed)  # the final state kept for a retry (a hard link)
     a, b = load_checkpoint(straight), load_checkpoint(resumed)
     assert states_equal(a.model, b.model)
     assert a.training["step"] == b.training["step"] == 8

@@ -8,13 +8,15 @@ from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
 from put.config.params import Params
 from put.config.paths import EVAL_CURVE, TRAIN_CURVE
 from put.errors import InputError
+from put.io.code import command_sources
 from put.io.files import file_sha256, read_csv
 from put.models.checkpoint import check_variant, load_checkpoint
 from put.tracking.base import NullTracker, tracked
+from put.tracking.source import code_version
 from put.tracking.spool import stage_tracker
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.inputs import split_datasets, training_masks
-from put.train.loop import LoopResult, discard_resume_state, run_training
+from put.train.loop import LoopResult, run_training
 from put.train.pvqvae import PVQVAETask
 from put.train.transformer import TransformerTask
 
@@ -76,6 +78,12 @@ def training_identity(preset: Preset, config: ModelConfig, train: dict, split_di
             "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"), **extra}
 
 
+def training_code(command: str) -> str:
+    """The version of the code `put <command>` runs (put/tracking/source.py): a finished training's state is
+    reused only by the same code."""
+    return code_version(command_sources(command))
+
+
 def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, device: str | None = None,
                  tags: dict[str, str] | None = None, curves: Path | None = None, restart: bool = False,
                  prepared: Path | None = None) -> LoopResult:
@@ -94,11 +102,10 @@ def train_pvqvae(params: Params, variant: str, split_dir: Path, out: Path, devic
         with tracked(main_tracker(params, variant, "train_pvqvae", dist.is_main, tags, stage_params, split_dir)) as t:
             identity = training_identity(preset, config, preset.pvqvae_train.model_dump(mode="json"), split_dir)
             result = run_training(task, preset.pvqvae_train, Path(out), dist, t, labels, identity=identity,
-                                  curves=curves, restart=restart)
+                                  curves=curves, restart=restart, code=training_code("train-pvqvae"))
             t.log_model(Path(out), "pvqvae", result.metrics, stage_params, result.step)
     finally:
         teardown_distributed()
-    discard_resume_state(out, dist)
     return result
 
 
@@ -119,9 +126,8 @@ def train_transformer(params: Params, variant: str, pvqvae: Path, split_dir: Pat
             identity = training_identity(preset, config, preset.transformer_train.model_dump(mode="json"), split_dir,
                                          pvqvae_sha256=task.pvqvae_sha256)
             result = run_training(task, preset.transformer_train, Path(out), dist, t, labels, identity=identity,
-                                  curves=curves, restart=restart)
+                                  curves=curves, restart=restart, code=training_code("train-transformer"))
             t.log_model(Path(out), "transformer", result.metrics, stage_params, result.step)
     finally:
         teardown_distributed()
-    discard_resume_state(out, dist)
     return result

@@ -170,10 +170,20 @@ def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
             writer.writerows(rows)
 
 
+def superseded(ckpt: Checkpoint, identity: dict, code: str | None) -> bool:
+    """Whether a state is the final one of a finished training made with other settings or other code: kept after
+    its stage only for a retry of that same stage (docs/cluster.md, "Files"), it is neither resumed nor an error."""
+    training, saved = ckpt.training, json.loads(ckpt.training.get("identity", "null"))
+    finished = training.get("step", 0) >= training.get("iterations", math.inf)
+    same = saved is not None and identity_digest(saved) == identity_digest(identity) and training.get("code") == code
+    return finished and not same
+
+
 def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
                  labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
-                 restart: bool = False) -> LoopResult:
-    """`identity`: what defines this training (see the module docstring); `curves`: folder for the CSVs."""
+                 restart: bool = False, code: str | None = None) -> LoopResult:
+    """`identity`: what defines this training (see the module docstring); `code`: the version of the code that
+    trains (a finished state of other code is trained again, not reused); `curves`: folder for the CSVs."""
     out = Path(out)
     partial = resume_path(out)
     floor = min_step_seconds()
@@ -187,6 +197,11 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                 ckpt = load_checkpoint(candidate, kind=task.kind)
             except CheckpointError as err:
                 raise CheckpointError(f"{err}; this run would resume from it: move it away to start afresh") from None
+            if candidate == partial and superseded(ckpt, identity, code):
+                if dist.is_main:
+                    print(f"{partial}: the final state of an earlier training with other settings or code; training "
+                          "afresh (this run's first save replaces it)")
+                break
             check_identity(ckpt, identity)
             task.restore(ckpt)
             start, source = int(ckpt.training.get("step", 0)), candidate
@@ -217,7 +232,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             ckpt = task.checkpoint({
                 "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
                 "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
-                **(labels or {})})
+                **({"code": code} if code is not None else {}), **(labels or {})})
             kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps since "
                     "are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
             try:
@@ -283,12 +298,6 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     if curves is not None and dist.is_main:
         write_curves(curves, history)
     save(out, step)
-    if dist.is_main:
-        link_or_copy(out, partial)  # the final state, kept until the stage's last act
+    if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Files")
+        link_or_copy(out, partial)
     return LoopResult(out, step, metrics)
-
-
-def discard_resume_state(out: Path, dist: Distributed) -> None:
-    """The stage's last act once `out` is written and everything is logged (see the module docstring)."""
-    if dist.is_main:
-        resume_path(Path(out)).unlink(missing_ok=True)
