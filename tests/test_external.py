@@ -153,15 +153,19 @@ def test_a_folder_of_results_is_checked_then_evaluated_beside_put(masks, tmp_pat
     assert telea["significant"].any() == ("$^{\\dagger}$" in table1)
 
 
-def test_several_samples_per_input_fill_the_k_column_and_the_diversity_score(masks, tmp_path):
-    names = result_files(masks, "lama")
+@pytest.mark.parametrize("fmt", ["lama", "ict"])
+def test_several_samples_per_input_fill_the_k_column_and_the_diversity_score(masks, tmp_path, fmt):
+    """Sample k of a result `<name>.png` is `<name>_s<k>.png`; ICT's own numbering, `<name>_<k>.png` from its first
+    sample's `<name>_0.png` (Guided_Upsample/src/Guided_Upsampler.py:208), is read as it is."""
+    names = result_files(masks, fmt)
     results = tmp_path / "results"
     for mask, name in names.items():
         gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
         for k in range(2):
-            write_png(results / name.replace(".png", f"_s{k}.png"), np.clip(gt.astype(int) + 5 * k, 0, 255)
-                      .astype(np.uint8))
-    params = params_with(tmp_path, {"two": {"label": "Two", "citation": "x", "folder": str(results), "samples": 2}})
+            sample = name.replace(".png", f"_s{k}.png") if fmt == "lama" else name.replace("_0.png", f"_{k}.png")
+            write_png(results / sample, np.clip(gt.astype(int) + 5 * k, 0, 255).astype(np.uint8))
+    params = params_with(tmp_path, {"two": {"label": "Two", "citation": "x", "folder": str(results), "samples": 2,
+                                            "format": fmt}})
     write_external(params, "external_two", masks, tmp_path / "samples")
     jobs = read_samples(tmp_path / "samples")
     assert set(jobs["mode"]) == {"topk", "diversity"} and set(jobs[jobs["mode"] == "diversity"]["sample"]) == {0, 1}

@@ -1,13 +1,16 @@
-"""`put masks-export`: the frozen evaluation pairs in LaMa's layout and in plain folders, the manifest that brings
-results back by name, and an --out that is refused or replaced whole."""
+"""`put masks-export`: the frozen evaluation pairs in LaMa's and ICT's layouts and in plain folders (MAT's with hole
+value 0), each read back by the method's own pairing rule, the manifest that brings results back by name, and an
+--out that is refused or replaced whole."""
 
 from __future__ import annotations
 
 import glob
 import os
 import shutil
+import typing
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image
@@ -15,11 +18,13 @@ from PIL import Image
 from put.cli import main
 from put.config.bins import EVAL_GROUPS
 from put.config.evaluation import MetricProtocol
+from put.config.external import ExternalMethod
 from put.data.images import read_rgb, write_png
 from put.errors import InputError, PathError
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.export import EXPORT_MANIFEST, ExportedPair, export_masks, read_export_manifest, read_export_table
 from put.masks.io import read_mask
+from put.masks.layouts import FORMATS, sample_file
 from put.metrics.image import image_metrics
 
 SIZE = (32, 32)
@@ -72,6 +77,84 @@ def test_lama_layout_read_by_lamas_own_rule(masks_dir, tmp_path):
     assert all("mask" not in Path(name).name.lower() for name in table.image_file)
 
 
+def mat_pairs(dpath: Path, mpath: Path) -> list[tuple[str, str, np.ndarray, str]]:
+    """(image, mask, hole, output name) as MAT's generate_image.py (fenglinglwb/MAT at d273d89) pairs and names
+    them: images and masks each `sorted(glob(<dir>/*.png) + glob(<dir>/*.jpg))`, zipped by position (lines 90,
+    94-95); the mask `cv2.imread(..., IMREAD_GRAYSCALE) / 255` (line 142), 1 = known, 0 = hole (README.md:125;
+    networks/mat.py:853, `img * (1 - masks_in) + images_in * masks_in`); the output `<outdir>/<image basename>`,
+    `.jpg` made `.png` (lines 136, 152)."""
+    images = sorted(glob.glob(str(dpath) + "/*.png") + glob.glob(str(dpath) + "/*.jpg"))
+    masks = sorted(glob.glob(str(mpath) + "/*.png") + glob.glob(str(mpath) + "/*.jpg"))
+    assert len(images) == len(masks), "illegal mapping"
+    return [(i, m, cv2.imread(m, cv2.IMREAD_GRAYSCALE).astype(np.float32) / 255.0 == 0,
+             os.path.basename(i).replace(".jpg", ".png")) for i, m in zip(images, masks)]
+
+
+def ict_pairs(image_url: Path, mask_url: Path, samples: int) -> list[tuple[str, str, np.ndarray, list[str]]]:
+    """(image, mask, hole, output names) as ICT (raywzy/ICT at 59dd12d) reads and names them. Its transformer
+    (Transformer/inference.py) zips `sorted(os.listdir(...))` of both folders, expecting equal names (lines 77-78,
+    90), and takes `convert("L")` / 255 > 0.5 for hole (lines 101-104); its upsampler (Guided_Upsample/src/
+    dataset_my.py) pairs the sorted walks of both folders (load_flist, lines 223-227, 248-255), takes
+    `convert("RGB") > 0` for hole (lines 177-180), and repeats each image once per sample (lines 29-40), the
+    output of dataset item `index` being `name[:-4] + "_%d" % (index % condition_num) + ".png"` (Guided_Upsampler.py:
+    208, batch 1 without --visualize_all: run.py:36-41)."""
+    def walk(path: Path) -> list[str]:
+        return sorted(f"{d}/{f}" for d, _, files in os.walk(path) for f in files if f.endswith((".png", ".jpg")))
+
+    names, mask_names = sorted(os.listdir(image_url)), sorted(os.listdir(mask_url))
+    assert names == mask_names  # inference.py:90 prints "### Something Wrong ###" otherwise
+    assert [os.path.basename(p) for p in walk(image_url)] == [os.path.basename(p) for p in walk(mask_url)] == names
+    pairs = []
+    for i, name in enumerate(names):
+        mask = mask_url / name
+        hole = np.asarray(Image.open(mask).convert("L")) / 255.0 > 0.5
+        assert np.array_equal(hole, (np.asarray(Image.open(mask).convert("RGB")) > 0).all(axis=-1))
+        outputs = [f"{name[:-4]}_{(i * samples + j) % samples}.png" for j in range(samples)]  # index = i*k + j
+        pairs.append((str(image_url / name), str(mask), hole, outputs))
+    return pairs
+
+
+@pytest.mark.parametrize("method, samples", [("mat", 1), ("ict", 1), ("ict", 3)])
+def test_mat_and_ict_read_the_export_by_their_own_rules(masks_dir, tmp_path, method, samples):
+    """MAT, run per group on `--format folder --hole-value 0`, and ICT, on `--format ict`: every image meets its
+    own mask, read with the method's polarity, and the method writes each result at the manifest's result_file
+    (ICT's k samples at sample_file's names), given --outdir / --save_place <results>/<group>."""
+    fmt, hole_value = ("folder", 0) if method == "mat" else ("ict", 255)
+    out = tmp_path / method
+    export_masks(masks_dir, out, fmt, "demo", hole_value)
+    rows = read_export_table(out).set_index("image_file")
+    seen = set()
+    for group in EVAL_GROUPS:
+        images, masks = out / group / "images", out / group / "masks"
+        if method == "mat":
+            found = [(i, m, hole, [name]) for i, m, hole, name in mat_pairs(images, masks)]
+        else:
+            found = ict_pairs(images, masks, samples)
+        assert len(found) == len(IMAGES)
+        for image_path, mask_path, hole, outputs in found:
+            row = rows.loc[Path(image_path).relative_to(out).as_posix()]
+            assert Path(mask_path).relative_to(out).as_posix() == row.mask_file
+            np.testing.assert_array_equal(hole, hole_of(masks_dir, row["mask"]))
+            assert Image.open(image_path).mode == "RGB" and Image.open(mask_path).mode == "L"
+            written = [f"{group}/{name}" for name in outputs]
+            assert written[0] == row.result_file
+            if method == "ict":  # its own sample numbering, which the `external:` entry's `samples: k` reads
+                assert written == [sample_file(fmt, row.result_file, k) for k in range(samples)]
+            seen.add(row.result_file)
+    assert len(seen) == len(rows)
+
+
+def test_ict_layout_is_white_hole_only_and_formats_are_configurable(masks_dir, tmp_path):
+    with pytest.raises(InputError, match="ict layout's masks are white = hole"):
+        export_masks(masks_dir, tmp_path / "ict", "ict", "demo", hole_value=0)
+    assert not (tmp_path / "ict").exists()
+    # every export format is an `external:` entry's format (put/config/external.py lists them as a Literal)
+    assert typing.get_args(ExternalMethod.model_fields["format"].annotation) == FORMATS
+    assert sample_file("folder", "20-40/00001_cat.png", 2) == "20-40/00001_cat_s2.png"
+    assert sample_file("lama", "20-40/00001_cat_mask001.png", 0) == "20-40/00001_cat_mask001_s0.png"
+    assert sample_file("ict", "20-40/00001_cat_0.png", 4) == "20-40/00001_cat_4.png"
+
+
 @pytest.mark.parametrize("hole_value", [255, 0])
 def test_folder_layout_either_polarity(masks_dir, tmp_path, hole_value):
     out = tmp_path / "folder"
@@ -90,7 +173,7 @@ def test_folder_layout_either_polarity(masks_dir, tmp_path, hole_value):
     assert set(table.hole_value) == {hole_value}
 
 
-@pytest.mark.parametrize("fmt", ["lama", "folder"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_manifest_maps_every_exported_name_back(masks_dir, tmp_path, fmt):
     out = tmp_path / fmt
     export_masks(masks_dir, out, fmt, "demo")
@@ -109,7 +192,7 @@ def stand_in(image: np.ndarray, hole: np.ndarray) -> np.ndarray:
     return result
 
 
-@pytest.mark.parametrize("fmt, hole_value", [("lama", 255), ("folder", 0)])
+@pytest.mark.parametrize("fmt, hole_value", [("lama", 255), ("folder", 0), ("ict", 255)])
 def test_metrics_of_exported_results_equal_in_place(masks_dir, tmp_path, fmt, hole_value):
     """The stand-in run in memory on the pipeline's own pairs, and run on the exported files with its results
     brought back by name through the manifest: the same PSNR, SSIM and MAE, bit for bit."""

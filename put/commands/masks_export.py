@@ -1,4 +1,4 @@
-"""`put masks-export`: a preset's frozen evaluation images and masks in LaMa's layout or plain folders.
+"""`put masks-export`: a preset's frozen evaluation images and masks in LaMa's or ICT's layout or plain folders.
 
 A command of its own, not a subcommand of `put masks`: the masks stage of the DAG depends on the code of
 put/commands/masks.py and what it imports, and exporting must not make that stage re-run.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from put.commands.common import add_params_arguments, load_cli_params
 
-HELP = "export the frozen evaluation images and masks for other inpainting codebases (LaMa, plain folders)"
+HELP = "export the frozen evaluation images and masks for other inpainting codebases (LaMa, ICT, plain folders)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--masks", help="folder written by `put masks` (default: the preset's, data/<preset>/masks)")
     parser.add_argument("--format", required=True, choices=FORMATS,
                         help="lama: <group>/<name>.png beside <name>_mask001.png, white = hole, as LaMa's "
-                             "bin/predict.py reads them; folder: <group>/images/ and <group>/masks/, same names")
+                             "bin/predict.py reads them; folder: <group>/images/ and <group>/masks/, same names "
+                             "(MAT: --hole-value 0); ict: as folder, white = hole, results <name>_0.png as ICT's "
+                             "run.py writes them")
     parser.add_argument("--hole-value", type=int, choices=HOLE_VALUES, default=255,
-                        help="grey level of a hole in the exported masks (folder only; lama is always 255)")
+                        help="grey level of a hole in the exported masks (folder only; lama and ict are always 255)")
     parser.add_argument("--out", required=True,
                         help="export folder: new, empty, or an earlier export of this preset (replaced)")
     parser.set_defaults(out_folder=True)

@@ -23,7 +23,7 @@ class ExternalMethod(StrictModel):
     citation: str = Field(min_length=1, description="where it is published, printed beside the label")
     method: Literal["telea", "biharmonic"] | None = Field(None, description="a built-in classical method")
     folder: str | None = Field(None, description="completed images, named as `put masks-export`'s result_file")
-    format: Literal["lama", "folder"] = Field("lama", description="the export layout the folder's names follow "
+    format: Literal["lama", "folder", "ict"] = Field("lama", description="the export layout the folder's names follow "
                                               "(put/masks/layouts.py FORMATS)")
     samples: int = Field(1, ge=1, description="results per input: 1 (deterministic, the table's deterministic "
                          "block) or k > 1 (<name>_s0 ... _s<k-1>: the K block and the diversity score)")

@@ -2,9 +2,10 @@
 
 Reads a `put masks` folder (manifest.csv, the masks, the ground truth gt/) and writes, per mask group, either
 LaMa's layout (`<group>/<name>.png` beside `<group>/<name>_mask001.png`, white = hole) or plain
-`<group>/images/` and `<group>/masks/` folders of matching names, with a manifest that maps every exported name
-back to its group, test image and mask. What LaMa's code reads, and why the names look as they do:
-docs/pipeline.md, "Exporting the evaluation masks".
+`<group>/images/` and `<group>/masks/` folders of matching names (`folder`; `ict`: white = hole, results named as
+ICT names them), with a manifest that maps every exported name back to its group, test image and mask. What
+LaMa's code reads, and why the names look as they do: docs/pipeline.md, "Exporting the evaluation masks"; MAT's
+and ICT's: docs/external.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from put.errors import InputError, PathError
 from put.io.files import atomic_dir, atomic_write_text, read_csv
 from put.masks.evaluation import read_manifest
 from put.masks.io import MaskError, keep_mask_from_array, read_mask_values, size_mismatch
-from put.masks.layouts import FORMATS, HOLE_VALUES, exported_name, layout
+from put.masks.layouts import FIXED_HOLE_VALUE, FORMATS, HOLE_VALUES, exported_name, layout
 
 EXPORT_MANIFEST = "export_manifest.csv"  # not manifest.csv: an export is never mistaken for a `put masks` folder
 EXPORT_COLUMNS = ("preset", "format", "hole_value", "group", "image", "mask", "image_file", "mask_file",
@@ -40,10 +41,10 @@ def _check_options(fmt: str, hole_value: int) -> None:
         raise InputError(f"export format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if hole_value not in HOLE_VALUES:
         raise InputError(f"hole value must be one of {', '.join(map(str, HOLE_VALUES))}, got {hole_value!r}")
-    if fmt == "lama" and hole_value != 255:
-        # LaMa's bin/predict.py takes every non-zero mask pixel as hole: a black-hole mask would inpaint the rest.
-        raise InputError("the lama layout's masks are white = hole (LaMa reads mask > 0 as hole); hole value "
-                         f"{hole_value} is for --format folder")
+    fixed, reader = FIXED_HOLE_VALUE.get(fmt, (hole_value, ""))
+    if hole_value != fixed:  # e.g. a black-hole mask for LaMa would inpaint the rest
+        raise InputError(f"the {fmt} layout's masks are {'white' if fixed == 255 else 'black'} = hole ({reader}); "
+                         f"hole value {hole_value} is for --format folder")
 
 
 def _check_out(out: Path, preset: str, masks_dir: Path) -> None:

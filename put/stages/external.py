@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from put.config.external import EXTERNAL_PREFIX, SAMPLE_INFIX, ExternalMethod
+from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, ParamsError
 from put.data.images import open_image, read_rgb, write_png
 from put.external.builtin import inpaint
@@ -19,6 +19,7 @@ from put.io.files import atomic_dir, atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.export import result_files
 from put.masks.io import read_mask
+from put.masks.layouts import sample_file
 from put.stages.sample import SAMPLES_MANIFEST, sampling_jobs
 from put.tracking.base import NullTracker, tracked
 from put.tracking.spool import stage_tracker
@@ -41,8 +42,7 @@ def external_jobs(params: Params, entry: ExternalMethod, masks: Path) -> pd.Data
     jobs = jobs[jobs["mode"] != ("all" if entry.stochastic else "topk")].reset_index(drop=True)
     if entry.folder is not None:
         names = result_files(masks, entry.format)
-        jobs["result"] = [names[m] if not entry.stochastic else
-                          str(Path(names[m]).with_name(f"{Path(names[m]).stem}{SAMPLE_INFIX}{k}.png"))
+        jobs["result"] = [names[m] if not entry.stochastic else sample_file(entry.format, names[m], k)
                           for m, k in zip(jobs["mask"], jobs["sample"])]
     return jobs
 
