@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import typing
 from pathlib import Path
 
 import cv2
@@ -18,7 +17,6 @@ from PIL import Image
 from put.cli import main
 from put.config.bins import EVAL_GROUPS
 from put.config.evaluation import MetricProtocol
-from put.config.external import ExternalMethod
 from put.data.images import read_rgb, write_png
 from put.errors import InputError, PathError
 from put.masks.evaluation import read_manifest, write_eval_masks
@@ -144,12 +142,10 @@ def test_mat_and_ict_read_the_export_by_their_own_rules(masks_dir, tmp_path, met
     assert len(seen) == len(rows)
 
 
-def test_ict_layout_is_white_hole_only_and_formats_are_configurable(masks_dir, tmp_path):
+def test_ict_layout_is_white_hole_only_and_names_its_samples_as_ict_does(masks_dir, tmp_path):
     with pytest.raises(InputError, match="ict layout's masks are white = hole"):
         export_masks(masks_dir, tmp_path / "ict", "ict", "demo", hole_value=0)
     assert not (tmp_path / "ict").exists()
-    # every export format is an `external:` entry's format (put/config/external.py lists them as a Literal)
-    assert typing.get_args(ExternalMethod.model_fields["format"].annotation) == FORMATS
     assert sample_file("folder", "20-40/00001_cat.png", 2) == "20-40/00001_cat_s2.png"
     assert sample_file("lama", "20-40/00001_cat_mask001.png", 0) == "20-40/00001_cat_mask001_s0.png"
     assert sample_file("ict", "20-40/00001_cat_0.png", 4) == "20-40/00001_cat_4.png"

@@ -4,7 +4,7 @@ either completed images another codebase wrote into a folder, or a classical met
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -12,6 +12,9 @@ from put.config.model import StrictModel
 
 EXTERNAL_PREFIX = "external_"  # an external entry NAME is evaluated under the label external_NAME
 BUILTIN_METHODS: tuple[str, ...] = ("telea", "biharmonic")  # put/external/builtin.py
+# The layouts `put masks-export` writes and an entry's folder can follow (put/masks/layouts.py names their files).
+ExportFormat = Literal["lama", "folder", "ict"]
+EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 SAMPLE_INFIX = "_s"  # several results per input: <result file stem>_s<k>.png, k = 0, 1, ...
 
 
@@ -23,8 +26,8 @@ class ExternalMethod(StrictModel):
     citation: str = Field(min_length=1, description="where it is published, printed beside the label")
     method: Literal["telea", "biharmonic"] | None = Field(None, description="a built-in classical method")
     folder: str | None = Field(None, description="completed images, named as `put masks-export`'s result_file")
-    format: Literal["lama", "folder", "ict"] = Field("lama", description="the export layout the folder's names follow "
-                                              "(put/masks/layouts.py FORMATS)")
+    format: ExportFormat = Field("lama", description="the export layout the folder's names follow "
+                                 "(put/masks/layouts.py)")
     samples: int = Field(1, ge=1, description="results per input: 1 (deterministic, the table's deterministic "
                          "block) or k > 1 (<name>_s0 ... _s<k-1>: the K block and the diversity score)")
 

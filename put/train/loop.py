@@ -172,7 +172,8 @@ def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
 
 def superseded(ckpt: Checkpoint, identity: dict, code: str | None) -> bool:
     """Whether a state is the final one of a finished training made with other settings or other code: kept after
-    its stage only for a retry of that same stage (docs/cluster.md, "Training resumes"), it is neither resumed nor an error."""
+    its stage only for a retry of that same stage (docs/cluster.md, "Training resumes"), it is neither resumed nor
+    an error."""
     training, saved = ckpt.training, json.loads(ckpt.training.get("identity", "null"))
     finished = training.get("step", 0) >= training.get("iterations", math.inf)
     same = saved is not None and identity_digest(saved) == identity_digest(identity) and training.get("code") == code
