@@ -500,8 +500,8 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
             return
         with offline_page() as page:  # exactly the link the user is given
             page.goto(link)
-            for variant in VARIANTS:
-                page.get_by_text(f"evaluate {variant}", exact=True).wait_for(timeout=60_000)
+            for label in COMMITTED.evaluated_labels():  # the variants and the external baselines
+                page.get_by_text(f"evaluate {label}", exact=True).wait_for(timeout=60_000)
             for metric in ("k50/10-60/psnr", "k50/10-60/ssim"):  # columns of the table, on screen
                 header = page.locator(".ag-header-cell", has_text=metric)
                 header.first.wait_for(timeout=10_000)

@@ -4,12 +4,14 @@ metrics, datasets and system metrics."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import json
 import subprocess
 import time
 import uuid
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -232,6 +234,27 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     assert len(digest) == 16
     view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
     assert view["name"].startswith("Variants side by side") and view["state"].startswith("deflate;")
+
+
+def saved_view(client) -> dict:
+    """The state of the experiment's saved view of the evaluations (MLflow's packed `deflate;base64` JSON)."""
+    tag = json.loads(client.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
+    return json.loads(zlib.decompress(base64.b64decode(tag["state"].removeprefix("deflate;"))))
+
+
+def test_the_saved_view_keeps_every_evaluations_columns(tracking, tmp_path):
+    """A deterministic method (an external baseline: mode `all` only) evaluated after the variants leaves their
+    top-K columns in the view and its order by top-K PSNR (it replaced them once, and the UI lost the column)."""
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("image,mask,group\na.png,m.png,10-60\n")
+    cell = {"10-60": {"psnr": 21.0, "ssim": 0.7}}
+    for variant, metrics in (("put", {"k50": cell, "all": cell}), ("external_telea", {"all": cell})):
+        with tracked(MlflowTracker("demo", variant, "evaluate", "dag0004aaaaa")) as tracker:
+            tracker.log_evaluation(metrics, manifest)
+    view = saved_view(tracking)
+    assert [c for c in view["columnOrder"] if "/" in c] == [
+        "metrics.`k50/10-60/psnr`", "metrics.`k50/10-60/ssim`", "metrics.`all/10-60/psnr`", "metrics.`all/10-60/ssim`"]
+    assert view["orderByKey"] == "metrics.`k50/10-60/psnr`"
 
 
 def test_seed_replicates_have_their_own_runs_grouped_by_configuration_with_versions(tracking):

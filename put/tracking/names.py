@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 VARIANTS_VIEW = "put-variants"  # the saved runs-table view of the evaluations (docs/mlflow.md)
+VIEW_METRICS_TAG = "put.view_metrics"  # the experiment's evaluation columns so far, which the saved view shows
 CODE_TAG = "put.code"  # a stage run's code version (put/tracking/source.py): part of the run's identity
 SUPERSEDED = "put.superseded_by"  # on a run whose stage was re-run with other code: the newer run's id
 LOGGED_FROM = "put.logged_from"  # "outputs": the stage did not run; `put track` logged its run from its outputs

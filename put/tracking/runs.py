@@ -30,6 +30,7 @@ from put.tracking.names import (
     UI_HOST,
     UI_PORT,
     VARIANTS_VIEW,
+    VIEW_METRICS_TAG,
     experiment_name,
     flatten,
     metric_names,
@@ -400,14 +401,19 @@ class MlflowTracker(NullTracker):
         self.use_model("transformer")
         flat = metric_names(metrics)
         self.log_metrics(flat, 0, **links, **({"model_id": self.model_id} if self.model_id else {}))
-        shown = [k for k in flat if k.endswith(("/psnr", "/ssim")) and k.count("/") == 2
-                 and not k.startswith("bins/")]
-        if shown:  # top-K sampling first (the paper's PUT row), its 10-60% PSNR the order
-            shown.sort(key=lambda k: (k.startswith("all/"), "/10-60/" not in k, k))
+        shown = {k for k in flat if k.endswith(("/psnr", "/ssim")) and k.count("/") == 2 and not k.startswith("bins/")}
+        if not shown:
+            return
+        # The columns of every evaluation so far: one of a deterministic method (mode `all` only) hides no other.
+        # Top-K sampling first (the paper's PUT row), its 10-60% PSNR the order.
+        with self.lock:
+            earlier = self.client.get_experiment(self.experiment).tags.get(VIEW_METRICS_TAG, "")
+            shown = sorted(shown | set(filter(None, earlier.split(","))),
+                           key=lambda k: (k.startswith("all/"), "/10-60/" not in k, k))
             sort_key = next(k for k in shown if k.endswith("/psnr"))
-            with self.lock:
-                self.client.set_experiment_tag(self.experiment, f"mlflow.sharedViewState.{VARIANTS_VIEW}",
-                                               variants_view(shown, sort_key))
+            self.client.set_experiment_tag(self.experiment, VIEW_METRICS_TAG, ",".join(shown))
+            self.client.set_experiment_tag(self.experiment, f"mlflow.sharedViewState.{VARIANTS_VIEW}",
+                                           variants_view(shown, sort_key))
 
     def finish(self, status: str = "FINISHED") -> None:
         """The run's end, unless a later attempt has started on it (a spooled KILLED of attempt 1, replayed,
