@@ -25,7 +25,14 @@ from put.stages.prepare import run_prepare
 from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
 from put.train.launch import TORCHRUN
-from put.train.loop import MIN_STEP_ENV, STOPPED_EXIT_CODE, TrainingDiverged, TrainingStopped, resume_path
+from put.train.loop import (
+    MIN_STEP_ENV,
+    STOPPED_EXIT_CODE,
+    TrainingDiverged,
+    TrainingStopped,
+    final_state_path,
+    resume_path,
+)
 
 TINY_PARAMS = {
     "preset": "demo",
@@ -83,20 +90,26 @@ def stop_at(step_to_stop: int, task_cls):
     return train_step
 
 
+def final_state(out: Path) -> Path:
+    from put.stages.train import training_code
+
+    return final_state_path(out, training_code("train-pvqvae" if "pvqvae" in out.name else "train-transformer"))
+
+
 def test_a_kill_after_the_stage_ended_leaves_the_final_state_for_its_retry(workdir, tmp_path, capsys, trained_pvqvae):
     """A time limit in a job's last seconds, after the training command exited 0 (while Snakemake's job step or DVC
     records it): the job counts as failed and Snakemake deletes its output, so the final state must still be there
     for the retry, which writes the same checkpoint again instead of training anew."""
-    out, straight = tmp_path / "p.pt", trained_pvqvae
+    out, straight = tmp_path / "pvqvae.pt", trained_pvqvae
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
     assert out.read_bytes() == straight.read_bytes()  # two runs, one checkpoint: DVC sees no change in a re-run
-    assert resume_path(out).samefile(out)  # the final state, a hard link: no second copy on disk
+    assert final_state(out).samefile(out) and not resume_path(out).exists()  # a hard link: no second copy on disk
     out.unlink()  # what Snakemake does to a failed job's output
     capsys.readouterr()
     train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu")
-    assert f"already trained for 8 iterations with these settings; written again from {resume_path(out)}" \
+    assert f"already trained for 8 iterations with these settings; written again from {final_state(out)}" \
         in capsys.readouterr().out
-    assert out.read_bytes() == straight.read_bytes() and resume_path(out).samefile(out)
+    assert out.read_bytes() == straight.read_bytes() and final_state(out).samefile(out)
 
 
 def test_a_finished_state_of_other_settings_or_code_is_trained_again(workdir, tmp_path, monkeypatch, capsys,
@@ -105,21 +118,26 @@ def test_a_finished_state_of_other_settings_or_code_is_trained_again(workdir, tm
     earlier training kept is neither reused (new code must train) nor refused as a stale state."""
     import put.stages.train as train_stage
 
-    out = tmp_path / "p.pt"
+    out = tmp_path / "pvqvae.pt"
     train_pvqvae(load_params(write_params(workdir, tmp_path / "six.yaml", iterations=6)), "put", workdir / "splits",
                  out, device="cpu")
-    for change in ("settings", "code"):
-        out.unlink()
-        capsys.readouterr()
-        with monkeypatch.context() as m:
-            if change == "code":
-                m.setattr(train_stage, "training_code", lambda command: "edited")
-            assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
-        printed = capsys.readouterr().out
-        assert "the final state of an earlier training with other settings or code; training afresh" in printed
-        assert "resuming" not in printed and "already trained" not in printed, change
-        assert states_equal(load_checkpoint(out).model, load_checkpoint(trained_pvqvae).model), change  # afresh
-        assert resume_path(out).samefile(out), change
+    earlier = final_state(out)
+    out.unlink()
+    capsys.readouterr()
+    assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+    printed = capsys.readouterr().out
+    assert f"{earlier}: the final state of an earlier training with other settings; training afresh" in printed
+    assert "resuming" not in printed and "already trained" not in printed
+    assert out.read_bytes() == trained_pvqvae.read_bytes() and earlier.samefile(out)  # trained afresh: the same
+    out.unlink()
+    with monkeypatch.context() as m:
+        m.setattr(train_stage, "training_code", lambda command: "edited")
+        assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+    printed = capsys.readouterr().out
+    assert f"removed {earlier}: the final state of an earlier training by other code" in printed
+    assert "already trained" not in printed and not earlier.exists()
+    assert out.read_bytes() == trained_pvqvae.read_bytes()  # the checkpoint does not record the code version
+    assert final_state_path(out, "edited").samefile(out)
 
 
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
@@ -158,7 +176,8 @@ def test_interrupted_and_resumed_run_is_bit_identical(workdir, tmp_path, monkeyp
     raw["overrides"][f"{stage}_train"]["num_workers"] = 2
     (tmp_path / "workers.yaml").write_text(yaml.safe_dump(raw))
     run(resumed, load_params(tmp_path / "workers.yaml"))
-    assert resume_path(resumed).samefile(resumed)  # the final state kept for a retry (a hard link)
+    (final,) = tmp_path.glob("resumed.final-*.pt")  # the final state kept for a retry, the resumable one gone
+    assert final.samefile(resumed) and not resume_path(resumed).exists()
     a, b = load_checkpoint(straight), load_checkpoint(resumed)
     assert states_equal(a.model, b.model)
     assert a.training["step"] == b.training["step"] == 8

@@ -79,6 +79,13 @@ def resume_path(out: Path) -> Path:
     return out.with_name(out.stem + ".resume" + out.suffix)
 
 
+def final_state_path(out: Path, code: str) -> Path:
+    """Where a finished training keeps its final state (a hard link to `out`) for a retry of its stage by the same
+    code, `code` being that code's version: a re-run after an edit never mistakes it for its own (docs/cluster.md,
+    "Training resumes")."""
+    return out.with_name(f"{out.stem}.final-{code}{out.suffix}")
+
+
 class StopSignal:
     """Turns SIGTERM / SIGUSR1 (Slurm's warnings before a time limit or preemption) into a flag the loop
     polls after each step, so the state can be saved before the process exits."""
@@ -130,11 +137,16 @@ def identity_digest(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
+def same_identity(ckpt: Checkpoint, identity: dict) -> bool:
+    saved = json.loads(ckpt.training.get("identity", "null"))
+    return saved is not None and identity_digest(saved) == identity_digest(identity)
+
+
 def check_identity(ckpt: Checkpoint, identity: dict) -> None:
     """Refuses a state whose recorded identity differs from `identity`, naming what changed."""
-    saved = json.loads(ckpt.training.get("identity", "null"))
-    if saved is not None and identity_digest(saved) == identity_digest(identity):
+    if same_identity(ckpt, identity):
         return
+    saved = json.loads(ckpt.training.get("identity", "null"))
     if saved is None:
         changes = "it records no settings (written by an older version of this code)"
     else:
@@ -170,39 +182,33 @@ def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
             writer.writerows(rows)
 
 
-def superseded(ckpt: Checkpoint, identity: dict, code: str | None) -> bool:
-    """Whether a state is the final one of a finished training made with other settings or other code: kept after
-    its stage only for a retry of that same stage (docs/cluster.md, "Training resumes"), it is neither resumed nor
-    an error."""
-    training, saved = ckpt.training, json.loads(ckpt.training.get("identity", "null"))
-    finished = training.get("step", 0) >= training.get("iterations", math.inf)
-    same = saved is not None and identity_digest(saved) == identity_digest(identity) and training.get("code") == code
-    return finished and not same
-
-
 def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
                  labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
-                 restart: bool = False, code: str | None = None) -> LoopResult:
+                 restart: bool = False, code: str) -> LoopResult:
     """`identity`: what defines this training (see the module docstring); `code`: the version of the code that
-    trains (a finished state of other code is trained again, not reused); `curves`: folder for the CSVs."""
+    trains, which names the final state kept for a retry; `curves`: folder for the CSVs."""
     out = Path(out)
-    partial = resume_path(out)
+    partial, final = resume_path(out), final_state_path(out, code)
     floor = min_step_seconds()
-    if restart and dist.is_main:
-        partial.unlink(missing_ok=True)
+    if dist.is_main:  # final states of other code: a re-run after an edit trains anew (DVC deleted `out` first)
+        for other in out.parent.glob(final_state_path(out, "*").name):
+            if other != final or restart:
+                other.unlink()
+                print(f"removed {other}: the final state of an earlier training by other code")
+        if restart:
+            partial.unlink(missing_ok=True)
     dist.barrier()
     start, source, history = 0, None, {"train": [], "eval": []}
-    for candidate in () if restart else (out, partial):  # both exist only if a run was killed after writing `out`
+    for candidate in () if restart else (out, final, partial):
         if candidate.exists():
             try:
                 ckpt = load_checkpoint(candidate, kind=task.kind)
             except CheckpointError as err:
                 raise CheckpointError(f"{err}; this run would resume from it: move it away to start afresh") from None
-            if candidate == partial and superseded(ckpt, identity, code):
+            if candidate == final and not same_identity(ckpt, identity):  # `out` deleted after a change of settings
                 if dist.is_main:
-                    print(f"{partial}: the final state of an earlier training with other settings or code; training "
-                          "afresh (this run's first save replaces it)")
-                break
+                    print(f"{final}: the final state of an earlier training with other settings; training afresh")
+                continue
             check_identity(ckpt, identity)
             task.restore(ckpt)
             start, source = int(ckpt.training.get("step", 0)), candidate
@@ -211,9 +217,9 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     if source is not None and start >= config.iterations:  # finished: `out`, or its state kept when a kill
         if dist.is_main:                                         # came after training (see the module docstring)
             print(f"{out}: already trained for {start} iterations with these settings; "
-                  + ("nothing to do" if source == out else f"written again from {partial}"))
+                  + ("nothing to do" if source == out else f"written again from {source}"))
             if source != out:
-                link_or_copy(partial, out)
+                link_or_copy(source, out)
             if curves is not None:
                 write_curves(curves, history)
         dist.barrier()
@@ -233,7 +239,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             ckpt = task.checkpoint({
                 "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
                 "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
-                **({"code": code} if code is not None else {}), **(labels or {})})
+                **(labels or {})})
             kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps since "
                     "are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
             try:
@@ -300,5 +306,6 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
         write_curves(curves, history)
     save(out, step)
     if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Training resumes")
-        link_or_copy(out, partial)
+        link_or_copy(out, final)
+        partial.unlink(missing_ok=True)
     return LoopResult(out, step, metrics)
