@@ -43,7 +43,7 @@ MiB = 2**20
 LIMITS = {"--max-upload-mb": "1", "--max-pixels": str(128 * 128), "--max-job-pixels": str(4 * 128 * 128),
           "--max-samples": "8", "--max-queued": "4", "--max-store-mb": "1", "--max-results-mb": "1",
           "--max-models": "2", "--max-running": "2"}
-BIG_MODELS = 4  # loaded after the mix, one after another: twice --max-models
+BIG_MODELS = 6  # loaded after the mix, one after another: three times --max-models
 BIG = {"n_layer": 2, "n_head": 8, "n_embd": 512}  # the tiny preset with a wider transformer: some 25 MiB of weights
 # What those limits let the server hold above its warm size: uploads and results kept (1 + 1 MiB), four slots of
 # work (a 1 MiB body and its decoding each), two models' queues of 4 requests and a running one each, and the
@@ -306,15 +306,16 @@ def test_models_beyond_max_models_are_unloaded_and_memory_stays_that_of_max_mode
         wait_until_idle(url, body["jobs"], time.monotonic() + 120)
         assert json.loads(request(f"{url}/api/jobs/{body['jobs'][0]}")[1])["state"] == "done"
         rss.append(status_kb(pid, "VmRSS"))
-    growth = rss[-1] - rss[max_models - 1]  # from max_models loaded to twice as many loaded in turn
+    growth = rss[-1] - rss[max_models - 1]  # from max_models loaded to three times as many loaded in turn
     figures = {"models_loaded_in_turn": BIG_MODELS, "max_models": max_models,
                "model_weights_mib": round(weights / MiB, 1),
                "rss_after_each_model_mib": [round(r / MiB, 1) for r in rss],
                "rss_growth_beyond_max_models_mib": round(growth / MiB, 1)}
     print(json.dumps(figures, indent=1))
-    # unbounded: (BIG_MODELS - max_models) x weights and more (77 MiB measured); bounded, the allocator's slack of
-    # each load (13 to 19 MiB measured for the two by the change that wrote this, 43 MiB in three runs since)
-    assert growth <= 2 * weights, figures
+    # Unbounded, (BIG_MODELS - max_models) x weights and more: 4 x 24 MiB. Bounded, the allocator's slack of each
+    # load, although the server hands freed memory back (put/serve/loaded.py, trim_heap): 10 to 31 MiB measured
+    # for two models past the bound, up to 55 MiB on a loaded machine without the trim.
+    assert growth <= 3 * weights, figures
     loaded = [m["id"] for m in json.loads(request(f"{url}/api/info")[1])["models"] if m["loaded"]]
     assert loaded == [f"tiny/big_{i}" for i in range(BIG_MODELS - max_models, BIG_MODELS)]
     report(figures)

@@ -5,6 +5,7 @@ request tries the capture again instead of sampling eagerly for the server's lif
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 from collections import Counter, OrderedDict
@@ -16,6 +17,16 @@ import torch
 from put.models.put_model import PUTModel
 from put.sampling.engine import Sampler, resolve_engine
 from put.serve.catalog import ModelEntry
+
+
+def trim_heap() -> None:
+    """Hands the heap's free memory back to the system (glibc's malloc_trim): glibc keeps what an unloaded model's
+    weights freed in its arenas, so the server's resident memory would stay that of every model it ever loaded.
+    Elsewhere (no glibc) nothing."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class LoadedModels:
@@ -83,6 +94,7 @@ class LoadedModels:
             entry.unload()
         if evicted:
             gc.collect()  # the weights go now, not at some later collection
+            trim_heap()
             if torch.cuda.is_available() and self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
 
