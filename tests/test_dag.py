@@ -604,6 +604,8 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     table1 = (repo / report_dir("demo") / "table1.tex").read_text()
     table3 = (repo / report_dir("demo") / "table3.tex").read_text()
     generations = (repo / report_dir("demo") / "generations.tex").read_text()  # the CVPR and TPAMI models
+    for entry in COMMITTED.external.values():  # the built-in baselines: measured rows, run as the caption says
+        assert f"& {entry.label} &" in table1 and f"{entry.label} ({entry.citation}): built in here" in table1
     for variant in VARIANTS:
         metrics = json.loads((repo / metrics_file("demo", variant)).read_text())  # {mode: {group: {metric: value}}}
         for mode, groups in metrics.items():
