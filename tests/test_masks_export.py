@@ -17,12 +17,13 @@ from PIL import Image
 from put.cli import main
 from put.config.bins import EVAL_GROUPS
 from put.config.evaluation import MetricProtocol
+from put.config.external import EXPORT_FORMATS
 from put.data.images import read_rgb, write_png
 from put.errors import InputError, PathError
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.export import EXPORT_MANIFEST, ExportedPair, export_masks, read_export_manifest, read_export_table
 from put.masks.io import read_mask
-from put.masks.layouts import FORMATS, sample_file
+from put.masks.layouts import sample_file
 from put.metrics.image import image_metrics
 
 SIZE = (32, 32)
@@ -169,7 +170,7 @@ def test_folder_layout_either_polarity(masks_dir, tmp_path, hole_value):
     assert set(table.hole_value) == {hole_value}
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", EXPORT_FORMATS)
 def test_manifest_maps_every_exported_name_back(masks_dir, tmp_path, fmt):
     out = tmp_path / fmt
     export_masks(masks_dir, out, fmt, "demo")

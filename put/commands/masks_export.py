@@ -15,11 +15,12 @@ HELP = "export the frozen evaluation images and masks for other inpainting codeb
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from put.masks.layouts import FORMATS, HOLE_VALUES
+    from put.config.external import EXPORT_FORMATS
+    from put.masks.layouts import HOLE_VALUES
 
     add_params_arguments(parser)
     parser.add_argument("--masks", help="folder written by `put masks` (default: the preset's, data/<preset>/masks)")
-    parser.add_argument("--format", required=True, choices=FORMATS,
+    parser.add_argument("--format", required=True, choices=EXPORT_FORMATS,
                         help="lama: <group>/<name>.png beside <name>_mask001.png, white = hole, as LaMa's "
                              "bin/predict.py reads them; folder: <group>/images/ and <group>/masks/, same names "
                              "(MAT: --hole-value 0); ict: as folder, white = hole, results <name>_0.png as ICT's "

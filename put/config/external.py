@@ -29,7 +29,8 @@ class ExternalMethod(StrictModel):
     format: ExportFormat = Field("lama", description="the export layout the folder's names follow "
                                  "(put/masks/layouts.py)")
     samples: int = Field(1, ge=1, description="results per input: 1 (deterministic, the table's deterministic "
-                         "block) or k > 1 (<name>_s0 ... _s<k-1>: the K block and the diversity score)")
+                         "block) or k > 1 (named by put/masks/layouts.py's sample_file: the K block and the "
+                         "diversity score)")
 
     @model_validator(mode="after")
     def _one_source(self) -> ExternalMethod:

@@ -18,12 +18,13 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from put.config.external import EXPORT_FORMATS
 from put.data.images import open_image, write_png
 from put.errors import InputError, PathError
 from put.io.files import atomic_dir, atomic_write_text, read_csv
 from put.masks.evaluation import read_manifest
 from put.masks.io import MaskError, keep_mask_from_array, read_mask_values, size_mismatch
-from put.masks.layouts import FIXED_HOLE_VALUE, FORMATS, HOLE_VALUES, exported_name, layout
+from put.masks.layouts import FIXED_HOLE_VALUE, HOLE_VALUES, exported_name, layout
 
 EXPORT_MANIFEST = "export_manifest.csv"  # not manifest.csv: an export is never mistaken for a `put masks` folder
 EXPORT_COLUMNS = ("preset", "format", "hole_value", "group", "image", "mask", "image_file", "mask_file",
@@ -37,8 +38,8 @@ class ExportedPair(NamedTuple):
 
 
 def _check_options(fmt: str, hole_value: int) -> None:
-    if fmt not in FORMATS:
-        raise InputError(f"export format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if hole_value not in HOLE_VALUES:
         raise InputError(f"hole value must be one of {', '.join(map(str, HOLE_VALUES))}, got {hole_value!r}")
     fixed, reader = FIXED_HOLE_VALUE.get(fmt, (hole_value, ""))

@@ -11,9 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from put.config.external import EXPORT_FORMATS, SAMPLE_INFIX
-
-FORMATS = EXPORT_FORMATS  # the layouts, listed where an `external:` entry's `format` is checked
+from put.config.external import SAMPLE_INFIX
 
 HOLE_VALUES: tuple[int, ...] = (255, 0)  # the grey level of a hole pixel in an exported mask; the rest is the other
 # Formats whose reader fixes the polarity: the hole value they take, and the line of their code that reads it.
