@@ -12,8 +12,6 @@ from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import NoReturn
 
-import torch
-
 from put.commands import COMMANDS
 from put.errors import BUG_REPORT, PutError, describe
 from put.io.diskspace import as_disk_full
@@ -52,12 +50,15 @@ def refuse_conflicts(parser: argparse.ArgumentParser, args: argparse.Namespace,
                 parser.error(f"{option_name(parser, option)} cannot be combined with {shown}: {why}")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The `put` parser and each subcommand's."""
+def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `put` parser and each subcommand's; with `only`, that subcommand's alone: a DAG stage imports its own
+    command's module, not all 25 (some of which ask torch for a default device)."""
     parser = CommandParser(prog="put", description="PUT pluralistic image inpainting (CVPR 2022)")
     sub = parser.add_subparsers(dest="command", required=True)
     commands = {}
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(module_name)
         command = commands[name] = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
@@ -66,7 +67,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, commands = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser, commands = build_parser(words[0] if words and words[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     refuse_conflicts(commands[args.command], args, args.conflicts)
     outputs = outputs_of(args)
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 log.enter_context(OutputLock(outputs)).hand_over()
                 launch(args.nodes, processes_per_node(args.gpus), sys.argv[1:] if argv is None else argv)
             if threads := threads_per_process():
+                import torch  # here, not at the top: `put config`, `put split` and `put report` do not need it
+
                 torch.set_num_threads(threads)
             handed_over = os.environ.get(HANDED_OVER_ENV) if launched_worker() else None  # by our own launcher
             with OutputLock(outputs, handed_over) if outputs and worker_rank() == 0 else nullcontext():

@@ -28,6 +28,7 @@ from put.commands.track import instance_run_name
 from put.config import TPAMI_VARIANT, VARIANTS
 from put.config.params import ParamsError, load_params
 from put.config.paths import (
+    CODE_VERSIONS,
     PREPARED_DIR,
     PVQVAE_CURVES,
     REPORT_PDF,
@@ -39,6 +40,7 @@ from put.config.paths import (
     split_dir,
 )
 from put.dag import dvc_plots, dvc_yaml
+from put.dag.code import all_sources, code_key
 from put.dag.declaration import CONFIG, REPLICATED, STAGES, stage
 from put.dag.dvc_yaml import instance_command
 from put.dag.graph import downstream, instances, output_paths
@@ -81,7 +83,9 @@ def _dvc_stages(repo: Path) -> dict[str, dict]:
     with Repo(str(repo)) as dvc:
         return {stage.name: {"cmd": stage.cmd, "outs": {os.path.relpath(o.fs_path, repo) for o in stage.outs},
                                    "deps": {os.path.relpath(d.fs_path, repo) for d in stage.deps
-                                            if not hasattr(d, "params")}}
+                                            if not hasattr(d, "params")},
+                                   "params": {(os.path.relpath(d.fs_path, repo), key) for d in stage.deps
+                                              if hasattr(d, "params") for key in d.params or ()}}
                 for stage in dvc.index.stages}
 
 
@@ -157,15 +161,25 @@ def test_both_front_ends_run_the_same_commands_on_the_same_files(tmp_path, extra
     snake = planned_jobs(plan.stdout)
     assert set(dvc) == set(snake) == expected
     bookkeeping = re.compile(r"^(\.snakemake/put/|put/config/presets\.yaml$)")
+    code_versions = str(path_of(CODE_VERSIONS, "demo"))
+    params = load_params(repo / "params.yaml")
+    commands = {declared.key(name): declared.command for declared, name in instances(params)}
     for key, entry in dvc.items():
         job = snake[key]
         assert entry["outs"] == job["outputs"], key
-        inputs = {i for i in job["inputs"] if not bookkeeping.match(i)}
+        inputs = {i for i in job["inputs"] if not bookkeeping.match(i) and not i.startswith("put/")}
         # DVC depends on the folder of every metrics file (it also holds the official entries' ones).
         inputs = {next((d for d in entry["deps"] if i.startswith(d + "/")), i) for i in inputs}
-        assert entry["deps"] - {"put/config/presets.yaml"} == inputs, key
+        assert {d for d in entry["deps"] if not d.startswith("put/")} - {"put/config/presets.yaml"} == inputs, key
         assert normalised(entry["cmd"]).replace("${preset}", "demo") == normalised(job["shell"]), key
-    params = load_params(repo / "params.yaml")
+        # The code a job runs: a Snakemake rule's inputs; for DVC the `config` stage's dependencies, and each
+        # stage's parameter, its command's version (put/dag/code.py).
+        code = {i for i in job["inputs"] if i.startswith("put/")}
+        assert code, key
+        if key == "config":
+            assert code < entry["deps"] and set(all_sources()) <= entry["deps"], key
+        else:
+            assert not entry["deps"] & code and (code_versions, code_key(commands[key])) in entry["params"], key
     for declared, name in instances(params):  # `put track` parses each stage's command line as DVC runs it
         command = " ".join(["python -m put", *instance_command(declared, name, "demo", params)])
         key = declared.key(name)
@@ -228,14 +242,27 @@ def placeholder_outputs(repo: Path) -> None:
                 target.write_text("{}")
 
 
-def out_of_date(repo: Path) -> tuple[set[str], set[str]]:
-    """(stages `dvc status` lists, jobs `snakemake --dry-run` plans)."""
+def dvc_status(repo: Path) -> set[str]:
+    """The stages `dvc status` lists."""
     status = subprocess.run([str(BIN / "dvc"), "status", "--json"], cwd=repo, capture_output=True, text=True,
                             env=ENV, timeout=300)
     assert status.returncode == 0, status.stderr[-2000:]
+    return set(json.loads(status.stdout or "{}"))
+
+
+def out_of_date(repo: Path) -> tuple[set[str], set[str]]:
+    """(stages `dvc status` lists, jobs `snakemake --dry-run` plans)."""
     plan = snakemake(repo, "-n", "-p", "--cores", "1")
     assert plan.returncode == 0, plan.stderr[-3000:]
-    return set(json.loads(status.stdout or "{}")), set(planned_jobs(plan.stdout))
+    return dvc_status(repo), set(planned_jobs(plan.stdout))
+
+
+def resolve(repo: Path) -> None:
+    """What the `config` stage runs: the resolved parameters and the stage commands' code versions."""
+    command = instance_command(CONFIG, None, "demo", load_params(repo / "params.yaml"))
+    done = subprocess.run([sys.executable, "-m", "put", *command], cwd=repo, env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def edited(path: Path, old: str, new: str):
@@ -258,8 +285,7 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
     """Both front ends, from a state where every stage is up to date (placeholder outputs, recorded as such)."""
     repo = working_copy(tmp_path / "repo")
     run = dict(cwd=repo, env=ENV, capture_output=True, text=True, timeout=600)
-    assert subprocess.run([sys.executable, "-m", "put", "config", "--out", str(path_of(CONFIG.outputs["--out"].pattern,
-                                                                                       "demo"))], **run).returncode == 0
+    resolve(repo)
     placeholder_outputs(repo)
     assert subprocess.run([str(BIN / "dvc"), "commit", "--force", "--quiet"], **run).returncode == 0
     assert snakemake(repo, "--touch", "--forceall", "--cores", "1", "all").returncode == 0
@@ -278,9 +304,15 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
     }
     for name, expected in code_edits.items():
         with edited(repo / name, '"""', '"""Edited. '):
+            # DVC: the `config` stage depends on every source file, and writes each stage command's code version,
+            # which the stages track (put/dag/code.py); Snakemake: each rule on its command's sources.
             status, plan = out_of_date(repo)
-        assert status == expected, name
+            resolve(repo)
+            resolved = dvc_status(repo)
+        assert status == {"config"}, name
+        assert resolved == {"config"} | expected, name
         assert plan == downstream(expected, params=params), name
+        resolve(repo)
     assert out_of_date(repo) == (set(), set())
 
     # A parameter's value: DVC's `config` stage re-resolves it; then only the stages reading it are out of date.
@@ -292,10 +324,8 @@ def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
         # Snakemake resolves at parse time: `config` (its input changed), the rules reading the value, and what
         # follows them -- not every stage below `config`, since no rule but the report reads its output.
         assert plan == {"config"} | downstream({"report"} | readers, params=params)
-        resolved = subprocess.run([sys.executable, "-m", "put", "config", "--out", str(path_of(
-            CONFIG.outputs["--out"].pattern, "demo"))], **run)
-        assert resolved.returncode == 0
-        status, _ = out_of_date(repo)
+        resolve(repo)
+        status = dvc_status(repo)
         # The report reads the whole resolved file (it prints it).
         assert status == {"config", "report"} | readers
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-
 from put.config import PRESETS
 from put.errors import InputError
 
@@ -34,6 +32,8 @@ def nonnegative_int(text: str) -> int:
 
 def device_name(text: str) -> str:
     """A device this machine has: checked when the command line is read, not after loading a model."""
+    import torch  # not at the top: most commands never ask for a device
+
     try:
         device = torch.device(text)
     except RuntimeError:
@@ -46,6 +46,8 @@ def device_name(text: str) -> str:
 
 
 def default_device() -> str:
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 

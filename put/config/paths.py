@@ -17,6 +17,7 @@ from put.config.external import EXTERNAL_PREFIX
 from put.config.params import OFFICIAL_PREFIX, replicate_label
 
 RESOLVED_PARAMS = "results/{preset}/resolved_params.yaml"
+CODE_VERSIONS = "results/{preset}/code_versions.yaml"  # each stage command's code version (put/dag/code.py)
 SPLIT_DIR = "data/{preset}/splits"
 PREPARED_DIR = "data/{preset}/prepared"  # the training and test images, resized once (put/data/prepared.py)
 MASKS_DIR = "data/{preset}/masks"  # frozen evaluation masks (manifest.csv) and the ground truth (gt/)

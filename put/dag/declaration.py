@@ -107,7 +107,8 @@ def for_seeds(stage: Stage, variant: str) -> Stage:
 
 CONFIG = Stage(
     "config", "config", inputs={},
-    outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False)}, params=())
+    outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False),
+             "--code-versions": Output(paths.CODE_VERSIONS, cache=False)}, params=())
 SAMPLE = Stage(
     "sample", "sample",
     inputs={"--checkpoint": paths.TRANSFORMER_CHECKPOINT, "--pvqvae": paths.PVQVAE_CHECKPOINT,

@@ -19,9 +19,12 @@ def render(params: Params) -> str:
     return HEADER + yaml.safe_dump(params.resolved_document(), sort_keys=True, width=120)
 
 
+def write_if_changed(path: Path, text: str) -> Path:
+    """Rewritten only when its content changes (DVC and Snakemake see an unchanged file as unchanged)."""
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_text(path, text)
+    return path
+
+
 def run_config(params: Params, out: Path) -> Path:
-    out = Path(out)
-    text = render(params)
-    if not out.is_file() or out.read_text() != text:
-        atomic_write_text(out, text)
-    return out
+    return write_if_changed(Path(out), render(params))
