@@ -32,14 +32,15 @@ def report_error(line: str) -> None:
     """A user error's one line. Under torchrun every worker writes it to its error file, which the agent reads
     (`main`), and only rank 0 prints it, into --log as well: one line where every worker met the same error."""
     path = os.environ.get(ERROR_FILE_ENV) if launched_worker() else None
+    if not path or worker_rank() == 0:  # before the file: a rank 0 whose file the agent reads has printed
+        print(line, file=sys.stderr, flush=True)
     if path:
         try:
             with open(path, "w", encoding="utf-8") as f:
                 json.dump({"message": line, "timestamp": int(time.time())}, f)
         except OSError:
-            path = None  # the agent cannot see it: the terminal must
-    if not path or worker_rank() == 0:
-        print(line, file=sys.stderr)
+            if worker_rank() != 0:
+                print(line, file=sys.stderr)  # the agent cannot see it: the terminal must
 
 
 def user_error_lines(failures: dict) -> list[str] | None:
@@ -49,8 +50,9 @@ def user_error_lines(failures: dict) -> list[str] | None:
     codes = {failure.exitcode for failure in failures.values()}
     if USER_ERROR_EXIT not in codes or not codes <= {USER_ERROR_EXIT, *STOPPED_EXITS}:
         return None
-    said = {rank: failure.message for rank, failure in failures.items()
-            if failure.exitcode == USER_ERROR_EXIT and str(failure.message).startswith("put ")}
+    # A worker stopped by the agent after it wrote its line counts as having said it: a worker that fails fast
+    # (no torch imported yet) can be stopped by another's failure on its way out.
+    said = {rank: failure.message for rank, failure in failures.items() if str(failure.message).startswith("put ")}
     lines = [message for rank, message in sorted(said.items()) if rank != 0 and message != said.get(0)]
     lines = list(dict.fromkeys(lines))  # each once, in rank order
     if not said:  # the worker that met the error is elsewhere (rank 0 on another node), or said nothing
