@@ -579,9 +579,9 @@ def make(repo: Path, target: str, timeout: int = 1500) -> subprocess.CompletedPr
 
 
 # `make repro` of the demo on 2 cores: 14 min 15 s on an idle Xeon, 21 min 52 s on AMD EPYC cores (this project's
-# CI machine in November 2026; 26 min 44 s before the Makefile kept Python's bytecode cache on). A third of its
-# time is the fixed cost of each of 34 stages: Python and MLflow imports, DVC's rewrite of dvc.lock. The bound
-# catches a slowdown, not a slower machine.
+# CI machine in November 2026; 26 min 44 s before the Makefile kept Python's bytecode cache on). Much of its
+# time is the fixed cost of each of 38 stages: Python and MLflow imports, DVC's rewrite of dvc.lock
+# (docs/testing.md). The bound catches a slowdown, not a slower machine.
 DEMO_REPRO_BOUND_S = 35 * 60
 
 
