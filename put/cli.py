@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.enter_context(OutputLock(outputs)).hand_over()
                 launch(args.nodes, processes_per_node(args.gpus), sys.argv[1:] if argv is None else argv)
             if threads := threads_per_process():
-                import torch  # here, not at the top: `put config`, `put split` and `put report` do not need it
+                import torch  # here, not at the top: `put config` (every DVC repro runs it) does not need it
 
                 torch.set_num_threads(threads)
             handed_over = os.environ.get(HANDED_OVER_ENV) if launched_worker() else None  # by our own launcher
