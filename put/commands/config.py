@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 from put.commands.common import add_params_arguments, load_cli_params
 
-CODE_HEADER = "# Code version of each stage command (written by `put config`; put/dag/code.py; do not edit).\n"
 HELP = "write every parameter the stages use, resolved (the DAG tracks it)"
 
 
@@ -22,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.stages.config import run_config, write_if_changed
+    from put.stages.config import run_config, write_code_versions
 
     print(f"resolved parameters: {run_config(load_cli_params(args), Path(args.out))}")
     if args.code_versions:
         from put.dag.code import code_versions
 
-        write_if_changed(Path(args.code_versions), CODE_HEADER + yaml.safe_dump(code_versions(), sort_keys=True))
+        write_code_versions(code_versions(), Path(args.code_versions))
         print(f"code versions of the stages: {args.code_versions}")

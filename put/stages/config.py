@@ -13,6 +13,7 @@ from put.io.files import atomic_write_text
 
 HEADER = ("# Resolved parameters of the DAG (written by `put config` from params.yaml and "
           "put/config/presets.yaml; do not edit).\n")
+CODE_HEADER = "# Code version of each stage command (written by `put config`; put/dag/code.py; do not edit).\n"
 
 
 def render(params: Params) -> str:
@@ -24,6 +25,11 @@ def write_if_changed(path: Path, text: str) -> Path:
     if not path.is_file() or path.read_text() != text:
         atomic_write_text(path, text)
     return path
+
+
+def write_code_versions(versions: dict[str, str], out: Path) -> Path:
+    """{stage command: its code version} (put/dag/code.py), which the DAG's stages track."""
+    return write_if_changed(out, CODE_HEADER + yaml.safe_dump(versions, sort_keys=True))
 
 
 def run_config(params: Params, out: Path) -> Path:
