@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -7,6 +8,11 @@ import pytest
 import torch
 
 from put.config import ModelConfig, PVQVAEConfig, TransformerConfig
+
+# Under pytest-xdist (`make test`), the workers share the cores: torch's threads per worker, so that two workers on
+# two cores do not run four threads.
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 TINY = ModelConfig(
     image_size=32,
