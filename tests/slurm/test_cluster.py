@@ -735,7 +735,7 @@ def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
     for _, text in sorted(logs.items(), key=lambda item: int(item[0])):
         started = re.search(r"resuming from \S+ at step (\d+)|already trained for (\d+) iterations", text)
         stopped = re.search(r"stopped by signal at step (\d+)", text)
-        found.append((int(next(filter(None, started.groups()))) if started else 0,
+        found.append((int(started.group(1) or started.group(2)) if started else 0,
                       int(stopped.group(1)) if stopped else None))
     return found
 
