@@ -14,7 +14,8 @@ from scipy import stats
 from put.bench.evaluate import fid_gathered
 from put.report.plots import plot_curves
 from put.report.replicates import seed_summary, seeds_table
-from put.report.tables import half_width_text, render_latex, table1, table3
+from put.report.table1 import table1
+from put.report.tables import half_width_text, render_latex, table3
 from put.stats.bootstrap import (
     Bootstrap,
     Spread,

@@ -26,7 +26,8 @@ from put.report.reported import (
     table3_reported,
 )
 from put.report.speed import speed_summary, speed_table
-from put.report.tables import render_latex, table1, table3, write_latex
+from put.report.table1 import table1
+from put.report.tables import render_latex, table3, write_latex
 
 VARIANTS = ("put", "conv", "one", "no_ref", "tok", "qua0")
 FINE = ("10-20", "20-30", "30-40", "40-50", "50-60")
@@ -168,7 +169,7 @@ def test_table1_reported_measured_and_bold():
     latex = render_latex(table1(metrics, "ffhq"))
     assert "12.784" in latex and "11.221" in latex  # FFHQ PUT_50 / PUT_all FID 20-40
     measured, reported = latex.split(r"\endlastfoot", 1)[1].split(r"\cmidrule", 1)
-    assert r"FID $\downarrow$ & measured & PUT$_{\rm all}$ & " in measured and r"\emph" not in measured
+    assert r"FID $\downarrow$ & measured, raw & PUT$_{\rm all}$ & " in measured and r"\emph" not in measured
     assert r"& reported, FFHQ & PUT$_{\rm all}$ & \emph{11.221}" in reported  # below the rule, in italics
     put = metrics[metrics.variant == "put"].set_index(["mode", "group"])
     assert f"{put.loc[('all', '20-40'), 'fid']:.3f}" in latex
@@ -461,7 +462,7 @@ def test_table1_other_measured_methods_marks_and_one_caption_note_each():
     """Table 1 ready for methods measured besides PUT: a row per sampling mode it was evaluated in, in the
     measured block (ranked with PUT, marked where its family says it differs from PUT); its label, citation and
     how it was run said once in the caption, and where the masks came from once however many methods."""
-    from put.report.tables import MeasuredMethod
+    from put.report.table1 import MeasuredMethod
 
     metrics = synthetic_metrics()
     put_all = metrics[(metrics.variant == "put") & (metrics["mode"] == "all")]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from put.config.bins import EVAL_GROUPS
 from put.config.model import StrictModel
-from put.errors import InputError
+from put.errors import FileMismatchError, InputError
 
 ALL_AT_ONCE = 2 ** 31  # tokens per step that fixes every masked position in one forward
 RELEASED_SCHEDULES = ("cosine", "linear", "average", "cosine-1", "linear-1")  # the TPAMI release's names
@@ -73,6 +74,36 @@ class SampleConfig(StrictModel):
         return v
 
 
+# The compositing rule of an evaluation (MetricProtocol.known_pixels): "raw" scores each result as its method
+# returned it (PUT's samples: the decoder's output, known region included, the paper's protocol); "pasted" pastes the
+# input's known pixels over every result before scoring it (put/metrics/image.py's paste_known, one function for
+# every method). Rows ranked against each other, and paired, share one rule (docs/external.md, "One rule per block").
+KnownPixels = Literal["raw", "pasted"]
+RANKED_RULE: KnownPixels = "pasted"  # Table 1's ranked comparison of methods
+RULE_CLAUSES: dict[str, str] = {
+    "raw": "every row scored on the results as returned, known region included (PUT: the decoder's raw output, "
+           "as in the paper's evaluation)",
+    "pasted": "every row scored with the input's known pixels pasted back over its results at evaluation time",
+}
+
+
+class MixedRulesError(FileMismatchError):
+    """Rows scored under different compositing rules were about to be ranked or paired."""
+
+
+def one_rule(rules: Mapping[str, str], what: str) -> str:
+    """The one compositing rule of `rules` (a row's label -> its rule), or MixedRulesError naming the rows of
+    each rule: ranking or pairing them would compare protocols, not methods."""
+    found: dict[str, list[str]] = {}
+    for label, rule in rules.items():
+        found.setdefault(str(rule), []).append(str(label))
+    if len(found) > 1:
+        listed = "; ".join(f"{rule}: {', '.join(dict.fromkeys(labels))}" for rule, labels in found.items())
+        raise MixedRulesError(f"{what}: rows scored under different compositing rules (evaluate.known_pixels; "
+                              f"{listed}) cannot be ranked or paired -- score them under one rule")
+    return next(iter(found), "")  # no rows: no rule
+
+
 class MetricProtocol(StrictModel):
     """Every evaluation choice, defaulting to what the released PUT scripts did.
 
@@ -94,6 +125,10 @@ class MetricProtocol(StrictModel):
     lpips_pairs: int = Field(5, ge=1)  # random distinct sample pairs per input
     lpips_spatial: bool = True  # released scripts: LPIPS(spatial=True), then the map's mean
     fid_backend: Literal["torch-fidelity"] = "torch-fidelity"
+    # The compositing rule (RULE_CLAUSES) of an evaluation's main files; every evaluation also writes its Table 1
+    # groups under RANKED_RULE beside them (put/stages/evaluate.py), the files Table 1 ranks methods on.
+    known_pixels: KnownPixels = Field("raw", description="raw: results scored as returned (the paper's protocol); "
+                                      "pasted: the input's known pixels pasted back before scoring")
     # Confidence intervals (put/stats/bootstrap.py): a seeded percentile bootstrap over the test images'
     # sources (a cluster bootstrap; docs/coverage.md measures how often they hold the truth). 20000 resamples keep
     # the printed half width (two significant digits) stable across bootstrap seeds; FID recomputes an

@@ -102,9 +102,17 @@ def metrics_images_file(metrics: Path) -> Path:
     return Path(metrics).with_name(f"{Path(metrics).stem}_images.csv")
 
 
+def pasted_metrics_file(metrics: Path) -> Path:
+    """The metrics file of the same evaluation under the ranked compositing rule, known pixels pasted back
+    (put.config.evaluation.RANKED_RULE): the evaluate stage writes its Table 1 groups so into a `pasted/` folder
+    beside its main files, same names (info, bins and per-image values beside it as beside any metrics file)."""
+    return Path(metrics).parent / "pasted" / Path(metrics).name
+
+
 METRICS_INFO = metrics_info_file(Path(METRICS_FILE)).as_posix()
 METRICS_BINS = metrics_bins_file(Path(METRICS_FILE)).as_posix()
 METRICS_IMAGES = metrics_images_file(Path(METRICS_FILE)).as_posix()
+METRICS_PASTED = pasted_metrics_file(Path(METRICS_FILE)).as_posix()
 
 
 def benchmark_dir() -> Path:

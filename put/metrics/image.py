@@ -19,6 +19,18 @@ def _check_rgb_uint8(name: str, a: np.ndarray) -> None:
         raise ValueError(f"{name} must be an HxWx3 uint8 array, got {a.dtype} {a.shape}")
 
 
+def paste_known(result: np.ndarray, image: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The result with the known pixels (keep > 0) of the input `image` pasted back over its own: the evaluation's
+    compositing rule "pasted" (put.config.evaluation), applied alike to every method's results, PUT's raw samples
+    and another codebase's folder (pasting twice changes nothing)."""
+    _check_rgb_uint8("result", result)
+    _check_rgb_uint8("image", image)
+    keep = np.asarray(keep).reshape(image.shape[:2]) > 0
+    if result.shape != image.shape:
+        raise ValueError(f"result {result.shape} and image {image.shape} differ in size")
+    return np.where(keep[..., None], image, result)
+
+
 def opencv_gray(rgb: np.ndarray) -> np.ndarray:
     """OpenCV's cvtColor(RGB2GRAY) of an HxWx3 uint8 RGB image, bit-exact (its uint8 path is this 15-bit
     fixed-point sum; checked on all 2^24 colours against opencv-python-headless 4.5.5 and 5.0.0)."""

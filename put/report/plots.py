@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from put.config import PALETTE, VARIANT_COLOURS, VARIANTS
 from put.config.bins import FINE_BINS
 from put.io.files import atomic_path
+from put.metrics.image import paste_known
 
 CURVE_METRICS: dict[str, str] = {"psnr": "PSNR (dB, higher is better)", "ssim": "SSIM (higher is better)",
                                  "mae": "MAE (lower is better)", "fid": "FID (lower is better)",
@@ -99,8 +100,7 @@ def masked_input(image: np.ndarray, keep_mask: np.ndarray, color: Sequence[int] 
 
 def pasted_back(result: np.ndarray, image: np.ndarray, keep_mask: np.ndarray) -> np.ndarray:
     """The result with the known pixels (keep_mask == 1) of `image` pasted back over the decoder's."""
-    keep = np.asarray(keep_mask).reshape(_check_image(image).shape[:2]) > 0
-    return np.where(keep[..., None], image, _check_image(result))
+    return paste_known(_check_image(result), _check_image(image), keep_mask)
 
 
 def _check_image(image: np.ndarray) -> np.ndarray:

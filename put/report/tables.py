@@ -1,7 +1,7 @@
 """LaTeX result tables in the paper's layouts: measured rows beside the paper's reported rows.
 
-Each builder returns a pandas Styler (formats, bold best values, "n/a" for unavailable values and a
-default caption that lists why); `write_latex` renders it with booktabs rules under a provenance header.
+Each builder (Table 1's: table1.py) returns a pandas Styler (formats, bold best values, "n/a" for unavailable
+values and a default caption that lists why); `write_latex` renders it with booktabs rules under a provenance header.
 A measured value carries its interval as a small "+-" half-width (`<metric>_lo`, `<metric>_hi` of the
 metrics frame), or a footnote saying why it has none; Table 3 marks the ablations whose paired difference from
 PUT survives the family-wise correction (put/stats/differences.py).
@@ -12,26 +12,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from put.config import TPAMI_VARIANT
 from put.config.bins import TABLE_GROUPS
+from put.config.evaluation import RULE_CLAUSES, one_rule
 from put.config.model import ABLATIONS
-from put.config.params import OFFICIAL_PREFIX
 from put.io.files import atomic_write_text
 from put.report.differences import family_sentence
 from put.report.reported import (
     LOWER_IS_BETTER,
     METRICS,
-    MODE_METHOD,
     TABLE3_DATASETS,
     reference_dataset,
-    table1_reported,
     table3_reported,
 )
 from put.stats.bootstrap import printed_decimals
@@ -46,8 +42,6 @@ METHOD_LABELS: dict[str, str] = {
     "PIC": "PIC", "ICT_50": r"ICT$_{50}$", "PUT_50": r"PUT$_{50}$",
 }
 MODE_LABELS: dict[str, str] = {"all": "deterministic", "k50": r"$\mathcal{K}=50$"}
-# Other methods of Table 1, shown only with `context=True`, in the paper's order within each block.
-CONTEXT_METHODS: dict[str, tuple[str, ...]] = {"all": ("DFv2", "EC", "MED", "ICT_all"), "k50": ("PIC", "ICT_50")}
 NA = "n/a"
 MEASURED_COLUMNS = ("variant", "group", "mode", *METRICS)
 SIGNIFICANT = r"$^{\dagger}$"  # Table 3: the difference from PUT survives the family-wise correction
@@ -72,10 +66,11 @@ def _check_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in MEASURED_COLUMNS if c not in metrics.columns]
     if missing:
         raise ValueError(f"metrics frame lacks column(s) {', '.join(missing)}")
-    dupes = metrics.duplicated(["variant", "group", "mode"])
+    key = ["variant", "group", "mode", *(["rule"] if "rule" in metrics.columns else [])]
+    dupes = metrics.duplicated(key)
     if dupes.any():
-        first = metrics.loc[dupes, ["variant", "group", "mode"]].iloc[0].tolist()
-        raise ValueError(f"metrics frame has more than one row for (variant, group, mode) = {tuple(first)}")
+        first = metrics.loc[dupes, key].iloc[0].tolist()
+        raise ValueError(f"metrics frame has more than one row for ({', '.join(key)}) = {tuple(first)}")
     return metrics
 
 
@@ -199,15 +194,18 @@ def interval_sentence(metrics: pd.DataFrame, level: float = 0.95) -> str:
 # --------------------------------------------------------------------------------------------- styling
 
 def _style(frame: pd.DataFrame, reasons: pd.DataFrame, caption: str, halves: pd.DataFrame | None = None,
-           flags: pd.DataFrame | None = None, errors: pd.DataFrame | None = None) -> Styler:
+           flags: pd.DataFrame | None = None, errors: pd.DataFrame | None = None,
+           ranked: Sequence[bool] | None = None) -> Styler:
     """Per-metric number formats, the best measured values in bold, reported values in italics, intervals in small
     type, n/a with one footnote per reason; the helper index levels `metric_key` and `measured` are dropped from
     what is shown (they drive formats, bolding and italics). The notes end the caption and are kept on the
-    styler, so that `write_latex` keeps them under a caller's own caption."""
+    styler, so that `write_latex` keeps them under a caller's own caption. `ranked`: the rows bold is drawn
+    among (default: every measured row)."""
     metric_of_row = frame.index.get_level_values("metric_key")
     decimals = np.repeat(np.array([DECIMALS[m] for m in metric_of_row])[:, None], frame.shape[1], axis=1)
+    candidates = np.asarray(frame.index.get_level_values("measured") if ranked is None else ranked, bool)
     best = best_cells(frame, decimals, np.asarray(metric_of_row.isin(LOWER_IS_BETTER)), np.asarray(metric_of_row),
-                      np.asarray(frame.index.get_level_values("measured")))
+                      candidates)
     marks, notes = footnotes(reasons)
     shown = cell_text(frame, decimals, marks, halves, best, flags, errors)
     reported = ~np.asarray(frame.index.get_level_values("measured"), bool)
@@ -261,83 +259,6 @@ _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is
 
 # --------------------------------------------------------------------------------------------- tables
 
-@dataclass(frozen=True)
-class MeasuredMethod:
-    """A measured method of Table 1 besides PUT (a classical inpainter, another network run from a folder of its
-    outputs): the label of its rows in the metrics frame, its row label (LaTeX), a citation and how it was run
-    (LaTeX sentences, said once in the caption)."""
-
-    variant: str
-    label: str
-    citation: str
-    how: str
-
-
-MASKS_NOTE = ("every measured method ran on the same test images and the frozen evaluation masks "
-              "(\\texttt{put masks-export} writes them for a method run outside this code) and was scored by the "
-              "same evaluation")
-
-
-def _flags(rows: list[Row], keys: list[tuple[str, str] | None], significant: set[tuple[str, str, str, str]]
-           ) -> list[list[bool]]:
-    """Per row (its (variant, mode), None for a reported row) and group: the row's difference is in `significant`."""
-    return [[key is not None and (*key, row[0], g) in significant for g in GROUPS] for row, key in zip(rows, keys)]
-
-
-def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
-           differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = ()) -> Styler:
-    """The paper's Table 1 for one preset, per metric: a measured block (PUT deterministic and K=50, the released
-    weights, each of `methods` in every sampling mode it was evaluated in), then a reported block (the paper's
-    PUT rows; `context=True` adds its other methods, DFv2, EC, MED, ICT, PIC), below a rule, in italics and never
-    ranked. `differences`: a measured row is marked where its paired difference from PUT survives its family's
-    correction."""
-    metrics = _check_metrics(metrics)
-    dataset, own = reference_dataset(preset)
-    reported = table1_reported()
-    official = sorted(v for v in metrics["variant"].unique() if str(v).startswith(OFFICIAL_PREFIX))
-    modes = {v: [m for m in MODE_METHOD if ((metrics["variant"] == v) & (metrics["mode"] == m)).any()]
-             for v in (m.variant for m in methods)}
-    rows: list[Row] = []
-    keys: list[tuple[str, str] | None] = []  # (variant, mode) of a measured row, for its significance marks
-    for metric in METRICS:
-        for mode, method in MODE_METHOD.items():
-            name = METHOD_LABELS[method]
-            rows.append((metric, "measured", name, *_measured(metrics, "put", mode, metric)))
-            rows += [(metric, "measured", f"{name}, released \\texttt{{{latex_escape(v[len(OFFICIAL_PREFIX):])}}}",
-                      *_measured(metrics, v, mode, metric)) for v in official]
-            keys += [("put", mode), *((v, mode) for v in official)]
-        for m in methods:
-            rows += [(metric, "measured", m.label + ("" if len(modes[m.variant]) < 2 else f" ({MODE_LABELS[mode]})"),
-                      *_measured(metrics, m.variant, mode, metric)) for mode in modes[m.variant]]
-            keys += [(m.variant, mode) for mode in modes[m.variant]]
-        for mode, method in MODE_METHOD.items():
-            for name in (*(CONTEXT_METHODS[mode] if context else ()), method):
-                rows.append((metric, f"reported, {dataset}", METHOD_LABELS[name],
-                             _reported_values(reported, "method", name, metric, dataset), None, None, None))
-                keys.append(None)
-    shown = {k[0] for k in keys if k is not None} - {"put"}
-    family = differences[differences["variant"].isin(shown)] if differences is not None and len(differences) \
-        else None  # a frame of no differences may have no columns either
-    significant = set()
-    if family is not None:
-        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
-        significant = set(zip(hits["variant"], hits["mode"], hits["metric"], hits["group"]))
-    tested = ""
-    if family is not None and len(family):
-        tested = " " + SIGNIFICANT + reason_latex(family_sentence(family, family["method"].iloc[0], level,
-                                                                  "the method differs from PUT", per="sampling mode"))
-    released = (" Released rows: the authors' released checkpoints, imported and evaluated under our protocol."
-                if official else "")
-    others = "".join(f" {m.label} ({m.citation}): {m.how}" for m in methods)
-    caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Measured block: our "
-               f"reproduction{'; ' + MASKS_NOTE if methods else ''}.{released}{others} Reported block (below the "
-               f"rule, in italics): numbers printed in the paper. {_BOLD_RULE}"
-               f"{_sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}{tested}")
-    values, reasons, halves, errors = _frame(rows, ("Source", "Method"))
-    flags = pd.DataFrame(_flags(rows, keys, significant), index=values.index, columns=values.columns)
-    return _style(values, reasons, caption, halves, flags, errors)
-
-
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
            level: float = 0.95) -> Styler:
     """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
@@ -348,8 +269,14 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
     has_reported = dataset in TABLE3_DATASETS
-    family = differences[(differences["mode"] == "k50") & (differences["variant"] != TPAMI_VARIANT)] \
-        if differences is not None else None
+    family = differences[(differences["mode"] == "k50") & differences["variant"].isin(ABLATIONS)] \
+        if differences is not None and len(differences) else None
+    # One rule for every ranked row and every difference marked (put.config.evaluation).
+    shown = metrics[metrics["variant"].isin(VARIANT_ORDER) & (metrics["mode"] == "k50")]
+    rules = dict(zip(shown["variant"], shown["rule"])) if "rule" in shown.columns else {}
+    if family is not None and "rule" in family.columns:
+        rules |= {f"{v}'s differences from put": r for v, r in zip(family["variant"], family["rule"])}
+    rule = one_rule(rules, "Table 3")
     significant = set()
     if family is not None:
         hits = family[family["significant"]]
@@ -375,7 +302,8 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
             f" The family: every ablation x PSNR, SSIM, MAE x mask group at K = 50 (the paired difference of its "
             f"mean per-image value from PUT's on the same test images, masks and sample draws); its intervals cover "
             f"{covers}. Unmarked: not distinguishable from that noise. FID is not tested.")
-    caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}. {_BOLD_RULE}"
+    scored = f" {RULE_CLAUSES[rule][0].upper()}{RULE_CLAUSES[rule][1:]}." if rule else ""
+    caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}.{scored} {_BOLD_RULE}"
                f"{_sample_sizes(metrics, VARIANT_ORDER)}{interval_sentence(metrics, level)}{tested}")
     values, reasons, halves, errors = _frame(rows, ("Source", "Variant"))
     return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns),

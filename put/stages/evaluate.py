@@ -6,6 +6,7 @@ numbers come from put/metrics/summary.py. What each file holds (docs/pipeline.md
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,15 +14,18 @@ import numpy as np
 import pandas as pd
 
 from put.config.bins import FINE_BINS, TABLE_GROUPS
+from put.config.evaluation import RANKED_RULE, MetricProtocol
 from put.config.params import Params
-from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
+from put.data.images import read_rgb, write_png
 from put.errors import FileMismatchError
 from put.io.files import atomic_write_text, read_csv, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
+from put.masks.io import read_mask
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
-from put.metrics.image import metrics_table
+from put.metrics.image import metrics_table, paste_known
 from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.stages.sample import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
@@ -82,6 +86,9 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
                                labels=params.evaluated_labels(), seed=params.seed)) as tracker:
         started = time.perf_counter()
         metrics = evaluate_variant(params, variant, samples, masks, out)
+        # Table 1 ranks methods under one rule: the same results, known pixels pasted back (docs/external.md).
+        evaluate_variant(params, variant, samples, masks, pasted_metrics_file(out), rule=RANKED_RULE,
+                         fine_bins=False)
         tracker.log_metrics({"stage/wall_seconds": time.perf_counter() - started}, step=0)
         log_outputs(tracker, params, Path(masks), Path(out))
         return metrics
@@ -93,8 +100,10 @@ def log_outputs(tracker: NullTracker, params: Params, masks: Path, out: Path) ->
     dataset, and the four files."""
     tracker.log_params(params.resolved().evaluate.model_dump())
     tracker.log_evaluation(read_json(out, "the metrics file `put evaluate` writes"), masks / MANIFEST)
-    for path in (out, metrics_info_file(out), metrics_bins_file(out), metrics_images_file(out)):
-        tracker.log_artifact(Path(path))
+    for main in (out, pasted_metrics_file(out)):
+        for path in (main, metrics_info_file(main), metrics_bins_file(main), metrics_images_file(main)):
+            if path.is_file() or main == out:  # an evaluation of before the pasted files has none
+                tracker.log_artifact(Path(path))
 
 
 def evaluation_jobs(samples: Path, masks: Path) -> pd.DataFrame:
@@ -110,13 +119,45 @@ def evaluation_jobs(samples: Path, masks: Path) -> pd.DataFrame:
     return jobs
 
 
-def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, out: Path) -> dict:
-    """Writes the four files; returns the metrics file's content."""
+def pasted_results(jobs: pd.DataFrame, masks: Path, scratch: Path) -> list[Path]:
+    """Every result of `jobs` with its input's known pixels pasted back (put.metrics.image.paste_known), written
+    under `scratch` by its output name: the compositing rule "pasted", the same for every method's results."""
+    paths = []
+    for row in jobs.itertuples():
+        gt = read_rgb(row.target)
+        keep = read_mask(masks / row.mask, "hole-white", gt.shape[:2])[0].numpy()
+        try:
+            pasted = paste_known(read_rgb(row.result), gt, keep)
+        except ValueError as err:
+            raise FileMismatchError(f"{row.result} vs {row.target}: {err}") from None
+        paths.append(scratch / row.output)
+        paths[-1].parent.mkdir(parents=True, exist_ok=True)
+        write_png(paths[-1], pasted)
+    return paths
+
+
+def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, out: Path, rule: str | None = None,
+                     fine_bins: bool = True) -> dict:
+    """Writes the four files; returns the metrics file's content. `rule`: the compositing rule to score under
+    (default: the protocol's `known_pixels`), recorded in the protocol of the info file; `fine_bins` False scores
+    the Table 1 groups only."""
     preset = params.resolved()
-    protocol, top_k = preset.evaluate, preset.sample.top_k
-    boot, fid_boot = Bootstrap.of(protocol), Bootstrap.of(protocol, fid=True)
+    protocol = preset.evaluate if rule is None else preset.evaluate.model_copy(update={"known_pixels": rule})
     samples, masks, out = Path(samples), Path(masks), Path(out)
     jobs = evaluation_jobs(samples, masks)
+    if not fine_bins:
+        jobs = jobs[jobs["mode"].isin(TABLE_MODES)].reset_index(drop=True)
+    with tempfile.TemporaryDirectory(prefix="put-pasted-") as scratch:
+        if protocol.known_pixels == "pasted":
+            jobs = jobs.assign(result=pasted_results(jobs, masks, Path(scratch)))
+        return _write_evaluation(params, variant, protocol, jobs, out)
+
+
+def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jobs: pd.DataFrame,
+                      out: Path) -> dict:
+    preset = params.resolved()
+    top_k = preset.sample.top_k
+    boot, fid_boot = Bootstrap.of(protocol), Bootstrap.of(protocol, fid=True)
     cells, per_image = Cells(), []
 
     def measure(rows: pd.DataFrame, keys: tuple[str, str], fid_rows: pd.DataFrame) -> pd.DataFrame:
@@ -184,20 +225,30 @@ def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def rule_of(info: dict) -> str:
+    """The compositing rule an evaluation's info record says its numbers were scored under (one written before
+    the rule was recorded scored the results as returned: raw)."""
+    protocol = info.get("protocol")
+    return str(protocol.get("known_pixels", "raw")) if isinstance(protocol, dict) else "raw"
+
+
 def read_images(metrics: Path) -> pd.DataFrame:
-    """The per-image values written beside a metrics file."""
+    """The per-image values written beside a metrics file, with the compositing rule they were scored under
+    (`rule`, from the info file's protocol: put/stats/differences.py pairs only values of one rule)."""
     path = metrics_images_file(metrics)
     frame = read_csv(path, "the per-image values `put evaluate` writes",
                      dtype={"image": str, "group": str, "mode": str, "source": str})
     missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
     if missing:
         raise FileMismatchError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
-    return frame
+    info = read_json(metrics_info_file(metrics), f"the `put evaluate` record written beside {Path(metrics).name}")
+    return frame.assign(rule=rule_of(info) if isinstance(info, dict) else "raw")
 
 
 def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The evaluate stage's files (all of `preset`, when given) -> (table rows, curve rows) for the report: one
-    row per variant x seed x group x mode (resp. fine bin) with each metric, its interval (`<metric>_lo`,
+    row per variant x seed x group x mode (resp. fine bin) with the compositing rule it was scored under (`rule`),
+    each metric, its interval (`<metric>_lo`,
     `<metric>_hi`), the Monte-Carlo error of its bounds (`<metric>_mc`) and the units it resampled
     (`<metric>_units`), the number of test images `n`, NaN where absent, `<metric>_unavailable` saying why a value
     is absent and `<metric>_no_interval` why a value has no interval."""
@@ -224,7 +275,8 @@ def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataF
         cells = {tuple(cell) for cell in reasons} | {(mode, group) for mode, groups in values.items()
                                                       for group in groups}
         for mode, group in sorted(cells):
-            row = {"variant": info["variant"], "seed": int(info.get("seed", 0)), **values.get(mode, {}).get(group, {}),
+            row = {"variant": info["variant"], "seed": int(info.get("seed", 0)), "rule": rule_of(info),
+                   **values.get(mode, {}).get(group, {}),
                    **reasons.get((mode, group), {}), "n": info["n"].get(mode, {}).get(group, np.nan)}
             if mode == BINS:
                 curves.append({**row, "bin": group})

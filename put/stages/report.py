@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from put.config import TPAMI_VARIANT, VARIANTS
+from put.config.evaluation import RANKED_RULE
 from put.config.external import EXTERNAL_PREFIX, ExternalMethod
-from put.config.params import Params, replicate_label
-from put.config.paths import FRONTIER_CSV, REPORT_PDF, path_of
+from put.config.params import OFFICIAL_PREFIX, Params, replicate_label
+from put.config.paths import FRONTIER_CSV, REPORT_PDF, pasted_metrics_file, path_of
 from put.data.images import read_rgb
 from put.io.files import atomic_dir, atomic_write_text, read_json
 from put.io.versions import versions
@@ -38,7 +39,8 @@ from put.report.html import write_html
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
 from put.report.speed import speed_summary, speed_table
-from put.report.tables import MeasuredMethod, latex_escape, reason_latex, table1, table3, write_latex
+from put.report.table1 import MeasuredMethod, table1
+from put.report.tables import latex_escape, reason_latex, table3, write_latex
 from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
 from put.stages.sample import read_samples
 from put.stats.bootstrap import Bootstrap
@@ -149,7 +151,6 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)
-    base, base_curves = metrics[metrics["seed"] == 0], curves[curves["seed"] == 0]
     protocol = params.resolved().evaluate
     files = {Path(f).stem: Path(f) for f in metrics_files}
     labels = {(v, s): replicate_label(v, s) for v in VARIANTS for s in (0, *params.seeds)}
@@ -157,17 +158,28 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
                 if EXTERNAL_PREFIX + name in files}
     labels |= {(label, 0): label for label in external}
     images = {key: read_images(files[label]) for key, label in labels.items() if label in files}
-    # Two questions, two families: which methods (the ablations, and the external methods measured on the same
-    # masks) differ from PUT (Table 3, Table 1's external rows), and whether the TPAMI model differs from the CVPR
-    # one (the generations table).
-    ablations = {key: frame for key, frame in images.items() if key[0] != TPAMI_VARIANT}
+    # Table 1 ranks PUT, the released weights and the other methods under one rule, known pixels pasted back: the
+    # evaluate stage's files of that rule, beside the main ones (docs/external.md, "One rule per block").
+    ranked = [label for label in files if label == "put" or label.startswith(OFFICIAL_PREFIX) or label in external]
+    of_rule = (pasted_metrics_file if protocol.known_pixels != RANKED_RULE else
+               lambda main: main)  # main files of the ranked rule already: no second set
+    pasted, _ = read_metrics([of_rule(files[label]) for label in ranked], preset)
+    pasted_images = {(label, 0): read_images(of_rule(files[label])) for label in ranked
+                     if label == "put" or label in external}
+    replicates = seed_summary(metrics, protocol.interval_level)  # the main files' rule: every seed has them
+    if protocol.known_pixels != RANKED_RULE:
+        metrics = pd.concat([metrics, pasted], ignore_index=True)
+    base, base_curves = metrics[metrics["seed"] == 0], curves[curves["seed"] == 0]
+    # Three questions, three families, each of one rule: which ablations differ from PUT (Table 3, raw as the
+    # paper's), which other methods differ from PUT (Table 1's ranked block, pasted), and whether the TPAMI model
+    # differs from the CVPR one (the generations table).
+    ablations = {key: frame for key, frame in images.items() if key[0] in VARIANTS and key[0] != TPAMI_VARIANT}
     releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
+    families = [("ablations", ablations), ("releases", releases)]
+    if external:
+        families.insert(1, ("external methods", pasted_images))
     differences = pd.concat([paired_differences(part, PIXEL_METRICS, Bootstrap.of(protocol), protocol.multiplicity,
-                                                name=name)
-                             for name, part in (("ablations and external methods" if external else "ablations",
-                                                 ablations), ("releases", releases))],
-                            ignore_index=True)
-    replicates = seed_summary(metrics, protocol.interval_level)
+                                                name=name) for name, part in families], ignore_index=True)
     speed, cost = read_speed_rows(benchmarks, measured), read_cost(measured)
     composited = params.resolved().sample.composite
     rows, titles = grid_rows(Path(samples), Path(masks), composited=composited)
@@ -179,11 +191,13 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         atomic_write_text(staging / "differences.csv", differences.to_csv(index=False))
         level = protocol.interval_level
         # Table 1 as the paper lays it out: every method it reports, beside every one measured.
+        own_rule = base["rule"] == protocol.known_pixels  # the main files' rule: Table 3's, the paper's
         stylers = {"table1": table1(base, preset, context=True, level=level, differences=differences,
                                     methods=measured_methods(external)),
-                   "table3": table3(base, preset, differences, level)}
+                   "table3": table3(base[own_rule], preset, differences, level)}
         if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
-            stylers["generations"] = generations_table(base, preset, differences, params.resolved().sample, level)
+            stylers["generations"] = generations_table(base[own_rule], preset, differences,
+                                                       params.resolved().sample, level)
             stylers["generations_diversity"] = diversity_table(base_curves, preset, level)
         if len(replicates):
             atomic_write_text(staging / "seeds.csv", replicates.to_csv(index=False))

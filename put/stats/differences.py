@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from put.config.evaluation import one_rule
 from put.stats.bootstrap import Bootstrap, Interval, difference_interval, finite_mean
 from put.stats.multiplicity import mark
 
 KEYS = ["mode", "group", "image", "sample"]
 COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
            "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation",
-           "no_interval"]
+           "no_interval", "rule"]
 
 
 def interval_fields(bounds: Interval) -> dict[str, Any]:
@@ -47,13 +48,19 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                        method: str = "holm", reference: str = "put", name: str = "") -> pd.DataFrame:
     """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
     (variant - reference; over seed replicates where both have several), its paired interval, raw and adjusted
-    p-value, whether it survives the family's correction, and which sources of variation the interval covers.
+    p-value, whether it survives the family's correction, which sources of variation the interval covers, and the
+    compositing rule of both sides.
     `images`: the per-image values of each (variant, seed); every mode of them is one family (`name` labels it).
-    Rows the two variants do not share, and metrics either lacks, are left out."""
+    Rows the two variants do not share, and metrics either lacks, are left out. Frames with a `rule` column (the
+    compositing rule of their evaluation, put.stages.evaluate.read_images) are paired only with frames of the
+    same rule: MixedRulesError otherwise."""
     labels = sorted({variant for variant, _ in images})
     if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)
     replicates = {v: [frame for (variant, _), frame in sorted(images.items()) if variant == v] for v in labels}
+    rule = one_rule({f"{v} (seed {seed})": ", ".join(sorted(map(str, frame["rule"].unique())))
+                     if "rule" in frame else "unrecorded" for (v, seed), frame in sorted(images.items())},
+                    f"paired differences from {reference}{' (' + name + ')' if name else ''}")
     rows = []
     for variant in labels:
         if variant == reference:
@@ -80,7 +87,7 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
                              "replicates": min(counts),
                              "difference": (np.mean([finite_mean(c[metric]) for c in a])
                                             - np.mean([finite_mean(c[metric]) for c in b])),
-                             **interval_fields(bounds), "variation": variation(counts)})
+                             **interval_fields(bounds), "variation": variation(counts), "rule": rule})
     frame = pd.DataFrame(rows, columns=COLUMNS)
     families = []
     for mode, family in frame.groupby("mode", sort=False):
