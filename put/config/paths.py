@@ -112,7 +112,10 @@ def pasted_metrics_file(metrics: Path) -> Path:
 METRICS_INFO = metrics_info_file(Path(METRICS_FILE)).as_posix()
 METRICS_BINS = metrics_bins_file(Path(METRICS_FILE)).as_posix()
 METRICS_IMAGES = metrics_images_file(Path(METRICS_FILE)).as_posix()
-METRICS_PASTED = pasted_metrics_file(Path(METRICS_FILE)).as_posix()
+# the evaluate stage's four files under the ranked rule, by the name of their kind
+PASTED_FILES = {name: write(pasted_metrics_file(Path(METRICS_FILE))).as_posix() for name, write in
+                (("metrics", Path), ("info", metrics_info_file), ("bins", metrics_bins_file),
+                 ("images", metrics_images_file))}
 
 
 def benchmark_dir() -> Path:

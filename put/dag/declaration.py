@@ -119,7 +119,9 @@ EVALUATE = Stage(
     "evaluate", "evaluate", inputs={"--samples": paths.SAMPLES_DIR, "--masks": paths.MASKS_DIR},
     outputs={"--out": Output(paths.METRICS_FILE, cache=False, metrics=True),
              "info": Output(paths.METRICS_INFO, cache=False), "bins": Output(paths.METRICS_BINS, cache=False),
-             "images": Output(paths.METRICS_IMAGES, cache=False)},
+             "images": Output(paths.METRICS_IMAGES, cache=False),
+             # the same results' Table 1 groups scored with the known pixels pasted back (Table 1's ranked rule)
+             **{f"pasted_{name}": Output(paths.PASTED_FILES[name], cache=False) for name in paths.PASTED_FILES}},
     params=("evaluate", "sample.top_k", "sample.seed"), fan_out="variants", tracked=True)
 TRAIN_PVQVAE = Stage(
     "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
