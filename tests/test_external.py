@@ -19,7 +19,7 @@ from put.external.folder import ResultsMismatchError, ResultsMissingError
 from put.masks.evaluation import write_eval_masks
 from put.masks.export import export_masks, read_export_table, result_files
 from put.masks.io import read_mask
-from put.stages.evaluate import evaluate_variant
+from put.stages.evaluate import run_evaluate
 from put.stages.external import external_jobs, write_external
 from put.stages.sample import SAMPLES_MANIFEST, read_samples, sampling_jobs
 
@@ -114,19 +114,19 @@ def test_a_folder_of_results_is_checked_then_evaluated_beside_put(masks, tmp_pat
     converted = read_samples(samples)
     assert len(converted) == total and all((samples / o).is_file() for o in converted["output"])
     metrics_dir = tmp_path / "metrics"
-    stand = evaluate_variant(params, "external_stand", samples, masks, metrics_dir / "external_stand.json")
+    stand = run_evaluate(params, "external_stand", samples, masks, metrics_dir / "external_stand.json")
     assert set(stand) == {"all", "bins"} and {"psnr", "ssim", "mae"} <= set(stand["all"]["40-60"])
     info = json.loads((metrics_dir / "external_stand_info.json").read_text())
     assert "deterministic" in info["unavailable"]["bins/40-50/lpips"]
 
     put_samples = tmp_path / "samples" / "put"
     fake_variant(params, masks, put_samples)
-    evaluate_variant(params, "put", put_samples, masks, metrics_dir / "put.json")
-    fake_variant(params, masks, tmp_path / "samples" / "conv", darken=60)  # an ablation, for the family
-    evaluate_variant(params, "conv", tmp_path / "samples" / "conv", masks, metrics_dir / "conv.json")
+    run_evaluate(params, "put", put_samples, masks, metrics_dir / "put.json")
+    fake_variant(params, masks, tmp_path / "samples" / "conv", darken=60)  # an ablation, for its own family
+    run_evaluate(params, "conv", tmp_path / "samples" / "conv", masks, metrics_dir / "conv.json")
     write_external(params, "external_telea", masks, tmp_path / "samples" / "external_telea")
-    evaluate_variant(params, "external_telea", tmp_path / "samples" / "external_telea", masks,
-                     metrics_dir / "external_telea.json")
+    run_evaluate(params, "external_telea", tmp_path / "samples" / "external_telea", masks,
+                 metrics_dir / "external_telea.json")
 
     from put.stages.report import run_report
 
@@ -136,12 +136,16 @@ def test_a_folder_of_results_is_checked_then_evaluated_beside_put(masks, tmp_pat
     report = run_report(params, files, put_samples, masks, tmp_path / "bench", tmp_path / "report")
     differences = pd.read_csv(report / "differences.csv")
     ours = differences[differences["variant"].isin(["external_stand", "external_telea"])]
-    # paired with PUT's deterministic results, per metric and group, in one Holm family with every method
-    assert set(ours["mode"]) == {"all", "bins"} and set(ours["metric"]) == {"psnr", "ssim", "mae"}
-    assert (ours["method"] == "holm").all() and ours["family"].str.startswith("ablations and external methods").all()
-    family = differences[differences["family"] == ours[ours["mode"] == "all"]["family"].iloc[0]]
-    assert set(family["variant"]) == {"conv", "external_stand", "external_telea"} and len(family) == 3 * 3 * 3
-    assert (family["family_size"] == 27).all()  # methods x metrics x groups, adjusted together
+    # paired with PUT's deterministic results, per metric and Table 1 group, both sides with the known pixels pasted
+    # back, in one Holm family of the other methods (the ablations, raw, have theirs)
+    assert set(ours["mode"]) == {"all"} and set(ours["metric"]) == {"psnr", "ssim", "mae"}
+    assert (ours["method"] == "holm").all() and ours["family"].str.startswith("external methods").all()
+    assert (ours["rule"] == "pasted").all()
+    family = differences[differences["family"] == ours["family"].iloc[0]]
+    assert set(family["variant"]) == {"external_stand", "external_telea"} and len(family) == 2 * 3 * 3
+    assert (family["family_size"] == 18).all()  # methods x metrics x groups, adjusted together
+    ablation = differences[differences["variant"] == "conv"]
+    assert (ablation["rule"] == "raw").all() and ablation["family"].str.startswith("ablations").all()
     assert (ours["p_adjusted"] >= ours["p"]).all()
     # Table 1: a row per method in the measured block, its citation and how it ran in the caption, and a dagger
     # where its difference from PUT survives the family's correction
@@ -163,7 +167,7 @@ def test_several_samples_per_input_fill_the_k_column_and_the_diversity_score(mas
         gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
         for k in range(2):
             sample = name.replace(".png", f"_s{k}.png") if fmt == "lama" else name.replace("_0.png", f"_{k}.png")
-            write_png(results / sample, np.clip(gt.astype(int) + 5 * k, 0, 255).astype(np.uint8))
+            write_png(results / sample, np.clip(gt.astype(int) + 5 * (k + 1), 0, 255).astype(np.uint8))
     params = params_with(tmp_path, {"two": {"label": "Two", "citation": "x", "folder": str(results), "samples": 2,
                                             "format": fmt}})
     write_external(params, "external_two", masks, tmp_path / "samples")
@@ -257,3 +261,89 @@ def test_mlflow_logs_each_stage_as_a_run_beside_the_variants(masks, tmp_path, ml
     assert stages["external"].data.params["method"] == "telea"
     assert any(key.startswith("all/40-60/psnr") for key in stages["evaluate"].data.metrics)
     assert parent_name("demo", params.dag_id(), params.evaluated_labels()).startswith("demo · 7 variants + 1 external")
+
+
+def raw_variant(params, masks: Path, out: Path) -> None:
+    """A variant's samples as PUT's decoder returns them: the hole darkened, and the known region redrawn too (a
+    few grey levels off the input, as the decoder's reconstruction is), in `put sample`'s layout."""
+    fake_variant(params, masks, out)
+    rng = np.random.default_rng(1)
+    for output in read_samples(out)["output"]:
+        rgb = read_rgb(out / output).astype(int)
+        write_png(out / output, np.clip(rgb + rng.integers(-12, 13, rgb.shape), 0, 255).astype(np.uint8))
+
+
+def test_the_same_images_score_alike_as_a_variants_samples_and_as_a_folder(masks, tmp_path):
+    """Table 1's rule: PUT's raw samples and the same samples pasted onto their inputs (as LaMa or MAT return their
+    results), given as another method's folder, are the same completed images: the same numbers in Table 1's ranked
+    block. Before, the variant was scored raw and the folder as returned (issue 44: 1.7-2.0 dB apart on the demo)."""
+    params = params_with(tmp_path, {"copy": {"label": "Copy", "citation": "c", "folder": str(tmp_path / "results"),
+                                             "format": "folder"}})
+    put_samples, metrics = tmp_path / "samples" / "put", tmp_path / "metrics"
+    raw_variant(params, masks, put_samples)
+    # the folder: PUT's deterministic result of each mask, known pixels pasted back; its fine-bin masks: sample 0
+    jobs = read_samples(put_samples)
+    first = jobs[jobs["mode"].isin(["all", "diversity"]) & (jobs["sample"] == 0)]
+    names = result_files(masks, "folder")
+    for mask, output in zip(first["mask"], first["output"]):
+        gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
+        keep = read_mask(masks / mask, "hole-white", (SIZE, SIZE))[0].numpy() > 0
+        write_png(tmp_path / "results" / names[mask], np.where(keep[..., None], gt, read_rgb(put_samples / output)))
+    write_external(params, "external_copy", masks, tmp_path / "samples" / "external_copy")
+    run_evaluate(params, "put", put_samples, masks, metrics / "put.json")
+    run_evaluate(params, "external_copy", tmp_path / "samples" / "external_copy", masks,
+                 metrics / "external_copy.json")
+
+    from put.config.paths import pasted_metrics_file
+
+    ranked = {label: json.loads(pasted_metrics_file(metrics / f"{label}.json").read_text())
+              for label in ("put", "external_copy")}
+    assert ranked["put"]["all"] == ranked["external_copy"]["all"]  # every group, metric and interval bound
+    # not vacuous: PUT's raw row (its main file, the paper's rule) differs from the pasted one
+    raw = json.loads((metrics / "put.json").read_text())
+    pasted = ranked["put"]["all"]
+    assert all(raw["all"][g]["psnr"] < pasted[g]["psnr"] and raw["all"][g]["mae"] > pasted[g]["mae"] for g in pasted)
+    info = json.loads(pasted_metrics_file(metrics / "put_info.json").read_text())
+    assert info["protocol"]["known_pixels"] == "pasted"  # the rule is part of the recorded protocol
+    assert json.loads((metrics / "put_info.json").read_text())["protocol"]["known_pixels"] == "raw"
+
+
+def test_a_folder_holding_the_ground_truth_is_refused(masks, tmp_path):
+    """A method that saw the hole (run with the wrong mask polarity, or one that does not blank the hole on an export
+    that carries the ground truth) returns it there: refused with one line naming the likely causes; the same
+    method on an export with the holes blanked is accepted."""
+    from put.errors import FileMismatchError
+
+    export, results = tmp_path / "export", tmp_path / "results"
+    export_masks(masks, export, "folder", "demo")
+    table = read_export_table(export)
+    for image_file, result_file in zip(table.image_file, table.result_file):  # "inpainted": the image as given
+        write_png(results / result_file, read_rgb(export / image_file))
+    params = params_with(tmp_path, {"leak": {"label": "Leak", "citation": "c", "folder": str(results),
+                                             "format": "folder"}})
+    with pytest.raises(FileMismatchError, match=r"of mask group .* hold the ground truth in the hole .*wrong "
+                                                r"polarity.*--blank") as raised:
+        write_external(params, "external_leak", masks, tmp_path / "samples")
+    assert "\n" not in str(raised.value) and not (tmp_path / "samples").exists()
+
+    blanked = tmp_path / "blanked"
+    export_masks(masks, blanked, "folder", "demo", blank=True)
+    for image_file, result_file in zip(table.image_file, table.result_file):  # the same method on blanked inputs
+        write_png(results / result_file, read_rgb(blanked / image_file))
+    write_external(params, "external_leak", masks, tmp_path / "samples")
+    assert read_samples(tmp_path / "samples")["output"].map(lambda o: (tmp_path / "samples" / o).is_file()).all()
+
+
+def test_a_result_that_is_not_a_png_is_named(masks, tmp_path):
+    from PIL import Image
+
+    export, results = tmp_path / "export", tmp_path / "results"
+    export_masks(masks, export, "folder", "demo")
+    stand_in(export, results)
+    params = params_with(tmp_path, {"stand": {"label": "S", "citation": "c", "folder": str(results),
+                                              "format": "folder"}})
+    name = read_export_table(export).result_file.iloc[2]
+    Image.fromarray(read_rgb(results / name)).save(results / name, format="JPEG")  # a JPEG under a .png name
+    with pytest.raises(ResultsMismatchError, match=rf"1 of \d+ expected result file\(s\) not usable: "
+                                                   rf"{name} \(not a PNG: its content is JPEG"):
+        write_external(params, "external_stand", masks, tmp_path / "samples")

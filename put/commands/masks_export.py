@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "run.py writes them")
     parser.add_argument("--hole-value", type=int, choices=HOLE_VALUES, default=255,
                         help="grey level of a hole in the exported masks (folder only; lama and ict are always 255)")
+    parser.add_argument("--blank", action="store_true",
+                        help="zero the hole's pixels of the exported images, for a method that does not blank the "
+                             "hole itself (LaMa and MAT do; docs/external.md)")
     parser.add_argument("--out", required=True,
                         help="export folder: new, empty, or an earlier export of this preset (replaced)")
     parser.set_defaults(out_folder=True)
@@ -38,5 +41,5 @@ def run(args: argparse.Namespace) -> None:
 
     preset = load_cli_params(args).preset
     masks = Path(args.masks) if args.masks else masks_dir(preset)
-    manifest = export_masks(masks, Path(args.out), args.format, preset, args.hole_value)
+    manifest = export_masks(masks, Path(args.out), args.format, preset, args.hole_value, blank=args.blank)
     print(f"masks export ({args.format}): {manifest}")

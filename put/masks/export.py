@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from put.config.external import EXPORT_FORMATS
-from put.data.images import open_image, write_png
+from put.data.images import open_image, read_rgb, write_png
 from put.errors import InputError, PathError
 from put.io.files import atomic_dir, atomic_write_text, read_csv
 from put.masks.evaluation import read_manifest
@@ -66,14 +66,15 @@ def _check_out(out: Path, preset: str, masks_dir: Path) -> None:
                         "give an empty or new folder", str(out))
 
 
-def _export_mask(source: Path, target: Path, size: tuple[int, int], hole_value: int) -> None:
+def _export_mask(source: Path, target: Path, size: tuple[int, int], hole_value: int) -> np.ndarray:
     """One mask of the masks folder (255 = hole) rewritten with `hole_value` for holes, checked binary and of
-    the image's size (H, W)."""
+    the image's size (H, W); returns its hole (H, W bool)."""
     values = read_mask_values(source, expected=size)
     if values.shape != size:
         raise MaskError(size_mismatch(str(source), values.shape, size))
     hole = keep_mask_from_array(values, "hole-white", str(source)) < 0.5
     write_png(target, np.where(hole, hole_value, 255 - hole_value).astype(np.uint8))
+    return hole
 
 
 def _exported_names(pairs: pd.DataFrame) -> dict[str, str]:
@@ -93,10 +94,13 @@ def result_files(masks_dir: Path, fmt: str) -> dict[str, str]:
                                                                                    pairs.group)}
 
 
-def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: int = 255) -> Path:
+def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: int = 255,
+                 blank: bool = False) -> Path:
     """Export every (test image, mask) pair of the `put masks` folder `masks_dir` to `out` in layout `fmt`;
-    returns the export manifest's path. `out` is replaced as a whole (a temporary folder beside it, renamed
-    when complete), so a killed export leaves `out` as it was."""
+    returns the export manifest's path. The images are the ground truth itself (LaMa and MAT blank the hole
+    themselves), or with `blank` their hole pixels zeroed, for a method that does not: nothing of the ground truth
+    under the hole then reaches it (docs/external.md). `out` is replaced as a whole (a temporary folder beside it,
+    renamed when complete), so a killed export leaves `out` as it was."""
     _check_options(fmt, hole_value)
     masks_dir, out = Path(masks_dir), Path(out)
     _check_out(out, preset, masks_dir)
@@ -111,12 +115,15 @@ def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: 
             (staging / mask_file).parent.mkdir(parents=True, exist_ok=True)
             with open_image(gt) as opened:
                 size = (opened.height, opened.width)
-            shutil.copyfile(gt, staging / image_file)  # the bytes themselves: the exported image is the one scored
-            _export_mask(masks_dir / mask, staging / mask_file, size, hole_value)
+            hole = _export_mask(masks_dir / mask, staging / mask_file, size, hole_value)
+            if blank:
+                write_png(staging / image_file, np.where(hole[..., None], 0, read_rgb(gt)).astype(np.uint8))
+            else:
+                shutil.copyfile(gt, staging / image_file)  # the bytes themselves: the exported image is the one scored
             rows.append({"preset": preset, "format": fmt, "hole_value": hole_value, "group": group, "image": image,
                          "mask": mask, "image_file": image_file, "mask_file": mask_file,
-                         "result_file": result_file})
-        table = pd.DataFrame(rows, columns=list(EXPORT_COLUMNS))
+                         "result_file": result_file, "blanked": blank})
+        table = pd.DataFrame(rows, columns=[*EXPORT_COLUMNS, "blanked"])  # blanked: not required of older exports
         atomic_write_text(staging / EXPORT_MANIFEST, table.to_csv(index=False, lineterminator="\n"))
     return out / EXPORT_MANIFEST
 

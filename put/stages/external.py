@@ -1,7 +1,8 @@
 """Stage `external`: one entry of params.yaml's `external` turned into a samples folder like `put sample`'s, which
 the evaluate stage then scores with the variants' code: a folder of another codebase's completed images, checked
 (every file present, readable, of the image size) and converted, or a built-in classical method run on the frozen
-masks (docs/external.md)."""
+masks (docs/external.md). A folder whose results hold the ground truth in the hole, on most images of a mask group,
+is refused."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, ParamsError
 from put.data.images import open_image, read_rgb, write_png
 from put.external.builtin import inpaint
-from put.external.folder import check_present, raise_wrong, read_result
+from put.external.folder import check_present, holds_ground_truth, raise_leaks, raise_wrong, read_result
 from put.io.files import atomic_dir, atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.export import result_files
@@ -72,20 +73,25 @@ def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
     if entry.folder is not None:
         check_present(Path(entry.folder), jobs["result"])  # before reading any image
     wrong: dict[str, str] = {}
+    leaked: dict[str, list[str]] = {}  # mask group -> its results that hold the ground truth in the hole
     with atomic_dir(out) as staging:
         # One row per result file: a pair's mask lies in one group, and only its sample k is the row's.
         for row in tqdm(jobs.itertuples(), total=len(jobs), desc=f"external {label}", unit="img"):
+            gt = read_rgb(masks / "gt" / f"{Path(row.mask).stem}.png")
+            hole = read_mask(masks / row.mask, "hole-white", size)[0].numpy() == 0
             if entry.folder is not None:
                 rgb = read_result(Path(entry.folder) / row.result, size)
                 if isinstance(rgb, str):
                     wrong[row.result] = rgb
                     continue
+                if holds_ground_truth(rgb, gt, hole):
+                    leaked.setdefault(row.group, []).append(row.result)
             else:
-                gt = read_rgb(masks / "gt" / f"{Path(row.mask).stem}.png")
-                hole = read_mask(masks / row.mask, "hole-white", size)[0].numpy() == 0
                 rgb = inpaint(entry.method, gt, hole)
             write_png(staging / row.output, rgb)
-        raise_wrong(Path(entry.folder or "."), wrong, len(jobs))  # nothing half-converted: the folder is dropped
+        # nothing half-converted, nothing leaked: the folder is dropped
+        raise_wrong(Path(entry.folder or "."), wrong, len(jobs))
+        raise_leaks(Path(entry.folder or "."), leaked, jobs["group"].value_counts().to_dict())
         columns = [c for c in jobs.columns if c != "result"]
         atomic_write_text(staging / SAMPLES_MANIFEST, jobs[columns].to_csv(index=False))
     return out / SAMPLES_MANIFEST
