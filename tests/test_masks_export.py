@@ -278,3 +278,16 @@ def test_the_command_reads_the_presets_masks_folder_by_default(masks_dir, tmp_pa
     assert main(["masks-export", "--preset", "ffhq", "--format", "lama", "--out", "ffhq_export"]) == 2
     assert "data/ffhq/masks/manifest.csv: no evaluation-mask manifest" in capsys.readouterr().err
     assert not (tmp_path / "ffhq_export").exists()
+
+
+def test_blank_zeroes_the_hole_of_the_exported_images_only(masks_dir, tmp_path):
+    """For a method that does not blank the hole itself: nothing of the ground truth under the hole is exported."""
+    out = tmp_path / "blanked"
+    main(["masks-export", "--preset", "demo", "--masks", str(masks_dir), "--format", "lama", "--blank",
+          "--out", str(out)])
+    table = read_export_table(out)
+    assert table["blanked"].astype(str).eq("True").all()
+    for row in table.itertuples():
+        image, gt = read_rgb(out / row.image_file), read_rgb(masks_dir / "gt" / f"{Path(row.mask).stem}.png")
+        hole = hole_of(masks_dir, row.mask)
+        assert (image[hole] == 0).all() and (image[~hole] == gt[~hole]).all() and hole.any()

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from put.errors import FileMismatchError
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, layout_problems, write_document
 from put.report.plots import masked_input, pasted_back, plot_curves, sample_grid
@@ -551,3 +552,51 @@ def test_missing_pdflatex_names_the_packages(tmp_path, monkeypatch):
 def test_document_rejects_unsafe_paths(tmp_path):
     with pytest.raises(ValueError, match="spaces"):
         write_document(tmp_path, [tmp_path / "my table.tex"], [], "t", "cmd", "c")
+
+
+def test_table1_ranks_one_rule_and_keeps_puts_raw_rows_apart():
+    """Table 1's ranked block holds every row under one compositing rule (PUT's and the other methods', known
+    pixels pasted back), stated in the caption; PUT's raw rows (the paper's rule) form a block of their own, never
+    bold; a difference of the raw rule cannot mark the pasted block."""
+    from put.report.table1 import MeasuredMethod
+
+    raw = synthetic_metrics().assign(rule="raw")
+    put = raw[raw.variant == "put"]
+    pasted = put.assign(rule="pasted", psnr=put["psnr"] + 40)  # pasted: far better, so bold lies in its block
+    telea = put[put["mode"] == "all"].assign(variant="telea", rule="pasted", psnr=put["psnr"] + 30)
+    methods = [MeasuredMethod("telea", "Telea", "Telea, 2004", "built in.")]
+    latex = render_latex(table1(pd.concat([raw, pasted, telea]), "ffhq", methods=methods))
+    caption = latex.split(r"\caption{", 1)[1].split("\n", 1)[0]
+    assert "Ranked block (``measured, pasted''): every row scored with the input's known pixels pasted back" in caption
+    assert "Block ``measured, raw'' (not ranked): PUT's own rows scored on the results as returned" in caption
+    psnr = [cells for metric, cells in body_rows(latex) if metric.startswith("PSNR")]
+    assert len(psnr) == 3 + 2 + 2  # ranked: PUT_all, PUT_50, Telea; raw: PUT_all, PUT_50; reported: PUT_all, PUT_50
+    assert all(sum(row[col].startswith(r"\textbf") for row in psnr[:3]) == 1 for col in range(len(GROUPS)))
+    assert not any(c.startswith(r"\textbf") for row in psnr[3:] for c in row)  # raw and reported: not ranked
+    assert r"PSNR $\uparrow$ & measured, pasted & PUT$_{\rm all}$" in latex and "& measured, raw & PUT" in latex
+    marks = pd.DataFrame([{"variant": "telea", "mode": "all", "group": "20-40", "metric": "psnr", "p": 1e-4,
+                           "significant": True, "method": "holm", "no_interval": "", "rule": "raw"}])
+    with pytest.raises(FileMismatchError, match="compositing rules"):
+        table1(pd.concat([raw, pasted, telea]), "ffhq", methods=methods, differences=marks)
+
+
+def test_a_pasted_and_a_raw_row_are_never_ranked_or_paired_together():
+    """Issue 44: an outside method scored raw beside PUT scored pasted (or the other way round) would rank
+    protocols, not methods: Table 1 refuses it, naming the rows and their rules, and so do the paired differences."""
+    from put.report.table1 import MeasuredMethod
+    from put.stats.bootstrap import Bootstrap
+    from put.stats.differences import paired_differences
+
+    metrics = synthetic_metrics()
+    put = metrics[metrics.variant == "put"].assign(rule="pasted")
+    lama = put[put["mode"] == "all"].assign(variant="lama", rule="raw")
+    methods = [MeasuredMethod("lama", "LaMa", "Suvorov et al., 2022", "read from a folder.")]
+    with pytest.raises(FileMismatchError, match=r"Table 1's ranked block: .*compositing rules.*pasted: put; raw: "
+                                                r"lama"):
+        table1(pd.concat([put, lama]), "ffhq", methods=methods)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"mode": "all", "group": "20-40", "image": [f"i{k}" for k in range(60)], "sample": 0,
+                          "source": [f"s{k}" for k in range(60)], "psnr": rng.normal(20, 2, 60)})
+    with pytest.raises(FileMismatchError, match="compositing rules"):
+        paired_differences({("put", 0): frame.assign(rule="pasted"), ("lama", 0): frame.assign(rule="raw")},
+                           ("psnr",), Bootstrap(resamples=2000))

@@ -10,7 +10,8 @@ CATEGORIES = {".html": "1. Tables", ".png": "2. Figures", ".csv": "3. Numbers", 
               ".tex": "5. LaTeX sources"}
 TOPICS = {
     "table1": "Table 1 of the paper: FID, PSNR, SSIM and MAE of PUT (deterministic and top-K sampling) on the "
-              "20-40%, 40-60% and 10-60% hole ratios, measured beside the paper's reported rows.",
+              "20-40%, 40-60% and 10-60% hole ratios: PUT and every other method ranked with the known pixels pasted "
+              "back for all, PUT's raw output (the paper's rule) apart, beside the paper's reported rows.",
     "table3": "Table 3 of the paper: the ablations (conv, one, no_ref, tok, qua0) beside the full model, "
               "top-K sampling (K = 50).",
     "speed": "Inference speed of the paper-size transformers and the P-VQVAE on this machine, beside the "
@@ -19,7 +20,8 @@ TOPICS = {
                      "per step): ours and the authors' loop per device, beside the paper's RTX 3090 figures.",
     "seeds": "Seed replicates: per variant, metric and mask group, the mean, standard deviation and interval over "
              "the training seeds, beside the mean image-bootstrap half-width (seed spread against test-image spread).",
-    "differences": "Paired differences of every ablation from PUT on the same test images, masks and sample draws: "
+    "differences": "Paired differences of every ablation (raw) and every other method (known pixels pasted back) from "
+                   "PUT on the same test images, masks and sample draws: "
                    "the mean per-image difference, its bootstrap interval over the images' sources (and seed "
                    "replicates, where there are several: then Student's t with Satterthwaite's degrees of freedom), "
                    "its raw and family-adjusted p-values, and whether it survives the family's correction (Holm by "
