@@ -35,6 +35,7 @@ from put.config.paths import (
     TRAIN_CURVE,
     TRANSFORMER_CURVES,
     metrics_info_file,
+    pasted_metrics_file,
     path_of,
     samples_dir,
     split_dir,
@@ -636,6 +637,16 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     generations = (repo / report_dir("demo") / "generations.tex").read_text()  # the CVPR and TPAMI models
     for entry in COMMITTED.external.values():  # the built-in baselines: measured rows, run as the caption says
         assert f"& {entry.label} &" in table1 and f"{entry.label} ({entry.citation}): built in here" in table1
+    # Table 1 ranks every row under one rule, said in its caption: PUT and the baselines with the known pixels pasted
+    # back (the evaluate stage's pasted/ files); PUT's raw rows, the paper's rule, in a block of their own
+    assert "Ranked block (``measured, pasted''): our reproduction;" in table1
+    assert "; every row scored with the input's known pixels pasted back over its results" in table1
+    assert r"& measured, pasted & PUT$_{\rm all}$ &" in table1 and r"& measured, raw & PUT$_{\rm all}$ &" in table1
+    for label in ("put", *(f"external_{name}" for name in COMMITTED.external)):
+        pasted = json.loads(pasted_metrics_file(repo / metrics_file("demo", label)).read_text())
+        assert set(pasted) == {"all", "k50"} - ({"k50"} if label != "put" else set())
+        for cell in (c for groups in pasted.values() for c in groups.values()):
+            assert f"{cell['psnr']:.3f}" in table1 and f"{cell['mae']:.4f}" in table1
     for variant in VARIANTS:
         metrics = json.loads((repo / metrics_file("demo", variant)).read_text())  # {mode: {group: {metric: value}}}
         for mode, groups in metrics.items():

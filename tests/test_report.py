@@ -567,7 +567,8 @@ def test_table1_ranks_one_rule_and_keeps_puts_raw_rows_apart():
     methods = [MeasuredMethod("telea", "Telea", "Telea, 2004", "built in.")]
     latex = render_latex(table1(pd.concat([raw, pasted, telea]), "ffhq", methods=methods))
     caption = latex.split(r"\caption{", 1)[1].split("\n", 1)[0]
-    assert "Ranked block (``measured, pasted''): every row scored with the input's known pixels pasted back" in caption
+    assert "Ranked block (``measured, pasted''): our reproduction; every measured method" in caption
+    assert "; every row scored with the input's known pixels pasted back over its results" in caption
     assert "Block ``measured, raw'' (not ranked): PUT's own rows scored on the results as returned" in caption
     psnr = [cells for metric, cells in body_rows(latex) if metric.startswith("PSNR")]
     assert len(psnr) == 3 + 2 + 2  # ranked: PUT_all, PUT_50, Telea; raw: PUT_all, PUT_50; reported: PUT_all, PUT_50

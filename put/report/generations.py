@@ -59,7 +59,7 @@ def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFr
         if differences is not None else None
     significant = set()
     if family is not None and len(family):
-        hits = family[family["significant"]]
+        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
         significant = set(zip(hits["mode"], hits["metric"], hits["group"]))
     rows, flags = [], []
     for metric in METRICS:

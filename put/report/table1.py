@@ -144,8 +144,8 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
               f"{RULE_CLAUSES[paper_rule].removeprefix('every row ')}, to compare with the reported block, not with "
               "the ranked one." if len(paper) else "")
     caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Ranked block "
-               f"(``measured, {rule}''): {RULE_CLAUSES[rule]}; our reproduction"
-               f"{'; ' + MASKS_NOTE if methods else ''}.{released}{others}{second} Reported block (below the "
+               f"(``measured, {rule}''): our reproduction{'; ' + MASKS_NOTE if methods else ''}; "
+               f"{RULE_CLAUSES[rule]}.{released}{others}{second} Reported block (below the "
                f"rule, in italics): numbers printed in the paper. {BOLD_RULE}"
                f"{_sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}{tested}")
     values, reasons, halves, errors = _frame(rows, ("Source", "Method"))

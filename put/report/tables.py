@@ -279,7 +279,7 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
     rule = one_rule(rules, "Table 3")
     significant = set()
     if family is not None:
-        hits = family[family["significant"]]
+        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
         significant = set(zip(hits["variant"], hits["metric"], hits["group"]))
     rows: list[Row] = []
     flags: list[list[bool]] = []
