@@ -226,8 +226,13 @@ def test_evaluate_writes_flat_metrics_info_and_bins(tmp_path, masks, params, tin
 
     # The report of every variant and a seed replicate: intervals, paired differences, seeds (stand-in files for
     # the other variants: PUT's, conv's PSNR lowered by 1 dB on every image, the replicate's by 0.5 dB).
+    from put.config.paths import pasted_metrics_file
     from put.stages.report import run_report
 
+    # the Table 1 groups with the known pixels pasted back, as the stage writes them beside (Table 1's ranked rule)
+    pasted = evaluate_variant(params, "put", samples, masks, pasted_metrics_file(out), rule="pasted", fine_bins=False)
+    assert set(pasted) == {"all", "k50"} and pasted["k50"]["40-60"]["psnr"] != metrics["k50"]["40-60"]["psnr"]
+    assert json.loads(metrics_info_file(pasted_metrics_file(out)).read_text())["protocol"]["known_pixels"] == "pasted"
     folder = out.parent
     for label, shift, seed in (("conv", -1.0, 0), ("one", 0.0, 0), ("no_ref", 0.0, 0), ("tok", 0.0, 0),
                                ("qua0", 0.0, 0), ("put_seed1", -0.5, 1)):

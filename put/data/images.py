@@ -64,6 +64,16 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
+def image_format(path: str | os.PathLike) -> str | None:
+    """The format PIL identifies a file's content as (PNG, JPEG, ...) from its header, whatever its name; None
+    when it identifies none."""
+    try:
+        with Image.open(path) as img:
+            return img.format
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        return None
+
+
 def read_rgb(path: str | os.PathLike, max_pixels: int | None = None) -> np.ndarray:
     """(H, W, 3) uint8."""
     return np.asarray(to_rgb(open_image(path, max_pixels)))

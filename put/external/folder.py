@@ -9,9 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from put.data.images import ImageReadError, read_rgb
+from put.data.images import ImageReadError, image_format, read_rgb
 from put.errors import FileMismatchError, MissingFileError
 
 SHOWN = 5  # files named in an error; the rest are counted
@@ -54,12 +53,10 @@ def check_present(folder: Path, files: Iterable[str]) -> None:
 
 def _content(path: Path) -> str:
     """What a file that is not a PNG holds, as PIL names its format."""
-    try:
-        with Image.open(path) as opened:
-            return f"its content is {opened.format}" + (" (lossy: write the results as PNG)"
-                                                         if opened.format == "JPEG" else "")
-    except (OSError, ValueError, SyntaxError):
+    found = image_format(path)
+    if found is None:
         return "unreadable: not an image PIL can identify"
+    return f"its content is {found}" + (" (lossy: write the results as PNG)" if found == "JPEG" else "")
 
 
 def read_result(path: Path, size: tuple[int, int]) -> np.ndarray | str:
