@@ -595,6 +595,9 @@ def test_a_pasted_and_a_raw_row_are_never_ranked_or_paired_together():
     with pytest.raises(FileMismatchError, match=r"Table 1's ranked block: .*compositing rules.*pasted: put; raw: "
                                                 r"lama"):
         table1(pd.concat([put, lama]), "ffhq", methods=methods)
+    mixed = metrics.assign(rule=np.where(metrics.variant == "put", "pasted", "raw"))
+    with pytest.raises(FileMismatchError, match=r"Table 3: .*compositing rules"):
+        table3(mixed, "ffhq")
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"mode": "all", "group": "20-40", "image": [f"i{k}" for k in range(60)], "sample": 0,
                           "source": [f"s{k}" for k in range(60)], "psnr": rng.normal(20, 2, 60)})

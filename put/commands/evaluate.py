@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_seed_argument(parser)
     parser.add_argument("--samples", required=True, help="folder written by `put sample`")
     parser.add_argument("--masks", default="data/demo/masks", help="folder written by `put masks`")
-    parser.add_argument("--out", required=True, help="metrics JSON")
+    parser.add_argument("--out", required=True, help="metrics JSON (under evaluate.known_pixels; its Table 1 groups "
+                        "with the known pixels pasted back go to pasted/ beside it)")
     parser.set_defaults(out_folder=False)
 
 
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> None:
     result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
                           parse_tags(args.tag))
     cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
-    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins)")
+    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins; "
+          "pasted: pasted/ beside it)")
 
 
 def log_outputs(tracker, params, args: argparse.Namespace) -> None:

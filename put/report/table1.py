@@ -32,6 +32,7 @@ from put.report.tables import (
     interval_sentence,
     latex_escape,
     reason_latex,
+    rules_of,
 )
 
 BOLD_RULE = ("Bold: best value per column within each metric among the ranked block's rows (lower is better for FID "
@@ -97,7 +98,7 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
     rule = ranked_rule(metrics, labels)
     ranked = metrics[metrics["rule"] == rule]
     paper = metrics[(metrics["rule"] != rule) & metrics["variant"].isin(["put", *official])]
-    paper_rule = one_rule(dict(zip(paper["variant"], paper["rule"])), "Table 1's block of PUT's own rule")
+    paper_rule = one_rule(rules_of(paper), "Table 1's block of PUT's own rule")
     modes = {v: [m for m in MODE_METHOD if ((ranked["variant"] == v) & (ranked["mode"] == m)).any()]
              for v in (m.variant for m in methods)}
     rows: list[Row] = []
@@ -129,8 +130,8 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
     significant = set()
     if family is not None and len(family):
         if "rule" in family.columns:  # marks from differences of another rule would rank protocols, not methods
-            one_rule({"the ranked block": rule, **{f"{v}'s differences from put": r for v, r in
-                                                   zip(family["variant"], family["rule"])}}, "Table 1's marks")
+            one_rule({"the ranked block": rule, **{f"{v}'s differences from put": r
+                                                   for v, r in rules_of(family).items()}}, "Table 1's marks")
         hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
         significant = set(zip(hits["variant"], hits["mode"], hits["metric"], hits["group"]))
     tested = ""

@@ -74,6 +74,13 @@ def _check_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
     return metrics
 
 
+def rules_of(frame: pd.DataFrame, label: str = "variant") -> dict[str, str]:
+    """Each row label's compositing rule(s), joined where it has several (for put.config.evaluation.one_rule)."""
+    if "rule" not in frame.columns or frame.empty:
+        return {}
+    return {str(name): ", ".join(sorted(map(str, set(group["rule"])))) for name, group in frame.groupby(label)}
+
+
 def _reason(row: pd.Series | None, metric: str) -> str:
     """Why a measured value is missing: the evaluate stage's reason, else a generic one."""
     if row is None:
@@ -273,9 +280,9 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
         if differences is not None and len(differences) else None
     # One rule for every ranked row and every difference marked (put.config.evaluation).
     shown = metrics[metrics["variant"].isin(VARIANT_ORDER) & (metrics["mode"] == "k50")]
-    rules = dict(zip(shown["variant"], shown["rule"])) if "rule" in shown.columns else {}
-    if family is not None and "rule" in family.columns:
-        rules |= {f"{v}'s differences from put": r for v, r in zip(family["variant"], family["rule"])}
+    rules = rules_of(shown)
+    if family is not None:
+        rules |= {f"{v}'s differences from put": r for v, r in rules_of(family).items()}
     rule = one_rule(rules, "Table 3")
     significant = set()
     if family is not None:
