@@ -59,6 +59,25 @@ def _lock(uri: str):
     return contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def default_store(uri: str):
+    """MLflow's default store for the process pointed at `uri` for the block, then MLFLOW_TRACKING_URI exactly as it
+    was. Not MLflow's `_use_tracking_uri`: it restores its module's URI, None until someone sets it, and a None
+    unsets the variable, so every later run of the process went to ./mlflow.db (issue 43)."""
+    from mlflow.tracking._tracking_service import utils
+
+    module, variable = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
+    utils.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        utils.set_tracking_uri(module)
+        if variable is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = variable
+
+
 def lineage_tags(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> dict[str, str]:
     """What a stage instance's runs share whatever code they ran: its DAG configuration, stage, variant and seed
     replicate (the run of one code version adds put.code)."""
@@ -369,9 +388,7 @@ class MlflowTracker(NullTracker):
         if version is None:
             # MLflow's registry looks the `models:/` source up through the process's default client: pointed at
             # this tracker's store (a replay `--to` another store; a tracker made before MLFLOW_TRACKING_URI).
-            from mlflow.tracking._tracking_service.utils import _use_tracking_uri
-
-            with _use_tracking_uri(self.uri):
+            with default_store(self.uri):
                 version = self.client.create_model_version(name, source=source, run_id=self.run_id,
                                                            model_id=model_id, tags={"put.dag_id": self.dag_id})
         self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)

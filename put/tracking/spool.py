@@ -19,7 +19,7 @@ import numpy as np
 from put.errors import InputError
 from put.io.files import atomic_write_text
 from put.tracking.base import NullTracker
-from put.tracking.source import store_address, tracking_enabled
+from put.tracking.source import store_address, tracking_enabled, tracking_uri
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
 SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
@@ -98,6 +98,7 @@ class ResilientTracker:
 
     def __init__(self, make: Callable[..., NullTracker], init: dict[str, Any], system_metrics: bool = False):
         self.init, self.lock = init, threading.Lock()
+        self.uri = store_address(init["uri"]) if init.get("uri") else tracking_uri()
         self.inner: NullTracker | None = None
         self.spool: Path | None = None
         self.system = None
@@ -117,16 +118,14 @@ class ResilientTracker:
         with self.lock:
             if self.spool is not None:
                 return
-            from put.tracking.source import tracking_uri
-
             folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
             folder.mkdir(parents=True, exist_ok=True)
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
             self.reason = outage(err)
             run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
             init = self.init | ({"run_id": run_id} if run_id else {})
-            # the store as an address that does not depend on the directory
-            header = json.dumps({"init": init, "uri": tracking_uri(), "reason": self.reason})
+            # the store the tracker was made for, as an address that does not depend on the directory
+            header = json.dumps({"init": init, "uri": self.uri, "reason": self.reason})
             self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
             self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
@@ -167,9 +166,7 @@ class ResilientTracker:
             self.system.finish()
         self._call("finish", status)
         if self.spool is not None:
-            from put.tracking.source import tracking_uri
-
-            print(f"put: MLflow at {tracking_uri()} did not answer ({self.reason}); run '{self.run_name}' of "
+            print(f"put: MLflow at {self.uri} did not answer ({self.reason}); run '{self.run_name}' of "
                   f"put-{self.init['preset']} is not logged in full: its records are in {self.spool}; log them "
                   f"once the server is back: put track-replay {self.spool}", file=sys.stderr, flush=True)
 
@@ -205,7 +202,7 @@ def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None)
     done = int(cursor.read_text()) if cursor.exists() else 0
     if done >= len(calls):
         return 0
-    tracker = make(**header["init"], uri=uri)
+    tracker = make(**(header["init"] | {"uri": uri}))
     for index in range(done, len(calls)):
         record = calls[index]
         args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
@@ -236,6 +233,7 @@ def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tag
     # sampled through ResilientTracker, so that its figures are spooled too; a run logged from outputs ran nothing
     system = options.pop("system_metrics", False) and not options.get("from_outputs", False)
     # the run's identity and the attempt's start, fixed now: a replay after a code change logs into this run
+    # and its store, resolved once: what the process's environment says later does not move it (issue 43)
     init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags,
-            "code": stage_code(stage), "attempt": int(time.time() * 1000), **options}
+            "code": stage_code(stage), "attempt": int(time.time() * 1000), "uri": tracking_uri(), **options}
     return ResilientTracker(MlflowTracker, init, system)
