@@ -129,9 +129,9 @@ class ResilientTracker:
             self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
             self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
-    def _write(self, method: str, args: tuple, kwargs: dict) -> None:
+    def _write(self, method: str, args: tuple, kwargs: dict, time_ms: int) -> None:
         stem = self.spool.stem
-        record = {"call": method, "time_ms": int(time.time() * 1000),
+        record = {"call": method, "time_ms": time_ms,
                   "args": _encode(list(args), self.spool.parent, stem),
                   "kwargs": _encode(kwargs, self.spool.parent, stem)}
         with self.lock, open(self.spool, "a") as f:
@@ -140,15 +140,20 @@ class ResilientTracker:
             os.fsync(f.fileno())
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        # The call's time, fixed before any of it is sent: its points carry it, and so does its record if the
+        # server goes away part-way (inside log_model, after its log_metrics went through), so that the replay's
+        # points are those already logged, which the store keeps once, not a second point at another time.
+        time_ms = int(time.time() * 1000)
         inner = self.inner
         if inner is not None:
             try:
-                return getattr(inner, method)(*args, **kwargs)
+                with inner.called_at(time_ms):
+                    return getattr(inner, method)(*args, **kwargs)
             except Exception as err:
                 if not unreachable(err):
                     raise
                 self._start_spool(err)
-        self._write(method, args, kwargs)
+        self._write(method, args, kwargs, time_ms)
         return None
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -206,9 +211,8 @@ def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None)
     for index in range(done, len(calls)):
         record = calls[index]
         args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
-        if hasattr(tracker, "logged_at_ms"):
-            tracker.logged_at_ms = record["time_ms"]
-        getattr(tracker, record["call"])(*args, **kwargs)
+        with tracker.called_at(record["time_ms"]):
+            getattr(tracker, record["call"])(*args, **kwargs)
         atomic_write_text(cursor, str(index + 1))
     return len(calls) - done
 

@@ -1,0 +1,55 @@
+"""Replays in a cluster's configuration (issue 43): an outage part-way through a call, a replay into another store,
+`put track` and `put track-replay` in either order, an old spool after new code, stray files among the spools.
+Each point is in its store once, in the run where the user looks."""
+
+from __future__ import annotations
+
+import time
+
+import requests
+
+from put.tracking.spool import replay
+from tests.test_tracking_spool import DAG, Dropping, attempt, history, stage_runs, store  # noqa: F401 (fixture)
+
+
+class Late(Dropping):
+    """A server that goes away after `up` calls of `method`, the failed call taking a while (MLflow's retries)."""
+
+    def __getattr__(self, name):
+        if name == self.method and self.up == 0:
+            def call(*args, **kwargs):
+                time.sleep(0.02)
+                raise requests.ConnectionError("Connection refused")
+            return call
+        return super().__getattr__(name)
+
+
+def test_points_logged_before_an_outage_inside_a_call_are_not_doubled_by_the_replay(store, tmp_path):
+    """Issue 43, 2: the spooled record took the time of the spooling, not of the call, so the points that
+    had gone through (a model's metrics, an evaluation's) were logged again at another time."""
+    from put.tracking.runs import MlflowTracker
+
+    checkpoint = tmp_path / "pvqvae.pt"
+    checkpoint.write_bytes(b"weights" * 100)
+    tracker, run_id, _ = attempt(range(1), lost_at=None, finish=False)
+    tracker.inner.client = Late(tracker.inner.client, 0, "log_outputs")  # after the model's metrics went through
+    tracker.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {"lr": 0.001}, step=1)
+    tracker.finish()
+    assert tracker.spool is not None
+    assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
+    replay(tracker.spool, MlflowTracker)
+    assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
+    assert store.get_run(run_id).info.status == "FINISHED"
+
+    masks = tmp_path / "manifest.csv"
+    masks.write_text("image,mask,group\na.png,m.png,10-60\n")
+    from put.tracking.spool import stage_tracker
+
+    evaluation = stage_tracker("demo", "conv", "evaluate", DAG)
+    evaluation_id = evaluation.inner.run_id
+    evaluation.inner.client = Late(evaluation.inner.client, 0, "set_experiment_tag")  # after its log_metrics
+    evaluation.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}}, masks)
+    evaluation.finish()
+    replay(evaluation.spool, MlflowTracker)
+    points = store.get_metric_history(evaluation_id, "k50/10-60/psnr")
+    assert [(m.step, m.value) for m in points] == [(0, 21.0)]
