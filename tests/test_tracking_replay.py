@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import requests
 
 from put.tracking.spool import replay
@@ -53,3 +54,33 @@ def test_points_logged_before_an_outage_inside_a_call_are_not_doubled_by_the_rep
     replay(evaluation.spool, MlflowTracker)
     points = store.get_metric_history(evaluation_id, "k50/10-60/psnr")
     assert [(m.step, m.value) for m in points] == [(0, 21.0)]
+
+
+def test_a_replay_into_another_store_after_one_cut_short_logs_every_record_there(store, mlflow_db_template,
+                                                                                   tmp_path):
+    """Issue 43, 3: the cursor counted records whatever the store; a replay `--to B` after one cut short into A
+    skipped in B the records A had taken."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from put.tracking.runs import MlflowTracker
+
+    _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged into A, 2-5 and the end spooled
+
+    def dropping(**init):  # A goes away again after two of the replay's batches (steps 2 and 3)
+        tracker = MlflowTracker(**init)
+        tracker.client = Dropping(tracker.client, 2)
+        return tracker
+
+    with pytest.raises(requests.ConnectionError):
+        replay(spool, dropping)
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2, 3]
+    shutil.copyfile(mlflow_db_template, tmp_path / "b.db")
+    other = f"sqlite:///{tmp_path / 'b.db'}"
+    assert replay(spool, MlflowTracker, to=other) == 5  # every record: steps 2-5 and the end
+    b = MlflowClient(other)
+    (run,) = stage_runs(b)
+    assert [s for s, _ in history(b, run.info.run_id)] == [2, 3, 4, 5] and run.info.status == "FINISHED"
+    assert replay(spool, MlflowTracker) == 3  # A's rest: steps 4, 5 and the end, after A's own cursor
+    assert [s for s, _ in history(store, run_id)] == list(range(6))

@@ -177,8 +177,18 @@ class ResilientTracker:
 
 
 def cursor_path(spool: Path) -> Path:
-    """How many of the spool's records a replay has logged (`<spool>.cursor`): a rerun starts after them."""
+    """How many of the spool's records a replay has logged into each store (`<spool>.cursor`, JSON: store address
+    to count): a rerun into the same store starts after them, a replay into another store from the first."""
     return spool.with_name(spool.name + ".cursor")
+
+
+def read_cursor(spool: Path, recorded: str) -> dict[str, int]:
+    """The cursor's counts per store; a count alone (the format before issue 43) was the recorded store's."""
+    cursor = cursor_path(spool)
+    if not cursor.exists():
+        return {}
+    value = json.loads(cursor.read_text())
+    return {recorded: int(value)} if isinstance(value, int) else {k: int(v) for k, v in value.items()}
 
 
 def replay_target(recorded: str, to: str | None) -> str:
@@ -196,15 +206,15 @@ def replay_target(recorded: str, to: str | None) -> str:
 def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None) -> int:
     """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
     `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
-    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged,
-    so an interrupted replay resumes and a finished one logs nothing again. A spooled end does not overwrite the
-    status of a run that a later attempt has started on (MlflowTracker.finish)."""
+    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged
+    into this store, so an interrupted replay resumes and a finished one logs nothing again. A spooled end does
+    not overwrite the status of a run that a later attempt has started on (MlflowTracker.finish)."""
     lines = Path(spool).read_text().splitlines()
     header = json.loads(lines[0])
     uri = replay_target(store_address(header["uri"]), to)
     calls = [json.loads(line) for line in lines[1:] if line.strip()]
-    cursor = cursor_path(spool)
-    done = int(cursor.read_text()) if cursor.exists() else 0
+    counts = read_cursor(spool, store_address(header["uri"]))
+    done = counts.get(uri, 0)  # what went into this store: a replay cut short into another one logged none here
     if done >= len(calls):
         return 0
     tracker = make(**(header["init"] | {"uri": uri}))
@@ -213,7 +223,8 @@ def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None)
         args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
         with tracker.called_at(record["time_ms"]):
             getattr(tracker, record["call"])(*args, **kwargs)
-        atomic_write_text(cursor, str(index + 1))
+        counts[uri] = index + 1
+        atomic_write_text(cursor_path(spool), json.dumps(counts))
     return len(calls) - done
 
 
