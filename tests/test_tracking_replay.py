@@ -84,3 +84,65 @@ def test_a_replay_into_another_store_after_one_cut_short_logs_every_record_there
     assert [s for s, _ in history(b, run.info.run_id)] == [2, 3, 4, 5] and run.info.status == "FINISHED"
     assert replay(spool, MlflowTracker) == 3  # A's rest: steps 4, 5 and the end, after A's own cursor
     assert [s for s, _ in history(store, run_id)] == list(range(6))
+
+
+class Dead:
+    """The client of a server that went away (past MLflow's retries)."""
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            raise requests.ConnectionError("Connection refused")
+        return call
+
+
+def test_put_track_and_the_replay_in_either_order_leave_one_point_per_step_and_the_stages_own_run(
+        store, tmp_path, monkeypatch, capsys):
+    """Issue 43, 4: `put track` before the replay logged the spooled stage again from its outputs (a second
+    point at each step) and left the run marked as logged from outputs."""
+    import json
+
+    from put.cli import main
+    from put.config.params import load_params
+    from put.dag import graph
+    from put.stages.evaluate import log_outputs
+    from put.tracking.spool import stage_tracker
+
+    params = load_params(None, preset="demo")
+    masks = tmp_path / "data" / "demo" / "masks"
+    masks.mkdir(parents=True)
+    (masks / "manifest.csv").write_text("image,mask,group\na.png,m.png,10-60\n")
+    evaluations = {"put": 21.5, "conv": 20.5}
+    for variant, psnr in evaluations.items():  # what each evaluation wrote
+        out = tmp_path / "results" / "demo" / "metrics" / f"{variant}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"k50": {"10-60": {"psnr": psnr, "ssim": 0.7}}}))
+        for name in (f"{variant}_info.json", f"{variant}_bins.csv", f"{variant}_images.csv"):
+            (out.parent / name).write_text("{}\n" if name.endswith("json") else "a\n1\n")
+    stages = [(stage, name) for stage, name in graph.instances(params)
+              if stage.name == "evaluate" and name in evaluations]
+    monkeypatch.setattr(graph, "instances", lambda params: iter(stages))
+    spools, run_ids = {}, {}
+    for variant in evaluations:  # each evaluation loses the server once its run exists
+        tracker = stage_tracker("demo", variant, "evaluate", params.dag_id(), {"dvc_stage": f"evaluate@{variant}"},
+                                labels=params.evaluated_labels())
+        run_ids[variant] = tracker.inner.run_id
+        tracker.inner.client = Dead()
+        log_outputs(tracker, params, masks, tmp_path / "results" / "demo" / "metrics" / f"{variant}.json")
+        tracker.finish()
+        spools[variant] = tracker.spool
+    capsys.readouterr()
+
+    assert main(["track-replay", str(spools["conv"])]) == 0  # conv: the replay, then `put track`
+    assert main(["track", "--preset", "demo"]) == 0  # put: `put track`, then the replay
+    out = capsys.readouterr().out
+    assert f"put track-replay {spools['put']}" in out and "logged from their outputs (the stage did not run): none" \
+        in out
+    assert main(["track-replay", str(spools["put"])]) == 0
+    assert main(["track", "--preset", "demo"]) == 0
+    assert "2 stage run(s) present" in capsys.readouterr().out
+    for variant, psnr in evaluations.items():
+        run = store.get_run(run_ids[variant])
+        assert [(m.step, m.value) for m in store.get_metric_history(run_ids[variant], "k50/10-60/psnr")] == \
+            [(0, psnr)], variant
+        assert "put.logged_from" not in run.data.tags and run.info.status == "FINISHED"
+    assert len(stage_runs(store)) == 2

@@ -44,6 +44,57 @@ def outage(err: BaseException) -> str:
     return found.group(1).strip() if found else text.splitlines()[0][:150]
 
 
+def spool_folder() -> Path:
+    return Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+
+
+class NotASpool(Exception):
+    """A file that is no spool to replay (an array of one, a cursor, an empty file, ...): why, in a few words."""
+
+
+def spool_header(path: Path) -> dict[str, Any]:
+    """A spool's first line: the tracker's arguments (`init`), its store (`uri`), why it spooled (`reason`);
+    NotASpool for any other file."""
+    path = Path(path)
+    if path.name.endswith(".npy"):
+        raise NotASpool("an array of a spool, replayed with its spool")
+    if path.name.endswith(".cursor"):
+        raise NotASpool("a replay's cursor, removed with its spool")
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError as err:
+        raise NotASpool(f"not readable ({err.strerror})") from None
+    if not first.strip():
+        raise NotASpool("empty, not a spool")
+    try:
+        header = json.loads(first)
+    except ValueError:  # not UTF-8, not JSON
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("init"), dict) or not header.get("uri"):
+        raise NotASpool("not a spool: its first line is no spool header")
+    return header
+
+
+def instance_key(init: dict[str, Any]) -> tuple:
+    """The stage instance a tracker's arguments name (preset, variant, stage, DAG, seed), whatever its code."""
+    return (init.get("preset"), init.get("variant"), init.get("stage"), init.get("dag_id"), int(init.get("seed") or 0))
+
+
+def pending_spools(uri: str) -> dict[tuple, Path]:
+    """The spools in the spool folder that wait for a replay into store `uri`, by the stage instance whose run
+    they hold (`put track` leaves those runs to the replay)."""
+    folder, found = spool_folder(), {}
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+        try:
+            header = spool_header(path)
+        except NotASpool:
+            continue
+        if store_address(header["uri"]) == store_address(uri):
+            found[instance_key(header["init"])] = path
+    return found
+
+
 def _encode(value: Any, folder: Path, stem: str) -> Any:
     """JSON for a call's argument: paths as absolute paths, arrays (images) as .npy files beside the spool."""
     if isinstance(value, Path):
@@ -118,7 +169,7 @@ class ResilientTracker:
         with self.lock:
             if self.spool is not None:
                 return
-            folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+            folder = spool_folder()
             folder.mkdir(parents=True, exist_ok=True)
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
             self.reason = outage(err)
