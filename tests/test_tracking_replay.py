@@ -146,3 +146,39 @@ def test_put_track_and_the_replay_in_either_order_leave_one_point_per_step_and_t
             [(0, psnr)], variant
         assert "put.logged_from" not in run.data.tags and run.info.status == "FINISHED"
     assert len(stage_runs(store)) == 2
+
+
+def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_current(store, tmp_path, monkeypatch):
+    """Issue 43, 5: the replay of a spool from before a code edit, after the edited code made its own run,
+    marked the new run superseded by the old one (and moved the model's alias `current` to the old model)."""
+    from put.tracking import runs as runs_module
+    from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import stage_tracker
+    from tests.test_tracking_spool import closed_port
+
+    old_checkpoint, new_checkpoint = tmp_path / "old.pt", tmp_path / "new.pt"
+    old_checkpoint.write_bytes(b"old" * 100)
+    new_checkpoint.write_bytes(b"new" * 100)
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0ld0ld0ld0ld")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    old = stage_tracker("demo", "conv", "train_pvqvae", DAG)  # never reached the server
+    old.log_metrics({"train/loss": 1.0}, 0)
+    old.log_model(old_checkpoint, "pvqvae", {"eval/loss": 0.9}, {"lr": 0.001}, step=1)
+    old.finish()
+    time.sleep(0.01)
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "new0new0new0")  # the code edited, run again
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    new = stage_tracker("demo", "conv", "train_pvqvae", DAG)
+    new.log_metrics({"train/loss": 0.5}, 0)
+    new.log_model(new_checkpoint, "pvqvae", {"eval/loss": 0.4}, {"lr": 0.001}, step=1)
+    new.finish()
+    new_id = new.inner.run_id
+
+    replay(old.spool, MlflowTracker, to=store.tracking_uri)
+    current = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
+    assert [r.info.run_id for r in current] == [new_id] and current[0].data.tags["put.code"] == "new0new0new0"
+    (replayed,) = [r for r in stage_runs(store) if r.info.run_id != new_id]
+    assert replayed.data.tags["put.code"] == "0ld0ld0ld0ld" and replayed.data.tags["put.superseded_by"] == new_id
+    version = store.get_model_version_by_alias("put-demo-conv-pvqvae", "current")
+    assert store.get_logged_model(version.source.removeprefix("models:/")).source_run_id == new_id

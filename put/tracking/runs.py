@@ -257,8 +257,12 @@ class MlflowTracker(NullTracker):
         own = {**lineage, CODE_TAG: self.code}
         if self._search(own):
             return self._run(own, name, self.parent)
-        earlier = [r for r in self._search(lineage)  # a race's losing duplicate is no earlier version
-                   if r.data.tags.get(CODE_TAG) != self.code and DUPLICATE_OF not in r.data.tags]
+        others = [r for r in self._search(lineage)  # a race's losing duplicate is no other version
+                  if r.data.tags.get(CODE_TAG) != self.code and DUPLICATE_OF not in r.data.tags]
+        # A run created after this attempt started is newer code, not older: the replay of an old spool made
+        # after a code change and its run (issue 43). That one stays current; this one is the superseded one.
+        earlier = [r for r in others if r.info.start_time <= self.attempt]
+        later = [r for r in others if r.info.start_time > self.attempt]
         run_id = self._run(own, name, self.parent)
         if earlier:
             previous = earlier[-1]
@@ -267,6 +271,8 @@ class MlflowTracker(NullTracker):
             for run in earlier:
                 if SUPERSEDED not in run.data.tags:
                     self.client.set_tag(run.info.run_id, SUPERSEDED, run_id)
+        if later:
+            self.client.set_tag(run_id, SUPERSEDED, later[-1].info.run_id)
         return run_id
 
     def log_params(self, params: dict[str, Any]) -> None:
@@ -393,7 +399,8 @@ class MlflowTracker(NullTracker):
             with default_store(self.uri):
                 version = self.client.create_model_version(name, source=source, run_id=self.run_id,
                                                            model_id=model_id, tags={"put.dag_id": self.dag_id})
-        self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
+        if SUPERSEDED not in self.client.get_run(self.run_id).data.tags:  # an old code's run, replayed late
+            self.client.set_registered_model_alias(name, MODEL_ALIAS, version.version)
         # The Models tab's "Registered models" column reads this tag (mlflow.register_model sets it; the client
         # call above does not). Set last: it marks the model complete.
         listed = json.loads(self.client.get_logged_model(model_id).tags.get(MODEL_VERSIONS_TAG, "[]"))
