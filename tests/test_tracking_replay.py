@@ -182,3 +182,50 @@ def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_curren
     assert replayed.data.tags["put.code"] == "0ld0ld0ld0ld" and replayed.data.tags["put.superseded_by"] == new_id
     version = store.get_model_version_by_alias("put-demo-conv-pvqvae", "current")
     assert store.get_logged_model(version.source.removeprefix("models:/")).source_run_id == new_id
+
+
+def test_a_replay_over_the_spool_folder_skips_stray_files_and_live_spools_one_line_each(store, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """Issue 43, 6: a `.npy`, an empty file or a cursor among the spools ended in a traceback; a spool that a
+    running stage still appends to was replayed and deleted under it."""
+    import json
+
+    import numpy as np
+
+    from put.cli import main
+    from put.tracking import spool as spool_module
+
+    tracker, run_id, done = attempt(range(3), lost_at=1, finish=False)
+    tracker.log_image(np.zeros((4, 4, 3), np.uint8), "sample.png")  # an array beside the spool
+    tracker.finish()
+    live, live_id, running = attempt(range(2), lost_at=0, variant="put", finish=False)  # its stage runs still
+    folder = done.parent
+    (folder / "empty.jsonl").write_bytes(b"")
+    np.save(folder / "stray.npy", np.arange(3))
+    (folder / "notes.jsonl").write_bytes(b"\x93NUMPY\xff\xfe not a spool")
+    (folder / "old.jsonl.cursor").write_text("3")
+    header = json.loads(done.read_text().splitlines()[0]) | {"writer": {"host": "node-b", "pid": 1}}
+    (folder / "other-node.jsonl").write_text(json.dumps(header) + "\n")  # not ended, on a node whose lock is
+    monkeypatch.setattr(spool_module, "node_local_locks", lambda path: "nfs4 mounted with local_lock=all")  # unseen
+    arrays = [str(p) for p in folder.glob(f"{done.stem}-*.npy")]
+    capsys.readouterr()
+
+    assert main(["track-replay", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and not err.strip()
+    lines = out.splitlines()
+    skipped = {line.split(": skipped, ")[0]: line.split(": skipped, ")[1] for line in lines if ": skipped, " in line}
+    assert skipped.keys() == {str(folder / name) for name in ("empty.jsonl", "stray.npy", "notes.jsonl",
+                                                              "old.jsonl.cursor", "other-node.jsonl")} | \
+        {str(running), *arrays} and len(arrays) == 1
+    assert skipped[str(running)].startswith("still being written by a running stage")
+    assert skipped[str(folder / "other-node.jsonl")].startswith("not ended, and written on host node-b")
+    assert skipped[str(folder / "empty.jsonl")] == "empty, not a spool"
+    assert len(lines) == len(skipped) + 1 and f"{done}: 4 records logged" in out  # steps 1, 2, the image, the end
+    assert not done.exists() and running.exists()  # the live spool kept
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    live.log_metrics({"train/loss": 0.5}, 2)  # the stage appends still, then ends: its spool is whole
+    live.finish()
+    assert main(["track-replay", str(running)]) == 0 and not running.exists()
+    assert [s for s, _ in history(store, live_id)] == [0, 1, 2]
