@@ -66,11 +66,15 @@ def run(args: argparse.Namespace) -> None:
         except NotASpool as why:
             print(f"{spool}: skipped, {why}")
             continue
-        lock = lock_spool(spool)
+        try:
+            lock = lock_spool(spool)
+        except NotASpool as why:
+            print(f"{spool}: skipped, {why}")
+            continue
         if lock is None:
             writer = header.get("writer") or {}
             print(f"{spool}: skipped, still being written by a running stage (host {writer.get('host', '?')}, pid "
-                  f"{writer.get('pid', '?')}); replay it once the stage has ended")
+                  f"{writer.get('pid', '?')}) or replayed by another replay; replay it once the stage has ended")
             continue
         try:
             try:

@@ -168,15 +168,28 @@ def still_written(spool: Path, header: dict[str, Any], records: list[dict]) -> s
 
 
 def lock_spool(spool: Path) -> int | None:
-    """A descriptor holding flock(2) on `spool` for the replay, or None while its writer holds it."""
-    fd = os.open(spool, os.O_RDONLY)
+    """A descriptor holding flock(2) on `spool` for the replay until it is closed, or None while another holds it
+    (its stage, still writing; another replay). Exclusive where the file can be opened for writing (NFS grants an
+    exclusive lock only then), else shared, which the writer's exclusive lock refuses too. NotASpool when another
+    replay removed it meanwhile."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd, mode = os.open(spool, os.O_RDWR), fcntl.LOCK_EX
+    except PermissionError:
+        fd, mode = os.open(spool, os.O_RDONLY), fcntl.LOCK_SH
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
     except OSError:  # no locks on this file system: still_written decides by the header
         pass
+    try:
+        same = os.path.samestat(os.fstat(fd), os.stat(spool))
+    except FileNotFoundError:
+        same = False
+    if not same:
+        os.close(fd)
+        raise NotASpool("replayed and removed meanwhile by another replay")
     return fd
 
 
