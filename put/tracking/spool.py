@@ -135,8 +135,8 @@ def _decode(value: Any, folder: Path) -> Any:
 def _new_spool(stem: Path, header: str) -> tuple[Path, int]:
     """A spool file of its own, never another attempt's of the same second and process: `<stem>.jsonl`, else
     `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`). Returned with an open descriptor that holds
-    flock(2) on it, taken before the header is written: until the stage ends, a replay sees it is still written
-    (`writer_alive`) and leaves it alone."""
+    flock(2) on it, taken before the header is written: until the stage ends, a replay finds it locked
+    (`lock_spool`) and leaves it alone."""
     tries = 0
     while True:
         spool = stem.with_name(f"{stem.name}{f'_{tries}' if tries else ''}.jsonl")
