@@ -350,3 +350,40 @@ def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp
     again = MlflowTracker("demo", "put", "evaluate", dag_id)
     again.finish()
     assert again.run_id == tracker.run_id and "put.logged_from" not in tracking.get_run(again.run_id).data.tags
+
+
+def test_logging_a_model_leaves_the_tracking_uri_and_every_later_run_in_the_store(tracking, mlflow_db, tmp_path,
+                                                                                  monkeypatch):
+    """Issue 43, 1: MLflow's `_use_tracking_uri` restored its module's URI (None) and so unset
+    MLFLOW_TRACKING_URI: every later run of the process went to ./mlflow.db, and a spool recorded that file."""
+    import os
+
+    import requests
+
+    from put.tracking.spool import stage_tracker
+
+    work = tmp_path / "work"  # where a default ./mlflow.db would land: not the test's store
+    work.mkdir()
+    monkeypatch.chdir(work)
+    checkpoint = tmp_path / "pvqvae.pt"
+    checkpoint.write_bytes(b"weights" * 100)
+    with tracked(MlflowTracker("demo", "conv", "train_pvqvae", "dag0009aaaaa")) as t:
+        t.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {"lr": 0.001}, step=1)
+    assert os.environ.get("MLFLOW_TRACKING_URI") == mlflow_db
+    with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0009aaaaa")) as later:
+        later.log_metrics({"k50/10-60/psnr": 20.0}, 0)
+    assert later.uri == mlflow_db and tracking.get_run(later.run_id).data.metrics == {"k50/10-60/psnr": 20.0}
+
+    class Dead:  # the server goes away: the spool records the store the stage wrote to
+        def __getattr__(self, name):
+            def call(*args, **kwargs):
+                raise requests.ConnectionError("Connection refused")
+            return call
+
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    spooled = stage_tracker("demo", "conv", "external", "dag0009aaaaa")
+    spooled.inner.client = Dead()
+    spooled.log_metrics({"k50/10-60/psnr": 19.0}, 0)
+    assert json.loads(spooled.spool.read_text().splitlines()[0])["uri"] == mlflow_db
+    assert not list(work.iterdir())  # no mlflow.db, no mlruns/ beside the workspace
