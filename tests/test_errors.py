@@ -30,12 +30,13 @@ FRONT_END = {PACKAGE / "cli.py", PACKAGE / "__main__.py"}
 
 def error_classes() -> list[tuple[type, type, type]]:
     """(class, its PutError kind, the built-in a caller may catch) for each user-facing error class."""
+    from put.config.evaluation import MixedRulesError
     from put.config.params import ParamsError
     from put.dag.resources import ClusterConfigError
     from put.data.images import ImageReadError, ImageTooLargeError
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
-    from put.external.folder import ResultsMismatchError, ResultsMissingError
+    from put.external.folder import ResultsLeakError, ResultsMismatchError, ResultsMissingError
     from put.io.diskspace import DiskFullError
     from put.io.output_lock import NoLocksError
     from put.io.pretrained import DownloadError, MissingWeightsError
@@ -57,7 +58,8 @@ def error_classes() -> list[tuple[type, type, type]]:
             (ResultsMissingError, MissingFileError, FileNotFoundError),
             (CheckpointError, FileMismatchError, RuntimeError), (StaleState, FileMismatchError, RuntimeError),
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
-            (ResultsMismatchError, FileMismatchError, ValueError),
+            (ResultsMismatchError, FileMismatchError, ValueError), (ResultsLeakError, FileMismatchError, ValueError),
+            (MixedRulesError, FileMismatchError, ValueError),
             (DownloadError, ServiceError, RuntimeError),
             (QueueFull, ServiceError, RuntimeError), (AlreadyFinished, InputError, ValueError),
             (DiskFullError, PutError, OSError),
@@ -75,7 +77,8 @@ def test_the_package_errors_are_put_errors_and_still_the_builtins_callers_catch(
 def test_every_error_class_the_package_defines_is_a_put_error_or_internal():
     """A new error class of the package is one of the kinds, or one of these on purpose (not errors the user
     makes: control flow, or a tool the report runs)."""
-    internal = {"TrainingStopped", "Stopped", "LatexError", "_DuplicateKey"}  # Stopped: a served request's end
+    # Stopped: a served request's end; NotASpool: a file `put track-replay` skips with a line, never raised out
+    internal = {"TrainingStopped", "Stopped", "LatexError", "_DuplicateKey", "NotASpool"}
     found = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
