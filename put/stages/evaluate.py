@@ -16,12 +16,13 @@ from put.config.bins import FINE_BINS, TABLE_GROUPS
 from put.config.params import Params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.errors import FileMismatchError
-from put.io.files import atomic_write_text, read_csv, read_json
+from put.io.files import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table
+from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image
 from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.stages.sample import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
@@ -31,7 +32,6 @@ from put.tracking.spool import stage_tracker
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
 BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
-IMAGE_COLUMNS = ("mode", "group", "image", "source", "sample", *PIXEL_METRICS, "lpips")
 NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
@@ -159,6 +159,7 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
 
     info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
             "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
+            MASKS: masks_record(masks / MANIFEST),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
             "interval": f"{protocol.interval_level:.0%} expanded percentile bootstrap over the sources of the test "
                         "images "
@@ -186,13 +187,7 @@ def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
 
 def read_images(metrics: Path) -> pd.DataFrame:
     """The per-image values written beside a metrics file."""
-    path = metrics_images_file(metrics)
-    frame = read_csv(path, "the per-image values `put evaluate` writes",
-                     dtype={"image": str, "group": str, "mode": str, "source": str})
-    missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise FileMismatchError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
-    return frame
+    return read_per_image(metrics_images_file(metrics))
 
 
 def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
