@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> None:
     if args.mlflow:
         from put.tracking.comparison import log_comparison
 
-        rows = frame.rename(columns={"variant": "result", "modes": "mode"}).to_dict("records")
+        # results by their place (result_1, ...: their names may hold characters MLflow refuses in a metric's name)
+        place = {r.name: f"result_{i}" for i, r in enumerate(results[1:], 1)}
+        rows = frame.drop(columns="modes").assign(result=frame["variant"].map(place)).to_dict("records")
         run_id = log_comparison(preset, results[0].name, [r.name for r in results[1:]], rows,
                                 {"comparison.txt": table + "\n", "comparison.csv": as_csv(frame),
                                  "comparison.json": as_json(frame, results)},

@@ -13,7 +13,7 @@ import pandas as pd
 from put.compare.results import Result
 from put.config.evaluation import MetricProtocol
 from put.errors import FileMismatchError, InputError
-from put.metrics.summary import PIXEL_METRICS
+from put.metrics.per_image import PIXEL_METRICS
 from put.stats.bootstrap import Bootstrap, finite_mean
 from put.stats.differences import KEYS, mark_family, paired_differences
 

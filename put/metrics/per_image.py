@@ -11,8 +11,8 @@ import pandas as pd
 
 from put.errors import FileMismatchError
 from put.io.files import file_sha256, read_csv
-from put.metrics.summary import PIXEL_METRICS
 
+PIXEL_METRICS = ("psnr", "ssim", "mae")  # per image, each with its interval (summary.py)
 IMAGE_COLUMNS = ("mode", "group", "image", "source", "sample", *PIXEL_METRICS, "lpips")
 KEY_TYPES = {"image": str, "group": str, "mode": str, "source": str}
 MASKS = "masks"  # the evaluation record's (`_info.json`) entry naming the masks its values were measured on

@@ -23,9 +23,9 @@ def metric_key(*parts: str) -> str:
 
 def log_comparison(preset: str, baseline: str, compared: list[str], rows: list[dict], files: dict[str, str],
                    params: dict[str, str], command: str) -> str:
-    """One run: `rows` (result, mode, group, metric, difference, lo, hi, p_adjusted) as metrics named
-    <result>/<mode>/<group>/<metric>/difference (lo, hi, p_adjusted beside it), `files` (name -> text) as
-    artifacts; returns the run's id."""
+    """One run: `params` (what each result is), `rows` (result, mode, group, metric, difference, lo, hi,
+    p_adjusted) as metrics named <result>/<mode>/<group>/<metric>/difference (lo, hi, p_adjusted beside it),
+    `files` (name -> text) as artifacts; returns the run's id."""
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
