@@ -5,6 +5,7 @@ line naming what differs, of results with other masks, test images or metric pro
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -232,3 +233,60 @@ def test_compare_does_not_import_torch():
                              "put.compare.pairing, put.compare.results, put.tracking.comparison; "
                              "print('torch' in sys.modules)"], capture_output=True, text=True)
     assert loaded.stdout.strip() == "False", loaded.stderr
+
+
+STAGE_SCRIPT = """import json, sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+top_k = yaml.safe_load(open("params.yaml"))["top_k"]
+rng = np.random.default_rng(top_k)
+rows = [{{"mode": mode, "group": "10-60", "image": f"img_{{i:03d}}.png", "source": f"photo_{{i // 2}}", "sample": 0,
+          "psnr": 20 + i % 7 + rng.normal(0, 0.3) + (top_k < 50 and mode != "all") * 0.5,
+          "ssim": 0.6 + rng.normal(0, 0.01), "mae": 0.2 + rng.normal(0, 0.01), "lpips": None}}
+         for mode in ("all", f"k{{top_k}}") for i in range(120)]
+out = Path("results/demo/metrics")
+out.mkdir(parents=True, exist_ok=True)
+pd.DataFrame(rows).to_csv(out / "put_images.csv", index=False)
+info = {{"variant": "put", "seed": 0, "preset": "demo", "protocol": {protocol}, "sampling": {{"top_k": top_k}},
+        "groups": {{"10-60": [0.1, 0.6]}}, "masks": {{"manifest_sha256": "a1b2"}}}}
+(out / "put_info.json").write_text(json.dumps(info))
+"""
+
+
+def test_two_dvc_experiments_compared_by_name_as_the_slow_test_does_on_the_demo(tmp_path):
+    """The slow test's steps (tests/helpers.py `compare_experiments`) on a one-stage DVC pipeline that writes an
+    evaluation's files from a sampling parameter: `dvc exp run` of the workspace and of `-S top_k=10`, compared by
+    the experiments' names and against the workspace; top_k 10 is 0.5 dB better in the sampled mode, the same in
+    the deterministic one."""
+    from tests.helpers import ROOT, compare_experiments
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "evaluate.py").write_text(STAGE_SCRIPT.format(protocol=repr(PROTOCOL.model_dump())))
+    (repo / "params.yaml").write_text("top_k: 50\n")
+    metrics = path_of(METRICS_FILE, "demo", "put")
+    (repo / "dvc.yaml").write_text(json.dumps({"stages": {"evaluate": {
+        "cmd": f"{sys.executable} evaluate.py", "deps": ["evaluate.py"], "params": ["top_k"],
+        "outs": [{metrics_images_file(metrics).as_posix(): {"cache": False}},
+                 {metrics_info_file(metrics).as_posix(): {"cache": False}}]}}}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PUT_TRACKING": "0"}
+    bin_dir = Path(sys.executable).parent
+
+    def dvc(where: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "dvc"), *args], cwd=where, capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    for command in (["git", "init", "-q"], ["git", "config", "user.email", "t@example.com"],
+                    ["git", "config", "user.name", "t"], [str(bin_dir / "dvc"), "init", "-q"],
+                    [str(bin_dir / "dvc"), "repro", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True, env=env, timeout=300)
+    done = compare_experiments(repo, dvc, "top_k=10", ["evaluate"], env)
+    assert done["ran"] == {"evaluate"}
+    table = done["table"].set_index(["modes", "metric"])
+    assert table.loc[("all", "psnr"), "difference"] == pytest.approx(0, abs=0.2)
+    assert table.loc[("k50 vs k10", "psnr"), "difference"] == pytest.approx(0.5, abs=0.2)
+    assert table.loc[("k50 vs k10", "psnr"), "significant"] and (table["n"] == 120).all()

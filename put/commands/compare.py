@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> None:
     from put.compare.pairing import bootstrap_of, compare
     from put.compare.results import read_result
 
-    preset = load_cli_params(args).preset
+    preset = args.preset or load_cli_params(args).preset  # a preset named: no params.yaml to read
     results = [read_result(text, preset, args.variant, Path(args.repo)) for text in args.results]
     frame = compare(results, bins=args.bins, method=args.multiplicity)
     table = as_table(frame, results, bootstrap_of(results[0])[0].level)
