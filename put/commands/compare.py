@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> None:
     results = [read_result(text, preset, args.variant, Path(args.repo)) for text in args.results]
     frame = compare(results, bins=args.bins, method=args.multiplicity)
     table = as_table(frame, results, bootstrap_of(results[0])[0].level)
-    print({"table": table, "csv": as_csv(frame), "json": as_json(frame, results)}[args.format].rstrip("\n"))
+    formats = {"table": lambda: table, "csv": lambda: as_csv(frame), "json": lambda: as_json(frame, results)}
+    print(formats[args.format]().rstrip("\n"))
     if args.mlflow:
         from put.tracking.comparison import log_comparison
 

@@ -47,7 +47,8 @@ def table_rows(frame: pd.DataFrame) -> pd.DataFrame:
                      "baseline": _number(row.mean_reference, DECIMALS[row.metric]),
                      "result mean": _number(row.mean, DECIMALS[row.metric]),
                      "difference": _number(row.difference, digits, True), "interval": interval,
-                     "p adj.": _number(row.p_adjusted, 3), "mark": MARK if row.significant else "",
+                     "p adj.": "<0.001" if row.p_adjusted < 0.001 else _number(row.p_adjusted, 3),
+                     "mark": MARK if row.significant else "",
                      "n": f"{row.n} images, {row.units} sources"})
     return pd.DataFrame(rows)
 
