@@ -74,7 +74,7 @@ def check_pairable(results: Sequence[Result]) -> None:
     test images, else an error naming the first thing that differs."""
     names = [r.name for r in results]
     if len(results) < 2:
-        raise InputError("put compare needs two results or more (the first is the baseline)")
+        raise InputError(f"two results or more are needed (the first is the baseline), got {len(results)}")
     if len(set(names)) < len(names):
         raise InputError(f"a result is named twice: {' '.join(names)}")
     base = results[0]
