@@ -110,19 +110,24 @@ def test_the_command_prints_a_table_csv_and_json(workspace, capsys):
     assert record["baseline"]["name"] == ":put" and len(record["differences"]) == 18  # no bins in these files
 
 
-def test_a_sweep_against_one_baseline_is_one_family(tmp_path, monkeypatch):
+def test_a_sweep_against_one_baseline_is_one_family(tmp_path, monkeypatch, capsys):
     """Three results: each against the first, one Holm family over both (36 differences); the sampled mode pairs
     k50 of the baseline with k10 and k20 of the others."""
     for label, k, shift in (("base", 50, 0.0), ("k10", 10, 0.2), ("k20", 20, 0.0)):
         write_result(tmp_path / label, "put", per_image(shift=shift, seed=k, top_k=k),
                      sampling={"top_k": k, "temperature": 1.0})
+    drawn = per_image(seed=20, top_k=20)  # one more sample of one image: no counterpart in the baseline
+    write_result(tmp_path / "k20", "put", pd.concat([drawn, drawn.iloc[[0]].assign(sample=1)]),
+                 sampling={"top_k": 20, "temperature": 1.0})
     monkeypatch.chdir(tmp_path)
     results = [read_result(name, "demo", "put") for name in ("base", "k10", "k20")]
     found = compare(results)
     assert list(found["variant"].unique()) == ["k10", "k20"] and (found["family_size"] == 36).all()
     np.testing.assert_allclose(found["p_adjusted"], adjust(found["p"].to_numpy(), "holm"))
     assert set(found["modes"]) == {"all", "k50 vs k10", "k50 vs k20"}
+    assert found.groupby("variant")["unpaired"].max().to_dict() == {"k10": 0, "k20": 1}
     assert main(["compare", "base", "k10", "k20"]) == 0
+    assert "left out: 1 rows of base and k20 without a counterpart" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("change, message", [

@@ -17,7 +17,8 @@ from put.stats.multiplicity import CONTROLS, NAMES
 
 MARK = "*"
 COLUMNS = ["variant", "reference", "modes", "group", "metric", "mean_reference", "mean", "difference", "lo", "hi",
-           "p", "p_adjusted", "significant", "n", "units", "no_interval", "family", "family_size", "method"]
+           "p", "p_adjusted", "significant", "n", "units", "no_interval", "unpaired", "family", "family_size",
+           "method"]
 
 
 def changes(base: Result, other: Result) -> str:
@@ -69,6 +70,9 @@ def as_table(frame: pd.DataFrame, results: Sequence[Result], level: float) -> st
     if len(results) == 2:
         shown = shown.drop(columns="result")
     lines += ["", shown.to_string(index=False)]
+    left = frame.drop_duplicates("variant")
+    lines += [f"left out: {row.unpaired} rows of {row.reference} and {row.variant} without a counterpart in the "
+              "other (samples one drew and the other did not)" for row in left.itertuples() if row.unpaired]
     reasons = sorted({r for r in frame["no_interval"] if isinstance(r, str) and r})
     lines += [""] + [f"no interval, no mark: {reason}" for reason in reasons] if reasons else []
     return "\n".join(lines)

@@ -113,7 +113,8 @@ def compare(results: Sequence[Result], bins: bool = False, method: str | None = 
     """Each result against the first (`variant` its name, `reference` the baseline's) per mode, group and metric:
     the paired difference (result - baseline) with its interval, p-value and the mark of the correction over all
     of them (`method`: default the protocol's), `mean_reference` and `mean` the two means, `modes` the two modes'
-    own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in the report."""
+    own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in the report:
+    `unpaired` counts them."""
     check_pairable(results)
     boot, protocol_method = bootstrap_of(results[0])
     method = method or protocol_method
@@ -128,12 +129,15 @@ def compare(results: Sequence[Result], bins: bool = False, method: str | None = 
     base = results[0]
     by_name = {r.name: r for r in results}
     means = {name: _means(frames[base.name], frames[name]) for name in differences["variant"].unique()}
+    unpaired = {name: len(frames[base.name]) + len(frames[name])
+                - 2 * len(frames[base.name][KEYS].merge(frames[name][KEYS], on=KEYS)) for name in means}
     extra = []
     for row in differences.itertuples():
         cell = means[row.variant].loc[(row.mode, row.group)]
         labels = [_mode_label(by_name[name], row.mode) for name in (base.name, row.variant)]
         extra.append({"mean_reference": cell[("a", row.metric)], "mean": cell[("b", row.metric)],
-                      "modes": labels[0] if labels[0] == labels[1] else f"{labels[0]} vs {labels[1]}"})
+                      "modes": labels[0] if labels[0] == labels[1] else f"{labels[0]} vs {labels[1]}",
+                      "unpaired": unpaired[row.variant]})
     order = {r.name: i for i, r in enumerate(results)}
     frame = pd.concat([differences, pd.DataFrame(extra)], axis=1).sort_values(
         "variant", key=lambda names: names.map(order), kind="stable").reset_index(drop=True)
