@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from put.tracking.names import experiment_name
+from put.tracking.runs import EXPERIMENT_KIND
 from put.tracking.source import environment_tags, tracking_uri
 
 LEVEL_TAG = "put.level"  # a comparison run: tags put.level = comparison, put.baseline, put.compared
@@ -31,7 +32,8 @@ def log_comparison(preset: str, baseline: str, compared: list[str], rows: list[d
 
     client = MlflowClient(tracking_uri())
     experiment = client.get_experiment_by_name(experiment_name(preset))
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(experiment_name(preset))
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+        experiment_name(preset), tags={"mlflow.experimentKind": EXPERIMENT_KIND})  # as the stages make it
     tags = {**environment_tags(command), LEVEL_TAG: "comparison", "put.preset": preset, "put.baseline": baseline,
             "put.compared": ",".join(compared)}
     run = client.create_run(experiment_id, tags=tags, run_name=f"compare {' '.join([baseline, *compared])}"[:250])
