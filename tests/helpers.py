@@ -77,7 +77,8 @@ def compare_experiments(repo: Path, dvc: Callable[..., subprocess.CompletedProce
     (a DVC workspace whose `targets` are up to date): `dvc exp run` of the workspace as it is (experiment
     `compare-base`: nothing to re-run), then of `setting` (`-S`, experiment `compare-changed`), each of `targets`
     only; then `put compare` of the two by the names DVC lists, and of the first against the workspace
-    (which now holds the second), as CSV. Returns the runs, the stages the second ran, its seconds, and both tables
+    (which now holds the second), as CSV. Returns the runs, the stages the second ran (or restored from the run
+    cache), their seconds, and both tables
     (the same numbers, checked here)."""
     import pandas as pd
 
@@ -100,5 +101,7 @@ def compare_experiments(repo: Path, dvc: Callable[..., subprocess.CompletedProce
         tables[key] = pd.read_csv(io.StringIO(done.stdout))
     columns = [c for c in tables["experiments"].columns if c != "result"]
     pd.testing.assert_frame_equal(tables["experiments"][columns], tables["workspace"][columns])
-    ran = set(re.findall(r"Running stage '([^']+)'", runs["compare-changed"].stdout))
+    # run, or restored from DVC's run cache (the same stage and inputs run before, e.g. by an earlier experiment)
+    ran = set(re.findall(r"Running stage '([^']+)'|Stage '([^']+)' is cached", runs["compare-changed"].stdout))
+    ran = {name for pair in ran for name in pair if name}
     return {"runs": runs, "ran": ran, "seconds": seconds, "table": tables["experiments"]}
