@@ -78,8 +78,7 @@ def compare_experiments(repo: Path, dvc: Callable[..., subprocess.CompletedProce
     `compare-base`: nothing to re-run), then of `setting` (`-S`, experiment `compare-changed`), each of `targets`
     only; then `put compare` of the two by the names DVC lists, and of the first against the workspace
     (which now holds the second), as CSV. Returns the runs, the stages the second ran (or restored from the run
-    cache), their seconds, and both tables
-    (the same numbers, checked here)."""
+    cache), their seconds, and both tables (the same numbers, checked here)."""
     import pandas as pd
 
     runs, seconds = {}, {}
