@@ -3,8 +3,13 @@ of the products they check."""
 
 from __future__ import annotations
 
+import io
+import re
 import shutil
 import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 import put.config.paths
@@ -64,3 +69,38 @@ def metrics_file(preset: str, variant: str) -> Path:
 
 def report_dir(preset: str) -> Path:
     return path_of(REPORT_DIR, preset)
+
+
+def compare_experiments(repo: Path, dvc: Callable[..., subprocess.CompletedProcess], setting: str,
+                        targets: Sequence[str], env: dict[str, str] | None = None, preset: str = "demo") -> dict:
+    """What a user does to ask whether a change helped (docs/dvc-snakemake.md, "Change, run, compare"), in `repo`
+    (a DVC workspace whose `targets` are up to date): `dvc exp run` of the workspace as it is (experiment
+    `compare-base`: nothing to re-run), then of `setting` (`-S`, experiment `compare-changed`), each of `targets`
+    only; then `put compare` of the two by the names DVC lists, and of the first against the workspace
+    (which now holds the second), as CSV. Returns the runs, the stages the second ran (or restored from the run
+    cache), their seconds, and both tables (the same numbers, checked here)."""
+    import pandas as pd
+
+    runs, seconds = {}, {}
+    for name, settings in (("compare-base", []), ("compare-changed", ["-S", setting])):
+        start = time.monotonic()
+        runs[name] = dvc(repo, "exp", "run", "-n", name, *settings, *targets)
+        seconds[name] = time.monotonic() - start
+        assert runs[name].returncode == 0, runs[name].stdout[-3000:] + runs[name].stderr[-3000:]
+    listed = dvc(repo, "exp", "list", "--name-only")  # the names `dvc exp show` prints
+    assert {"compare-base", "compare-changed"} <= set(listed.stdout.split()), listed.stdout[-2000:]
+    tables = {}
+    for key, names in (("experiments", ["compare-base", "compare-changed"]), ("workspace", ["compare-base", "."])):
+        start = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "put", "compare", *names, "--preset", preset, "--format",
+                               "csv"], cwd=repo,
+                              capture_output=True, text=True, env=env, timeout=300)
+        seconds[f"compare {key}"] = time.monotonic() - start
+        assert done.returncode == 0, done.stderr[-3000:]
+        tables[key] = pd.read_csv(io.StringIO(done.stdout))
+    columns = [c for c in tables["experiments"].columns if c != "result"]
+    pd.testing.assert_frame_equal(tables["experiments"][columns], tables["workspace"][columns])
+    # run, or restored from DVC's run cache (the same stage and inputs run before, e.g. by an earlier experiment)
+    ran = set(re.findall(r"Running stage '([^']+)'|Stage '([^']+)' is cached", runs["compare-changed"].stdout))
+    ran = {name for pair in ran for name in pair if name}
+    return {"runs": runs, "ran": ran, "seconds": seconds, "table": tables["experiments"]}

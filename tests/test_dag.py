@@ -49,6 +49,7 @@ from put.dag.report_captions import caption
 from put.tracking.names import VARIANTS_VIEW, runs_link
 from tests.helpers import (
     ROOT,
+    compare_experiments,
     is_product,
     metrics_file,
     product_roots,
@@ -840,3 +841,43 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
     halves = [(k50.loc[(s, "10-60"), "psnr_hi"] - k50.loc[(s, "10-60"), "psnr_lo"]) / 2 for s in (0, 1)]
     assert row["image_half_width"] == pytest.approx(np.mean(halves))
     assert "seeds 0, 1" in render_latex(seeds_table(summary, "demo"))
+
+
+# ----------------------------------------------------------------------------------------- did a change help?
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_dvc_experiments_of_the_demo_compared_by_name(demo):
+    """Issue 47, what a user does (docs/dvc-snakemake.md, "Change, run, compare"), in the demo `make repro` built (the
+    copy of its workspace, no MLflow): `dvc exp run` of the workspace as it is (nothing re-runs), then of
+    `-S overrides.sample.top_k=10`, PUT's sampling and evaluation only; `put compare` of the two experiments by the
+    names `dvc exp show` prints (read from git's objects) gives the same table as against the workspace, paired on
+    the demo's test images, the sampled mode's K = 50 against K = 10, and says why the demo's 3 photographs give no
+    interval. The steps are tests/helpers.py's `compare_experiments`, which test_compare.py runs on a one-stage
+    pipeline in the fast suite."""
+    from put.compare.results import read_result
+    from put.stats.bootstrap import finite_mean
+
+    demo_made(demo)
+    repo = demo["copy"]
+    git(repo, "checkout", "HEAD", "--", "params.yaml")  # as `make repro` left it, had the seed test run here first
+    env = {**ENV, "PUT_TRACKING": "0"}
+    done = compare_experiments(repo, lambda where, *args: dvc(where, *args, tracking=False),
+                               "overrides.sample.top_k=10", ["sample@put", "evaluate@put"], env)
+    print(f"\ncompare: {', '.join(f'{step} {seconds:.0f} s' for step, seconds in done['seconds'].items())}")
+    assert {"sample@put", "evaluate@put"} <= done["ran"] <= {"config", "sample@put", "evaluate@put"}, done["ran"]
+    table = done["table"]
+    test_images = len(pd.read_csv(repo / split_dir("demo") / "test.csv"))
+    assert len(table) == 2 * 3 * 3 and set(table["modes"]) == {"all", "k50 vs k10"}, table
+    assert (table["n"] == test_images).all() and (table["units"] == 3).all()
+    assert table["no_interval"].str.contains("too few for an interval").all() and table["lo"].isna().all()
+    base, changed = (read_result(name, "demo", "put", repo) for name in ("compare-base", "compare-changed"))
+    assert base.info["sampling"]["top_k"] == 50 and changed.info["sampling"]["top_k"] == 10
+    cell = [frame.query("mode == @mode and group == '10-60'")["psnr"]
+            for frame, mode in ((base.images, "k50"), (changed.images, "k10"))]
+    row = table.set_index(["modes", "group", "metric"]).loc[("k50 vs k10", "10-60", "psnr")]
+    assert row["difference"] == pytest.approx(finite_mean(cell[1]) - finite_mean(cell[0]))
+    # argmax does not depend on K: re-sampled on the same machine, the same results (measured: exactly 0)
+    assert (table.loc[table["modes"] == "all", "difference"].abs() < 1e-9).all(), table
+    assert done["seconds"]["compare experiments"] < 60

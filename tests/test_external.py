@@ -156,6 +156,23 @@ def test_a_folder_of_results_is_checked_then_evaluated_beside_put(masks, tmp_pat
     telea = ours[(ours["variant"] == "external_telea") & (ours["mode"] == "all")]
     assert telea["significant"].any() == ("$^{\\dagger}$" in table1)
 
+    # issue 47: each evaluation records the masks it was measured on, and `put compare` of two evaluations (a folder
+    # of metrics files: the pasted ones, the rule under which the report pairs PUT with other methods) gives the
+    # report's own paired differences
+    from put.compare.pairing import compare
+    from put.compare.results import read_result
+    from put.io.files import file_sha256
+
+    assert info["masks"] == {"manifest_sha256": file_sha256(masks / "manifest.csv")}
+    found = compare([read_result(f"{metrics_dir / 'pasted'}:{label}", params.preset, "put")
+                     for label in ("put", "external_telea")], bins=True)
+    keys = ["mode", "group", "metric"]
+    theirs = differences[differences["variant"] == "external_telea"].set_index(keys)
+    mine = found.assign(mode=found["modes"]).set_index(keys).loc[theirs.index]
+    assert len(mine) == len(theirs) == len(found)
+    for column in ("difference", "lo", "hi", "p", "n", "units"):
+        np.testing.assert_array_equal(mine[column].to_numpy(float), theirs[column].to_numpy(float), err_msg=column)
+
 
 @pytest.mark.parametrize("fmt", ["lama", "ict"])
 def test_several_samples_per_input_fill_the_k_column_and_the_diversity_score(masks, tmp_path, fmt):

@@ -11,5 +11,5 @@ from put.io.code import command_module
 COMMANDS: dict[str, str] = {name: command_module(name) for name in (
     "info", "inpaint", "config", "dag", "import-official", "split", "prepare", "masks", "masks-export",
     "train-pvqvae", "train-transformer", "sample", "external", "evaluate", "frontier", "report", "weights",
-    "bench-suite", "bench", "cost", "coverage", "serve", "track", "track-replay", "ui",
+    "bench-suite", "bench", "cost", "coverage", "compare", "serve", "track", "track-replay", "ui",
 )}

@@ -32,6 +32,17 @@ class MetricValue:
         return self.value is not None
 
 
-from put.metrics.image import MetricProtocol, image_metrics, metrics_table  # noqa: E402
+_IMAGE = ("MetricProtocol", "image_metrics", "metrics_table")
+
+
+def __getattr__(name: str):
+    """The per-image metrics, loaded on first use: they need torch, which readers of the evaluation's files
+    (`put compare`) do not."""
+    if name in _IMAGE:
+        from put.metrics import image
+
+        return getattr(image, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["MetricValue", "MetricProtocol", "image_metrics", "metrics_table"]

@@ -11,10 +11,9 @@ import pandas as pd
 
 from put.metrics import MetricValue
 from put.metrics.fid import Features, fid_of_features
+from put.metrics.per_image import PIXEL_METRICS
 from put.stats.bootstrap import Bootstrap, Interval, difference_interval, finite_mean, mean_interval
 from put.stats.fid_interval import fid_difference_interval, fid_interval
-
-PIXEL_METRICS = ("psnr", "ssim", "mae")
 
 
 @dataclass(frozen=True)

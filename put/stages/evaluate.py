@@ -19,13 +19,14 @@ from put.config.params import Params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
 from put.data.images import read_rgb, write_png
 from put.errors import FileMismatchError
-from put.io.files import atomic_write_text, read_csv, read_json
+from put.io.files import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table, paste_known
+from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image
 from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.stages.sample import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
@@ -35,7 +36,6 @@ from put.tracking.spool import stage_tracker
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
 BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
-IMAGE_COLUMNS = ("mode", "group", "image", "source", "sample", *PIXEL_METRICS, "lpips")
 NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
@@ -150,10 +150,10 @@ def evaluate_variant(params: Params, variant: str, samples: Path, masks: Path, o
     with tempfile.TemporaryDirectory(prefix="put-pasted-") as scratch:
         if protocol.known_pixels == "pasted":
             jobs = jobs.assign(result=pasted_results(jobs, masks, Path(scratch)))
-        return _write_evaluation(params, variant, protocol, jobs, out)
+        return _write_evaluation(params, variant, protocol, jobs, masks, out)
 
 
-def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jobs: pd.DataFrame,
+def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jobs: pd.DataFrame, masks: Path,
                       out: Path) -> dict:
     preset = params.resolved()
     top_k = preset.sample.top_k
@@ -200,6 +200,7 @@ def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jo
 
     info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
             "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
+            MASKS: masks_record(masks / MANIFEST),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
             "interval": f"{protocol.interval_level:.0%} expanded percentile bootstrap over the sources of the test "
                         "images "
@@ -235,12 +236,7 @@ def rule_of(info: dict) -> str:
 def read_images(metrics: Path) -> pd.DataFrame:
     """The per-image values written beside a metrics file, with the compositing rule they were scored under
     (`rule`, from the info file's protocol: put/stats/differences.py pairs only values of one rule)."""
-    path = metrics_images_file(metrics)
-    frame = read_csv(path, "the per-image values `put evaluate` writes",
-                     dtype={"image": str, "group": str, "mode": str, "source": str})
-    missing = [c for c in IMAGE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise FileMismatchError(f"{path}: lacks column(s) {', '.join(missing)} -- re-run the evaluate stage")
+    frame = read_per_image(metrics_images_file(metrics))
     info = read_json(metrics_info_file(metrics), f"the `put evaluate` record written beside {Path(metrics).name}")
     return frame.assign(rule=rule_of(info) if isinstance(info, dict) else "raw")
 

@@ -1,0 +1,58 @@
+"""`put compare`: did a change help? Results of one preset paired by test image and mask, each against the first."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from put.commands.common import add_params_arguments
+
+HELP = ("results of one preset (DVC experiments, git revisions, workspaces, variants) compared with the baseline "
+        "(the first), paired by test image and mask: differences with intervals and a family-wise correction")
+FORMATS = ("table", "csv", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="+", metavar="RESULT",
+                        help="WHERE[:VARIANT]: WHERE a DVC experiment (as `dvc exp show` names it), a git revision or "
+                             "a folder (a workspace, or a folder of metrics files); empty or `.`: the working "
+                             "directory. VARIANT: the evaluated label (default --variant). The first is the baseline")
+    add_params_arguments(parser)
+    parser.add_argument("--variant", default="put", help="the variant of a RESULT that names none (default put)")
+    parser.add_argument("--repo", default=".", help="the git repository revisions and experiments are read from")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="a table (default), or CSV or JSON")
+    parser.add_argument("--bins", action="store_true", help="also the fine hole-ratio bins (10-20 ... 50-60), in the "
+                                                            "same family")
+    parser.add_argument("--multiplicity", choices=("holm", "bonferroni", "bh", "none"),
+                        help="error control over the family (default: the protocol's, evaluate.multiplicity)")
+    parser.add_argument("--mlflow", action="store_true", help="also log the comparison as an MLflow run of the "
+                                                              "preset's experiment")
+
+
+def run(args: argparse.Namespace) -> None:
+    from put.commands.common import load_cli_params
+    from put.compare.output import as_csv, as_json, as_table
+    from put.compare.pairing import bootstrap_of, compare
+    from put.compare.results import read_result
+
+    preset = args.preset or load_cli_params(args).preset  # a preset named: no params.yaml to read
+    results = [read_result(text, preset, args.variant, Path(args.repo)) for text in args.results]
+    frame = compare(results, bins=args.bins, method=args.multiplicity)
+    table = as_table(frame, results, bootstrap_of(results[0])[0].level)
+    formats = {"table": lambda: table, "csv": lambda: as_csv(frame), "json": lambda: as_json(frame, results)}
+    print(formats[args.format]().rstrip("\n"))
+    if args.mlflow:
+        from put.tracking.comparison import log_comparison
+
+        # results by their place (result_1, ...: their names may hold characters MLflow refuses in a metric's name)
+        place = {r.name: f"result_{i}" for i, r in enumerate(results[1:], 1)}
+        rows = frame.drop(columns="modes").assign(result=frame["variant"].map(place)).to_dict("records")
+        run_id = log_comparison(preset, results[0].name, [r.name for r in results[1:]], rows,
+                                {"comparison.txt": table + "\n", "comparison.csv": as_csv(frame),
+                                 "comparison.json": as_json(frame, results)},
+                                {"baseline": results[0].where, **{f"result_{i}": r.where
+                                                                  for i, r in enumerate(results[1:], 1)}},
+                                "put compare " + " ".join(shlex.quote(a) for a in sys.argv[2:]))
+        print(f"logged to MLflow: run {run_id}", file=sys.stderr)

@@ -1,0 +1,153 @@
+"""Results paired for `put compare`: refused, in one line naming what differs, unless they share the preset, the
+metric protocol, the mask groups, the masks and the test images; then each against the first (the baseline), row
+by row (mode, group, test image, sample), with the report's paired differences (put/stats/differences.py) and one
+family over everything compared (docs/statistics.md, "Did a change help?")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from put.compare.results import Result
+from put.config.evaluation import MetricProtocol
+from put.errors import FileMismatchError, InputError
+from put.metrics.per_image import PIXEL_METRICS
+from put.stats.bootstrap import Bootstrap, finite_mean
+from put.stats.differences import KEYS, mark_family, paired_differences
+
+SAMPLED = "top-K"  # the sampled mode, whatever K each result drew with: `k50` of one is paired with `k10` of another
+BINS = "bins"  # the fine hole-ratio bins (the curves' cells), compared only when asked
+SAMPLED_MODE = re.compile(r"k\d+")
+
+
+def pairing_mode(mode: str) -> str:
+    return SAMPLED if SAMPLED_MODE.fullmatch(mode) else mode
+
+
+def differing(a: dict, b: dict) -> list[str]:
+    """`key: A's value vs B's` for every key of two records that differs (one absent counts: `not recorded`)."""
+    shown = lambda record, key: repr(record[key]) if key in record else "not recorded"  # noqa: E731
+    return [f"{key} {shown(a, key)} vs {shown(b, key)}" for key in sorted(set(a) | set(b)) if a.get(key, ...) !=
+            b.get(key, ...) or (key in a) != (key in b)]
+
+
+def _masks_differ(a: Result, b: Result) -> str | None:
+    """Why two results' masks differ or cannot be told apart, or None when both name the same."""
+    shared = [kind for kind in a.masks if kind in b.masks]
+    if not shared:
+        return (f"which masks {b.name if a.masks else a.name} was measured on is not recorded (neither in its "
+                "evaluation record nor in a dvc.lock beside it): re-run its evaluate stage")
+    kind = shared[0]
+    return None if a.masks[kind] == b.masks[kind] else f"their masks differ ({a.masks[kind]} vs {b.masks[kind]})"
+
+
+def _images(result: Result) -> dict[tuple[str, str], pd.DataFrame]:
+    """Each (pairing mode, group) cell's test images with their sources."""
+    frame = result.images.assign(mode=result.images["mode"].map(pairing_mode))
+    return {cell: rows[["image", "source"]].drop_duplicates().sort_values("image").reset_index(drop=True)
+            for cell, rows in frame.groupby(["mode", "group"], sort=False)}
+
+
+def _images_differ(a: Result, b: Result) -> str | None:
+    """Why two results' test images differ (in a cell both have), or None."""
+    cells_a, cells_b = _images(a), _images(b)
+    for cell in (c for c in cells_a if c in cells_b):
+        x, y = cells_a[cell], cells_b[cell]
+        only = [(name, set(x["image"]) - set(y["image"])) for name, (x, y) in ((a.name, (x, y)), (b.name, (y, x)))]
+        for name, images in only:
+            if images:
+                return (f"their test images differ ({len(images)} of the {'/'.join(cell)} cell only in {name}, e.g. "
+                        f"{sorted(images)[0]})")
+        sources = x.merge(y, on="image", suffixes=("_a", "_b"))
+        moved = sources[sources["source_a"] != sources["source_b"]]
+        if len(moved):
+            row = moved.iloc[0]
+            return (f"their test images' sources differ ({row['image']}: {row['source_a']!r} vs "
+                    f"{row['source_b']!r})")
+    return None
+
+
+def check_pairable(results: Sequence[Result]) -> None:
+    """Every result against the baseline: the same preset, metric protocol (the whole record), groups, masks and
+    test images, else an error naming the first thing that differs."""
+    names = [r.name for r in results]
+    if len(results) < 2:
+        raise InputError(f"two results or more are needed (the first is the baseline), got {len(results)}")
+    if len(set(names)) < len(names):
+        raise InputError(f"a result is named twice: {' '.join(names)}")
+    base = results[0]
+    for other in results[1:]:
+        why = None
+        for what, key in (("presets", "preset"), ("metric protocols", "protocol"), ("mask groups", "groups")):
+            a, b = base.info.get(key), other.info.get(key)
+            if a != b:
+                both = isinstance(a, dict) and isinstance(b, dict)
+                detail = "; ".join(differing(a, b)) if both else f"{a!r} vs {b!r}"
+                why = f"their {what} differ ({detail})"
+                break
+        why = why or _masks_differ(base, other) or _images_differ(base, other)
+        if why:
+            raise FileMismatchError(f"cannot pair {base.name} and {other.name}: {why}")
+
+
+def bootstrap_of(result: Result) -> tuple[Bootstrap, str]:
+    """The bootstrap and the multiplicity method of a result's stored protocol."""
+    try:
+        protocol = MetricProtocol.model_validate(result.info["protocol"])
+    except ValueError as err:
+        raise FileMismatchError(f"{result.where}: its recorded metric protocol does not validate "
+                                f"({str(err).splitlines()[0]})") from None
+    return Bootstrap.of(protocol), protocol.multiplicity
+
+
+def _means(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Each side's mean per (mode, group) over the rows both have (what the difference compares)."""
+    shared = a[KEYS].merge(b[KEYS], on=KEYS)
+    return pd.concat({side: frame.merge(shared, on=KEYS).groupby(["mode", "group"], sort=False)[list(PIXEL_METRICS)]
+                      .agg(finite_mean) for side, frame in (("a", a), ("b", b))}, axis=1)
+
+
+def compare(results: Sequence[Result], bins: bool = False, method: str | None = None) -> pd.DataFrame:
+    """Each result against the first (`variant` its name, `reference` the baseline's) per mode, group and metric:
+    the paired difference (result - baseline) with its interval, p-value and the mark of the correction over all
+    of them (`method`: default the protocol's), `mean_reference` and `mean` the two means, `modes` the two modes'
+    own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in the report:
+    `unpaired` counts them."""
+    check_pairable(results)
+    boot, protocol_method = bootstrap_of(results[0])
+    method = method or protocol_method
+    frames = {}
+    for result in results:
+        frame = result.images.assign(mode=result.images["mode"].map(pairing_mode))
+        frames[result.name] = frame if bins else frame[frame["mode"] != BINS]
+    differences = paired_differences({(name, 0): frame for name, frame in frames.items()}, PIXEL_METRICS, boot,
+                                     method, reference=results[0].name)
+    if differences.empty:
+        return differences
+    base = results[0]
+    by_name = {r.name: r for r in results}
+    means = {name: _means(frames[base.name], frames[name]) for name in differences["variant"].unique()}
+    unpaired = {name: len(frames[base.name]) + len(frames[name])
+                - 2 * len(frames[base.name][KEYS].merge(frames[name][KEYS], on=KEYS)) for name in means}
+    extra = []
+    for row in differences.itertuples():
+        cell = means[row.variant].loc[(row.mode, row.group)]
+        labels = [_mode_label(by_name[name], row.mode) for name in (base.name, row.variant)]
+        extra.append({"mean_reference": cell[("a", row.metric)], "mean": cell[("b", row.metric)],
+                      "modes": labels[0] if labels[0] == labels[1] else f"{labels[0]} vs {labels[1]}",
+                      "unpaired": unpaired[row.variant]})
+    order = {r.name: i for i, r in enumerate(results)}
+    frame = pd.concat([differences, pd.DataFrame(extra)], axis=1).sort_values(
+        "variant", key=lambda names: names.map(order), kind="stable").reset_index(drop=True)
+    frame = frame.astype(dict.fromkeys(("lo", "hi", "p"), float))  # None where there is no interval
+    family = f"{int(frame['p'].notna().sum())} differences from {base.name}"
+    return mark_family(frame, method, boot.level).assign(family=family, family_size=int(frame["p"].notna().sum()),
+                                                         method=method)
+
+
+def _mode_label(result: Result, mode: str) -> str:
+    """The result's own label of a pairing mode (k50 for the sampled mode of a result drawn at K = 50)."""
+    own = sorted({m for m in result.images["mode"] if pairing_mode(m) == mode})
+    return "/".join(own) or mode

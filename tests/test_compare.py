@@ -1,0 +1,297 @@
+"""`put compare`: the report's paired differences between two results of one preset, read from workspaces, folders,
+git revisions and DVC experiments without checking them out; one family over everything compared; refusals, in one
+line naming what differs, of results with other masks, test images or metric protocols."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from put.cli import main
+from put.compare.pairing import compare
+from put.compare.results import read_result
+from put.config.evaluation import MetricProtocol
+from put.config.paths import METRICS_FILE, masks_dir, metrics_images_file, metrics_info_file, path_of
+from put.metrics.per_image import PIXEL_METRICS
+from put.stages.evaluate import read_images
+from put.stats.bootstrap import Bootstrap
+from put.stats.differences import paired_differences
+from put.stats.multiplicity import adjust
+
+# 60 sources: above min_units (50), so every cell has an interval; resamples enough for the expanded 95% level.
+PROTOCOL = MetricProtocol(bootstrap_resamples=3000)
+SOURCES, PER_SOURCE = 60, 2
+TABLE_CELLS = [(mode, group) for mode in ("all", "k50") for group in ("20-40", "40-60", "10-60")]
+
+
+def per_image(shift: float = 0.0, seed: int = 0, top_k: int = 50, images: int = SOURCES * PER_SOURCE) -> pd.DataFrame:
+    """A variant's per-image values: the same images and sources for every seed, a source effect shared by all
+    variants (what pairing removes), noise of the variant's own, and `shift` added to its PSNR."""
+    base = np.random.default_rng(1)
+    effect = base.normal(0, 2, SOURCES)
+    noise = np.random.default_rng(seed)
+    rows = []
+    for mode, group in TABLE_CELLS:
+        mode = f"k{top_k}" if mode == "k50" else mode
+        for i in range(images):
+            source = i // PER_SOURCE
+            rows.append({"mode": mode, "group": group, "image": f"data/demo/splits/images/test/img_{i:03d}.png",
+                         "source": f"photo_{source:02d}", "sample": 0,
+                         "psnr": 20 + effect[source] + noise.normal(0, 0.5) + shift,
+                         "ssim": 0.6 + effect[source] / 20 + noise.normal(0, 0.01),
+                         "mae": 0.2 - effect[source] / 40 + noise.normal(0, 0.005), "lpips": np.nan})
+    return pd.DataFrame(rows)
+
+
+def write_result(root: Path, label: str, frame: pd.DataFrame, protocol: MetricProtocol = PROTOCOL,
+                 masks: str | None = "a1b2", **info) -> Path:
+    """The evaluate stage's per-image file and record of `label`, under `root` as in a workspace."""
+    metrics = root / path_of(METRICS_FILE, "demo", label)
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(metrics_images_file(metrics), index=False)
+    record = {"variant": label, "seed": 0, "preset": "demo", "protocol": protocol.model_dump(),
+              "sampling": {"top_k": 50, "temperature": 1.0}, "groups": {"20-40": [0.2, 0.4]},
+              **({"masks": {"manifest_sha256": masks}} if masks else {}), **info}
+    metrics_info_file(metrics).write_text(json.dumps(record))
+    return metrics
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch) -> Path:
+    """Two variants of one run, PUT and an ablation 0.3 dB better, in a workspace that is the working directory."""
+    write_result(tmp_path, "put", per_image())
+    write_result(tmp_path, "tok", per_image(shift=0.3, seed=2), variant="tok")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_paired_numbers_are_the_reports_own(workspace):
+    """Two variants of one run: each difference, interval, p-value, n and units exactly as the report's
+    paired_differences gives them (its input read as the report reads it), and one family over all 18."""
+    results = [read_result(name, "demo", "put") for name in (":put", ":tok")]
+    found = compare(results)
+    images = {(label, 0): read_images(workspace / path_of(METRICS_FILE, "demo", label)) for label in ("put", "tok")}
+    expected = paired_differences(images, PIXEL_METRICS, Bootstrap.of(PROTOCOL), "holm")
+    assert len(found) == len(expected) == len(TABLE_CELLS) * len(PIXEL_METRICS)
+    keys = ["mode", "group", "metric"]
+    mine = found.assign(mode=found["modes"]).set_index(keys).sort_index()
+    theirs = expected.set_index(keys).sort_index()
+    for column in ("difference", "lo", "hi", "p", "n", "units"):
+        np.testing.assert_array_equal(mine[column].to_numpy(float), theirs[column].to_numpy(float), err_msg=column)
+    # the report's families are per mode (9 each); the command's is everything it compares (18)
+    np.testing.assert_allclose(found["p_adjusted"], adjust(found["p"].to_numpy(), "holm"))
+    assert (found["family_size"] == 18).all()
+    psnr = found[found["metric"] == "psnr"]
+    assert psnr["significant"].all() and (psnr["lo"] > 0).all()  # the planted 0.3 dB is found everywhere
+    means = found.set_index(keys).loc[("all", "10-60", "psnr")]
+    assert means["mean"] - means["mean_reference"] == pytest.approx(means["difference"])
+
+
+def test_the_command_prints_a_table_csv_and_json(workspace, capsys):
+    assert main(["compare", ":put", ":tok"]) == 0
+    table = capsys.readouterr().out
+    assert "baseline: :put = workspace ., put" in table and "variant put vs tok" in table
+    assert "survives Holm's step-down procedure at 5% over the 18 differences tested" in table
+    row = next(line for line in table.splitlines() if re.match(r"\s*k50\s+10-60\s+PSNR", line))
+    assert row.rstrip().endswith("120 images, 60 sources") and " * " in row
+    assert main(["compare", ":put", ":tok", "--format", "csv"]) == 0
+    frame = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    assert list(frame["result"].unique()) == [":tok"] and len(frame) == 18
+    assert main(["compare", ":put", ":tok", "--format", "json", "--bins"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["baseline"]["name"] == ":put" and len(record["differences"]) == 18  # no bins in these files
+
+
+def test_a_sweep_against_one_baseline_is_one_family(tmp_path, monkeypatch, capsys):
+    """Three results: each against the first, one Holm family over both (36 differences); the sampled mode pairs
+    k50 of the baseline with k10 and k20 of the others."""
+    for label, k, shift in (("base", 50, 0.0), ("k10", 10, 0.2), ("k20", 20, 0.0)):
+        write_result(tmp_path / label, "put", per_image(shift=shift, seed=k, top_k=k),
+                     sampling={"top_k": k, "temperature": 1.0})
+    drawn = per_image(seed=20, top_k=20)  # one more sample of one image: no counterpart in the baseline
+    write_result(tmp_path / "k20", "put", pd.concat([drawn, drawn.iloc[[0]].assign(sample=1)]),
+                 sampling={"top_k": 20, "temperature": 1.0})
+    monkeypatch.chdir(tmp_path)
+    results = [read_result(name, "demo", "put") for name in ("base", "k10", "k20")]
+    found = compare(results)
+    assert list(found["variant"].unique()) == ["k10", "k20"] and (found["family_size"] == 36).all()
+    np.testing.assert_allclose(found["p_adjusted"], adjust(found["p"].to_numpy(), "holm"))
+    assert set(found["modes"]) == {"all", "k50 vs k10", "k50 vs k20"}
+    assert found.groupby("variant")["unpaired"].max().to_dict() == {"k10": 0, "k20": 1}
+    assert main(["compare", "base", "k10", "k20"]) == 0
+    assert "left out: 1 rows of base and k20 without a counterpart" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda root: write_result(root, "tok", per_image(), MetricProtocol(bootstrap_resamples=3000, ssim_window=11)),
+     "their metric protocols differ (ssim_window 51 vs 11)"),
+    (lambda root: write_result(root, "tok", per_image(), protocol=PROTOCOL, masks="ffff"),
+     "their masks differ (manifest sha256 a1b2 vs manifest sha256 ffff)"),
+    (lambda root: write_result(root, "tok", per_image(images=SOURCES * PER_SOURCE - 1)),
+     "their test images differ (1 of the all/20-40 cell only in :put, e.g. data/demo/splits/images/test/img_119.png)"),
+    (lambda root: write_result(root, "tok", per_image().assign(source="one photo")),
+     "their test images' sources differ (data/demo/splits/images/test/img_000.png: 'photo_00' vs 'one photo')"),
+    (lambda root: write_result(root, "tok", per_image(), preset="ffhq"), "their presets differ ('demo' vs 'ffhq')"),
+    (lambda root: write_result(root, "tok", per_image(), masks=None),
+     "which masks :tok was measured on is not recorded"),
+], ids=["protocol", "masks", "images", "sources", "preset", "unrecorded masks"])
+def test_refusals_name_what_differs(workspace, capsys, change, message):
+    change(workspace)
+    assert main(["compare", ":put", ":tok"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("put compare: error: cannot pair :put and :tok: " + message), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_protocol_field_of_a_newer_record_is_compared_too(workspace, capsys):
+    """The whole record is compared: a field one record has and the other lacks (an evaluation written after the
+    protocol grew one) is a difference."""
+    metrics = workspace / path_of(METRICS_FILE, "demo", "tok")
+    info = json.loads(metrics_info_file(metrics).read_text())
+    info["protocol"]["composite"] = "pasted"
+    metrics_info_file(metrics).write_text(json.dumps(info))
+    assert main(["compare", ":put", ":tok"]) == 2
+    assert "their metric protocols differ (composite not recorded vs 'pasted')" in capsys.readouterr().err
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_results_read_from_git_revisions_and_experiments_without_checkout(tmp_path, monkeypatch, capsys):
+    """Two commits (and the second as a DVC experiment's ref, as `dvc exp run` leaves it): compared from git's
+    objects while the working tree holds something else, which stays as it was; the masks are told apart by the
+    hash each commit's dvc.lock records when the evaluation record has none."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    metrics = path_of(METRICS_FILE, "demo", "put")
+
+    def lock(md5: str) -> None:
+        stage = {"outs": [{"path": metrics.as_posix()}], "deps": [{"path": masks_dir("demo").as_posix(), "md5": md5}]}
+        (repo / "dvc.lock").write_text(json.dumps({"schema": "2.0", "stages": {"evaluate@put": stage}}))
+
+    write_result(repo, "put", per_image(), masks=None)
+    lock("m1.dir")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "baseline")
+    write_result(repo, "put", per_image(shift=0.3, seed=5, top_k=10), masks=None)
+    git(repo, "commit", "-qam", "top_k 10")
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "update-ref", f"refs/exps/{head[:2]}/{head[2:]}/k10-exp", head)  # DVC's layout of an experiment
+    git(repo, "update-ref", "refs/exps/exec/EXEC_HEAD", head)  # DVC's machinery: not an experiment
+    (repo / metrics_images_file(metrics)).write_text("not, the, committed, values\n")  # the working tree differs
+    monkeypatch.chdir(repo)
+
+    found = compare([read_result(name, "demo", "put") for name in ("HEAD~1", "k10-exp")])
+    expected = paired_differences({("a", 0): per_image(), ("b", 0): per_image(shift=0.3, seed=5)},
+                                  PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
+    np.testing.assert_allclose(found["difference"], expected["difference"])
+    assert read_result("k10-exp", "demo", "put").where == f"DVC experiment k10-exp ({head[:7]}), put"
+    assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == \
+        f"M {metrics_images_file(metrics).as_posix()}"
+
+    git(repo, "checkout", "--", metrics_images_file(metrics).as_posix())
+    lock("m2.dir")  # a third commit whose masks DVC hashed differently
+    git(repo, "commit", "-qam", "other masks")
+    assert main(["compare", "HEAD~2", "HEAD"]) == 2
+    assert "cannot pair HEAD~2 and HEAD: their masks differ (dvc.lock md5 m1.dir vs dvc.lock md5 m2.dir)" in \
+        capsys.readouterr().err
+    assert main(["compare", "HEAD", "no-such-exp"]) == 2
+    assert "'no-such-exp': not a folder, a git revision or a DVC experiment of" in capsys.readouterr().err
+    assert main(["compare", "HEAD", "HEAD~1:tok"]) == 2
+    assert "HEAD~1:results/demo/metrics/tok_images.csv: not found in revision HEAD~1" in capsys.readouterr().err
+
+
+def test_a_folder_of_metrics_files_and_an_mlflow_run(workspace, tmp_path, mlflow_db, capsys):
+    """A folder holding the metrics files themselves (no workspace around them) compares too, and --mlflow logs the
+    comparison as a run of the preset's experiment with each difference as a metric."""
+    from mlflow.tracking import MlflowClient
+
+    folder = workspace / "results" / "demo" / "metrics"
+    assert main(["compare", f"{folder}:put", f"{folder}:tok", "--mlflow"]) == 0
+    captured = capsys.readouterr()
+    assert f"baseline: {folder}:put = folder {folder}, put" in captured.out
+    run_id = re.search(r"logged to MLflow: run (\w+)", captured.err).group(1)
+    run = MlflowClient(mlflow_db).get_run(run_id)
+    assert run.data.tags["put.level"] == "comparison" and run.info.status == "FINISHED"
+    assert run.data.params["result_1"] == f"folder {folder}, tok"
+    key = "result_1/top-K/10-60/psnr/difference"
+    assert run.data.metrics[key] == pytest.approx(compare(
+        [read_result(f"{folder}:{v}", "demo", "put") for v in ("put", "tok")]).set_index(
+        ["modes", "group", "metric"]).loc[("k50", "10-60", "psnr"), "difference"])
+
+
+def test_compare_does_not_import_torch():
+    """Seconds, not the time it takes to load torch: the command needs numbers only."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, put.commands.compare, put.compare.output, "
+                             "put.compare.pairing, put.compare.results, put.tracking.comparison; "
+                             "print('torch' in sys.modules)"], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "False", loaded.stderr
+
+
+STAGE_SCRIPT = """import json, sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+top_k = yaml.safe_load(open("params.yaml"))["top_k"]
+rng = np.random.default_rng(top_k)
+rows = [{{"mode": mode, "group": "10-60", "image": f"img_{{i:03d}}.png", "source": f"photo_{{i // 2}}", "sample": 0,
+          "psnr": 20 + i % 7 + rng.normal(0, 0.3) + (top_k < 50 and mode != "all") * 0.5,
+          "ssim": 0.6 + rng.normal(0, 0.01), "mae": 0.2 + rng.normal(0, 0.01), "lpips": None}}
+         for mode in ("all", f"k{{top_k}}") for i in range(120)]
+out = Path("results/demo/metrics")
+out.mkdir(parents=True, exist_ok=True)
+pd.DataFrame(rows).to_csv(out / "put_images.csv", index=False)
+info = {{"variant": "put", "seed": 0, "preset": "demo", "protocol": {protocol}, "sampling": {{"top_k": top_k}},
+        "groups": {{"10-60": [0.1, 0.6]}}, "masks": {{"manifest_sha256": "a1b2"}}}}
+(out / "put_info.json").write_text(json.dumps(info))
+"""
+
+
+def test_two_dvc_experiments_compared_by_name_as_the_slow_test_does_on_the_demo(tmp_path):
+    """The slow test's steps (tests/helpers.py `compare_experiments`) on a one-stage DVC pipeline that writes an
+    evaluation's files from a sampling parameter: `dvc exp run` of the workspace and of `-S top_k=10`, compared by
+    the experiments' names and against the workspace; top_k 10 is 0.5 dB better in the sampled mode, the same in
+    the deterministic one."""
+    from tests.helpers import ROOT, compare_experiments
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "evaluate.py").write_text(STAGE_SCRIPT.format(protocol=repr(PROTOCOL.model_dump())))
+    (repo / "params.yaml").write_text("top_k: 50\n")
+    metrics = path_of(METRICS_FILE, "demo", "put")
+    (repo / "dvc.yaml").write_text(json.dumps({"stages": {"evaluate": {
+        "cmd": f"{sys.executable} evaluate.py", "deps": ["evaluate.py"], "params": ["top_k"],
+        "outs": [{metrics_images_file(metrics).as_posix(): {"cache": False}},
+                 {metrics_info_file(metrics).as_posix(): {"cache": False}}]}}}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PUT_TRACKING": "0"}
+    bin_dir = Path(sys.executable).parent
+
+    def dvc(where: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "dvc"), *args], cwd=where, capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    for command in (["git", "init", "-q"], ["git", "config", "user.email", "t@example.com"],
+                    ["git", "config", "user.name", "t"], [str(bin_dir / "dvc"), "init", "-q"],
+                    [str(bin_dir / "dvc"), "repro", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True, env=env, timeout=300)
+    done = compare_experiments(repo, dvc, "top_k=10", ["evaluate"], env)
+    assert done["ran"] == {"evaluate"}
+    table = done["table"].set_index(["modes", "metric"])
+    assert table.loc[("all", "psnr"), "difference"] == pytest.approx(0, abs=0.2)
+    assert table.loc[("k50 vs k10", "psnr"), "difference"] == pytest.approx(0.5, abs=0.2)
+    assert table.loc[("k50 vs k10", "psnr"), "significant"] and (table["n"] == 120).all()
