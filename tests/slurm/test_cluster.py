@@ -44,12 +44,12 @@ from put.config.paths import PREPARED_DIR, masks_dir, path_of
 from put.dag.declaration import CONFIG
 from put.dag.graph import instances
 from put.models.checkpoint import load_checkpoint
-from put.tracking.spool import SPOOL_DIR
+from put.tracking.spool import SPOOL_DIR, cursor_path
 from put.train.loop import MIN_STEP_ENV, resume_path
 from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
 from tests.slurm.tracking import Rerun, check_server, left_in_workspace, stage_runs
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3600), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
 
 BIN = Path(sys.executable).parent
@@ -553,6 +553,28 @@ def put(repo: Path, uri: str, *args: str) -> str:
     return done.stdout + done.stderr
 
 
+def replay_cut_short(repo: Path, spool: Path, store: str) -> tuple[int, int]:
+    """`put track-replay --to store` of `spool`, killed once it has logged a record and before the last (its
+    cursor says how far it got): a replay the server interrupted. Returns (records logged, records in all)."""
+    total = len(spool.read_text().splitlines()) - 1
+    env = {**os.environ}
+    env.pop("PUT_TRACKING", None)
+    proc = subprocess.Popen([str(BIN / "put"), "track-replay", "--to", store, str(spool)], cwd=repo, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cursor = cursor_path(spool)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if cursor.exists() and cursor.read_text().strip() not in ("", "0"):
+            proc.kill()
+            break
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    done = int(cursor.read_text()) if cursor.exists() else 0
+    assert spool.exists() and 0 < done < total, f"the replay into {store} was not cut short: {done} of {total} logged"
+    return done, total
+
+
 def spools_named_in_logs(repo: Path) -> dict[Path, str]:
     """spool -> the store its job named, from every job's Slurm log (a job names the run it could not log)."""
     found = {}
@@ -565,9 +587,9 @@ def spools_named_in_logs(repo: Path) -> dict[Path, str]:
 def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_record_once_on_the_server(
         cluster_run, tracking):
     """The cluster's configuration of tracking (MLFLOW_TRACKING_URI naming a server on PostgreSQL), end to end: the
-    jobs that logged while the server was down named their spools; a user replays some of them, runs `put track`
-    (which meets runs whose spool is not replayed yet), replays the rest and runs `put track` again (which finds
-    every run). Then the server alone holds every stage's run once, finished, under the one parent run; every
+    jobs that logged while the server was down named their spools; a user replays some of them (one of which a
+    first replay into another store had logged in part), runs `put track` (which meets runs whose spool is not
+    replayed yet), replays the rest and runs `put track` again (which finds every run). Then the server alone holds every stage's run once, finished, under the one parent run; every
     metric point once per step the outputs hold; every model READY with its files and registered; and the
     workspace no mlflow.db, mlruns/ or spool (tests/slurm/tracking.py)."""
     repo, params_file = cluster_run["repo"], str(cluster_run["params_file"])
@@ -583,7 +605,14 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     first, rest = spools[::2], spools[1::2]
     assert rest, f"the outages left {len(spools)} spool(s): {spools}"
     began = time.monotonic()
-    replayed = put(repo, tracking.uri, "track-replay", *map(str, first))
+    # The longest of the first ones is replayed first into another store (a copy of the database, outside the
+    # workspace) and cut short; the replay `--to` the server then logs all of it there, not only what follows the
+    # other store's cursor.
+    longest = max(first, key=lambda p: len(p.read_text().splitlines()))
+    elsewhere = f"sqlite:///{repo.parent / 'elsewhere' / 'mlflow.db'}"
+    (repo.parent / "elsewhere").mkdir(exist_ok=True)
+    cut = replay_cut_short(repo, longest, elsewhere)
+    replayed = put(repo, tracking.uri, "track-replay", "--to", tracking.uri, *map(str, first))
     tracked = put(repo, tracking.uri, "track", "--params", params_file)
     replayed += put(repo, tracking.uri, "track-replay", *map(str, rest))
     again = put(repo, tracking.uri, "track", "--params", params_file)
@@ -596,6 +625,7 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     busy = ", ".join(str(len(o["jobs_running"])) for o in outages)
     print(f"\noutages of {down} s with {busy} jobs running: {len(spools)} spools "
           f"({len(named)} named by their jobs), replayed {len(first)} + {len(rest)} around `put track` "
+          f"(one first cut short into another store after {cut[0]} of {cut[1]} records) "
           f"({user_s:.0f} s); put track said: {tracked.strip().splitlines()[-1]}; checked on the server: {counts}")
 
 
