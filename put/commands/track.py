@@ -61,14 +61,17 @@ def run(args: argparse.Namespace) -> None:
     from put.dag.graph import instances, output_paths
     from put.tracking.base import tracked
     from put.tracking.runs import finished_run
-    from put.tracking.source import tracking_enabled
-    from put.tracking.spool import stage_tracker
+    from put.tracking.source import tracking_enabled, tracking_uri
+    from put.tracking.spool import instance_key, pending_spools, stage_tracker
 
     if not tracking_enabled():
         print("put track: tracking is off (PUT_TRACKING=0): nothing logged")
         return
     params = load_cli_params(args)
     logged, missing, present, stale = [], [], 0, out_of_date()
+    # A run whose records wait in a spool is the replay's to complete: logged from the outputs as well, each of its
+    # points would be there twice and the run marked as logged from outputs (issue 43).
+    spooled, waiting = pending_spools(tracking_uri()), []
     for stage, name in instances(params):
         if not stage.tracked:
             continue
@@ -80,6 +83,11 @@ def run(args: argparse.Namespace) -> None:
         if finished_run(params.preset, variant, tracker_stage, params.dag_id(), stage_params.seed):
             present += 1
             continue
+        spool = spooled.get(instance_key({"preset": params.preset, "variant": variant, "stage": tracker_stage,
+                                          "dag_id": params.dag_id(), "seed": stage_params.seed}))
+        if spool is not None:
+            waiting.append(str(spool))
+            continue
         if key in stale or not all(Path(path).exists() for path in output_paths(stage, name, params.preset)):
             missing.append(key)
             continue
@@ -90,5 +98,8 @@ def run(args: argparse.Namespace) -> None:
         logged.append(key)
     print(f"MLflow: {present} stage run(s) present; logged from their outputs (the stage did not run): "
           f"{', '.join(logged) or 'none'}")
+    if waiting:
+        print(f"MLflow: runs not logged from their outputs, their records wait in a spool; replay them, then run "
+              f"`put track` again: put track-replay {' '.join(waiting)}")
     if missing:
         print(f"MLflow: no run, and no current outputs to log it from (run `dvc repro` first): {', '.join(missing)}")

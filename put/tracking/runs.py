@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -145,7 +146,7 @@ class MlflowTracker(NullTracker):
         self.lock = _lock(self.uri)
         self.model_id: str | None = None
         self.attempt = int(time.time() * 1000) if attempt is None else attempt
-        self.logged_at_ms: int | None = None  # a replayed call's original time (metrics keep their timestamp)
+        self.call_time = threading.local()  # the time of the stage's call being logged (called_at), per thread
         command = stage.replace("_", "-")
         files = command_sources(command)
         self.code = code or code_version(files)
@@ -282,7 +283,8 @@ class MlflowTracker(NullTracker):
         """`links`: model_id, dataset_name, dataset_digest of the values (MLflow 3 links them to a model)."""
         from mlflow.entities import Metric
 
-        stamp = self.logged_at_ms or int(time.time() * 1000)  # a replay keeps the points' time: none doubled
+        # the stage's call's time, whether logged now or replayed: a point sent again is the same point
+        stamp = getattr(self.call_time, "ms", None) or int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, step, **links) for k, v in metrics.items() if np.isfinite(v)]
         with self.lock:
             for start in range(0, len(batch), 500):
@@ -451,6 +453,14 @@ class MlflowTracker(NullTracker):
             self.client.set_experiment_tag(self.experiment, VIEW_METRICS_TAG, ",".join(shown))
             self.client.set_experiment_tag(self.experiment, f"mlflow.sharedViewState.{VARIANTS_VIEW}",
                                            variants_view(shown, sort_key))
+
+    @contextlib.contextmanager
+    def called_at(self, time_ms: int):
+        self.call_time.ms = time_ms
+        try:
+            yield
+        finally:
+            self.call_time.ms = None
 
     def finish(self, status: str = "FINISHED") -> None:
         """The run's end, unless a later attempt has started on it (a spooled KILLED of attempt 1, replayed,

@@ -44,6 +44,57 @@ def outage(err: BaseException) -> str:
     return found.group(1).strip() if found else text.splitlines()[0][:150]
 
 
+def spool_folder() -> Path:
+    return Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+
+
+class NotASpool(Exception):
+    """A file that is no spool to replay (an array of one, a cursor, an empty file, ...): why, in a few words."""
+
+
+def spool_header(path: Path) -> dict[str, Any]:
+    """A spool's first line: the tracker's arguments (`init`), its store (`uri`), why it spooled (`reason`);
+    NotASpool for any other file."""
+    path = Path(path)
+    if path.name.endswith(".npy"):
+        raise NotASpool("an array of a spool, replayed with its spool")
+    if path.name.endswith(".cursor"):
+        raise NotASpool("a replay's cursor, removed with its spool")
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError as err:
+        raise NotASpool(f"not readable ({err.strerror})") from None
+    if not first.strip():
+        raise NotASpool("empty, not a spool")
+    try:
+        header = json.loads(first)
+    except ValueError:  # not UTF-8, not JSON
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("init"), dict) or not header.get("uri"):
+        raise NotASpool("not a spool: its first line is no spool header")
+    return header
+
+
+def instance_key(init: dict[str, Any]) -> tuple:
+    """The stage instance a tracker's arguments name (preset, variant, stage, DAG, seed), whatever its code."""
+    return (init.get("preset"), init.get("variant"), init.get("stage"), init.get("dag_id"), int(init.get("seed") or 0))
+
+
+def pending_spools(uri: str) -> dict[tuple, Path]:
+    """The spools in the spool folder that wait for a replay into store `uri`, by the stage instance whose run
+    they hold (`put track` leaves those runs to the replay)."""
+    folder, found = spool_folder(), {}
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+        try:
+            header = spool_header(path)
+        except NotASpool:
+            continue
+        if store_address(header["uri"]) == store_address(uri):
+            found[instance_key(header["init"])] = path
+    return found
+
+
 def _encode(value: Any, folder: Path, stem: str) -> Any:
     """JSON for a call's argument: paths as absolute paths, arrays (images) as .npy files beside the spool."""
     if isinstance(value, Path):
@@ -118,7 +169,7 @@ class ResilientTracker:
         with self.lock:
             if self.spool is not None:
                 return
-            folder = Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+            folder = spool_folder()
             folder.mkdir(parents=True, exist_ok=True)
             name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
             self.reason = outage(err)
@@ -129,9 +180,9 @@ class ResilientTracker:
             self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
             self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
-    def _write(self, method: str, args: tuple, kwargs: dict) -> None:
+    def _write(self, method: str, args: tuple, kwargs: dict, time_ms: int) -> None:
         stem = self.spool.stem
-        record = {"call": method, "time_ms": int(time.time() * 1000),
+        record = {"call": method, "time_ms": time_ms,
                   "args": _encode(list(args), self.spool.parent, stem),
                   "kwargs": _encode(kwargs, self.spool.parent, stem)}
         with self.lock, open(self.spool, "a") as f:
@@ -140,15 +191,20 @@ class ResilientTracker:
             os.fsync(f.fileno())
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        # The call's time, fixed before any of it is sent: its points carry it, and so does its record if the
+        # server goes away part-way (inside log_model, after its log_metrics went through), so that the replay's
+        # points are those already logged, which the store keeps once, not a second point at another time.
+        time_ms = int(time.time() * 1000)
         inner = self.inner
         if inner is not None:
             try:
-                return getattr(inner, method)(*args, **kwargs)
+                with inner.called_at(time_ms):
+                    return getattr(inner, method)(*args, **kwargs)
             except Exception as err:
                 if not unreachable(err):
                     raise
                 self._start_spool(err)
-        self._write(method, args, kwargs)
+        self._write(method, args, kwargs, time_ms)
         return None
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -172,8 +228,18 @@ class ResilientTracker:
 
 
 def cursor_path(spool: Path) -> Path:
-    """How many of the spool's records a replay has logged (`<spool>.cursor`): a rerun starts after them."""
+    """How many of the spool's records a replay has logged into each store (`<spool>.cursor`, JSON: store address
+    to count): a rerun into the same store starts after them, a replay into another store from the first."""
     return spool.with_name(spool.name + ".cursor")
+
+
+def read_cursor(spool: Path, recorded: str) -> dict[str, int]:
+    """The cursor's counts per store; a count alone (the format before issue 43) was the recorded store's."""
+    cursor = cursor_path(spool)
+    if not cursor.exists():
+        return {}
+    value = json.loads(cursor.read_text())
+    return {recorded: int(value)} if isinstance(value, int) else {k: int(v) for k, v in value.items()}
 
 
 def replay_target(recorded: str, to: str | None) -> str:
@@ -191,25 +257,25 @@ def replay_target(recorded: str, to: str | None) -> str:
 def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None) -> int:
     """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
     `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
-    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged,
-    so an interrupted replay resumes and a finished one logs nothing again. A spooled end does not overwrite the
-    status of a run that a later attempt has started on (MlflowTracker.finish)."""
+    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged
+    into this store, so an interrupted replay resumes and a finished one logs nothing again. A spooled end does
+    not overwrite the status of a run that a later attempt has started on (MlflowTracker.finish)."""
     lines = Path(spool).read_text().splitlines()
     header = json.loads(lines[0])
     uri = replay_target(store_address(header["uri"]), to)
     calls = [json.loads(line) for line in lines[1:] if line.strip()]
-    cursor = cursor_path(spool)
-    done = int(cursor.read_text()) if cursor.exists() else 0
+    counts = read_cursor(spool, store_address(header["uri"]))
+    done = counts.get(uri, 0)  # what went into this store: a replay cut short into another one logged none here
     if done >= len(calls):
         return 0
     tracker = make(**(header["init"] | {"uri": uri}))
     for index in range(done, len(calls)):
         record = calls[index]
         args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
-        if hasattr(tracker, "logged_at_ms"):
-            tracker.logged_at_ms = record["time_ms"]
-        getattr(tracker, record["call"])(*args, **kwargs)
-        atomic_write_text(cursor, str(index + 1))
+        with tracker.called_at(record["time_ms"]):
+            getattr(tracker, record["call"])(*args, **kwargs)
+        counts[uri] = index + 1
+        atomic_write_text(cursor_path(spool), json.dumps(counts))
     return len(calls) - done
 
 
