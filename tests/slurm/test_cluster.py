@@ -44,7 +44,7 @@ from put.config.paths import PREPARED_DIR, masks_dir, path_of
 from put.dag.declaration import CONFIG
 from put.dag.graph import instances
 from put.models.checkpoint import load_checkpoint
-from put.tracking.spool import SPOOL_DIR, cursor_path
+from put.tracking.spool import SPOOL_DIR, read_cursor
 from put.train.loop import MIN_STEP_ENV, resume_path
 from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
 from tests.slurm.tracking import Rerun, check_server, left_in_workspace, stage_runs
@@ -548,7 +548,9 @@ def put(repo: Path, uri: str, *args: str) -> str:
     """A `put` command in the repository, as a user runs it after the cluster run, logging to `uri`."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     env.pop("PUT_TRACKING", None)
-    done = subprocess.run([str(BIN / "put"), *args], cwd=repo, capture_output=True, text=True, timeout=900, env=env)
+    # the repository's code (what its jobs ran), as `python -m put` in it
+    done = subprocess.run([sys.executable, "-m", "put", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=900, env=env)
     assert done.returncode == 0, (args, done.stdout + done.stderr)
     return done.stdout + done.stderr
 
@@ -556,21 +558,25 @@ def put(repo: Path, uri: str, *args: str) -> str:
 def replay_cut_short(repo: Path, spool: Path, store: str) -> tuple[int, int]:
     """`put track-replay --to store` of `spool`, killed once it has logged a record and before the last (its
     cursor says how far it got): a replay the server interrupted. Returns (records logged, records in all)."""
-    total = len(spool.read_text().splitlines()) - 1
+    lines = spool.read_text().splitlines()
+    total, recorded = len(lines) - 1, json.loads(lines[0])["uri"]
     env = {**os.environ}
     env.pop("PUT_TRACKING", None)
-    proc = subprocess.Popen([str(BIN / "put"), "track-replay", "--to", store, str(spool)], cwd=repo, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cursor = cursor_path(spool)
+    proc = subprocess.Popen([sys.executable, "-m", "put", "track-replay", "--to", store, str(spool)], cwd=repo,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def logged() -> int:
+        try:
+            return read_cursor(spool, recorded).get(store, 0)
+        except ValueError:  # caught while the replay replaces the file
+            return 0
+
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        if cursor.exists() and cursor.read_text().strip() not in ("", "0"):
-            proc.kill()
-            break
+    while proc.poll() is None and time.monotonic() < deadline and not logged():
         time.sleep(0.02)
     proc.kill()
     proc.wait()
-    done = int(cursor.read_text()) if cursor.exists() else 0
+    done = logged()
     assert spool.exists() and 0 < done < total, f"the replay into {store} was not cut short: {done} of {total} logged"
     return done, total
 
@@ -589,9 +595,10 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     """The cluster's configuration of tracking (MLFLOW_TRACKING_URI naming a server on PostgreSQL), end to end: the
     jobs that logged while the server was down named their spools; a user replays some of them (one of which a
     first replay into another store had logged in part), runs `put track` (which meets runs whose spool is not
-    replayed yet), replays the rest and runs `put track` again (which finds every run). Then the server alone holds every stage's run once, finished, under the one parent run; every
-    metric point once per step the outputs hold; every model READY with its files and registered; and the
-    workspace no mlflow.db, mlruns/ or spool (tests/slurm/tracking.py)."""
+    replayed yet), replays the rest and runs `put track` again (which finds every run). Then the server alone
+    holds every stage's run once, finished, under the one parent run; every metric point once per step the
+    outputs hold; every model READY with its files and registered; and the workspace no mlflow.db, mlruns/ or
+    spool (tests/slurm/tracking.py)."""
     repo, params_file = cluster_run["repo"], str(cluster_run["params_file"])
     outages = cluster_run["outages"]
     assert len(outages) == 2 and all(o["down_s"] >= OUTAGE_S for o in outages), outages
