@@ -581,6 +581,26 @@ def replay_cut_short(repo: Path, spool: Path, store: str) -> tuple[int, int]:
     return done, total
 
 
+def lose_runless_spools(spools: list[Path], uri: str, params, folder: Path) -> dict[Path, str]:
+    """Moves out of the workspace the spools among `spools` whose stage has no run on the server (its attempt
+    never reached it), when they are two or more and one is a training's (the case `put track` must get right);
+    returns spool -> the run name `put track` will log."""
+    runs = stage_runs(uri, PRESET, params.dag_id())
+    runless = {}
+    for spool in spools:
+        init = json.loads(spool.read_text().splitlines()[0])["init"]
+        name = " ".join(str(init[k]) for k in ("stage", "variant") if init.get(k))
+        if name not in runs and "run_id" not in init:
+            runless[spool] = name
+    if len(runless) < 2 or not any(name.startswith("train_") for name in runless.values()):
+        return {}
+    folder.mkdir(exist_ok=True)
+    for spool in runless:
+        for path in spool.parent.glob(f"{spool.stem}*"):  # its arrays and cursor too
+            shutil.move(path, folder / path.name)
+    return runless
+
+
 def spools_named_in_logs(repo: Path) -> dict[Path, str]:
     """spool -> the store its job named, from every job's Slurm log (a job names the run it could not log)."""
     found = {}
@@ -620,19 +640,26 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     (repo.parent / "elsewhere").mkdir(exist_ok=True)
     cut = replay_cut_short(repo, longest, elsewhere)
     replayed = put(repo, tracking.uri, "track-replay", "--to", tracking.uri, *map(str, first))
+    # Of the others, those of attempts that never reached the server (no run of their stage there) are lost (a
+    # node's local disk, say): `put track` logs those stages from their outputs, in one process, a training
+    # before the rest (a model logged there must leave the next runs in the server's store), and leaves the
+    # others to their replay.
+    lost = lose_runless_spools(rest, tracking.uri, cluster_run["params"], repo.parent / "lost")
     tracked = put(repo, tracking.uri, "track", "--params", params_file)
-    replayed += put(repo, tracking.uri, "track-replay", *map(str, rest))
+    replayed += put(repo, tracking.uri, "track-replay", *(str(p) for p in rest if p not in lost))
     again = put(repo, tracking.uri, "track", "--params", params_file)
     assert f"MLflow: {len(TRACKED_RUNS)} stage run(s) present" in again, again  # nothing left to log
     user_s = time.monotonic() - began
     assert left_in_workspace(repo) == [], left_in_workspace(repo)
     counts = check_server(tracking.uri, repo, cluster_run["params"], TRACKED_RUNS,
-                          Rerun(f"train_transformer {KILLED_TRANSFORMER}", killed_resumed_at(cluster_run)))
+                          Rerun(f"train_transformer {KILLED_TRANSFORMER}", killed_resumed_at(cluster_run)),
+                          from_outputs=frozenset(lost.values()))
     down = ", ".join(f"{o['down_s']:.0f}" for o in outages)
     busy = ", ".join(str(len(o["jobs_running"])) for o in outages)
     print(f"\noutages of {down} s with {busy} jobs running: {len(spools)} spools "
           f"({len(named)} named by their jobs), replayed {len(first)} + {len(rest)} around `put track` "
-          f"(one first cut short into another store after {cut[0]} of {cut[1]} records) "
+          f"(one first cut short into another store after {cut[0]} of {cut[1]} records; lost and logged by "
+          f"`put track` from the outputs: {sorted(lost.values()) or 'none'}) "
           f"({user_s:.0f} s); put track said: {tracked.strip().splitlines()[-1]}; checked on the server: {counts}")
 
 
