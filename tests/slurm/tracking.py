@@ -96,7 +96,8 @@ def check_training(client, run, curves: Path, rerun: Rerun | None, ran: bool = T
     for csv_name, prefix in ((TRAIN_CURVE, "train/"), (EVAL_CURVE, "eval/")):
         rows = list(csv.DictReader((curves / csv_name).open()))
         for column in rows[0].keys() - {"step"}:
-            written = {int(r["step"]): float(r[column]) for r in rows if r[column] != ""}
+            written = {int(r["step"]): float(r[column]) for r in rows  # an empty cell: a term not started yet
+                       if r[column] != "" and math.isfinite(float(r[column]))}
             timing = any(t in column for t in TIMING)
             again += once_per_step(history(client, run, prefix + column), set(written), (name, prefix + column),
                                    rerun, None if timing else written)
@@ -110,11 +111,12 @@ def check_training(client, run, curves: Path, rerun: Rerun | None, ran: bool = T
 
 
 def check_step_zero(client, run, values: dict[str, float]) -> int:
-    """A stage that logs its results once (an evaluation, a frontier): each value at step 0, once."""
-    for key, value in values.items():
-        once_per_step(history(client, run, key), {0}, (run.info.run_name, key),
-                      values=None if not math.isfinite(value) else {0: value})
-    return len(values)
+    """A stage that logs its results once (an evaluation, a frontier): each value at step 0, once (a value that
+    is not finite, none: MLflow keeps no NaN point, put's tracker sends none)."""
+    finite = {key: value for key, value in values.items() if math.isfinite(value)}
+    for key, value in finite.items():
+        once_per_step(history(client, run, key), {0}, (run.info.run_name, key), values={0: value})
+    return len(finite)
 
 
 def check_model(client, run, checkpoint: Path, dag_id: str, models: list) -> None:
