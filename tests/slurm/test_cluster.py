@@ -555,14 +555,16 @@ def put(repo: Path, uri: str, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-def replay_cut_short(repo: Path, spool: Path, store: str) -> tuple[int, int]:
+def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[int, int]:
     """`put track-replay --to store` of `spool`, killed once it has logged a record and before the last (its
     cursor says how far it got): a replay the server interrupted. Returns (records logged, records in all)."""
     lines = spool.read_text().splitlines()
     total, recorded = len(lines) - 1, json.loads(lines[0])["uri"]
-    env = {**os.environ}
+    # Run beside the other store: a new SQLite store keeps its artefacts in ./mlruns, which must not be the
+    # workspace's. The repository's code all the same.
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     env.pop("PUT_TRACKING", None)
-    proc = subprocess.Popen([sys.executable, "-m", "put", "track-replay", "--to", store, str(spool)], cwd=repo,
+    proc = subprocess.Popen([sys.executable, "-m", "put", "track-replay", "--to", store, str(spool)], cwd=cwd,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def logged() -> int:
@@ -638,7 +640,7 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     longest = max(first, key=lambda p: len(p.read_text().splitlines()))
     elsewhere = f"sqlite:///{repo.parent / 'elsewhere' / 'mlflow.db'}"
     (repo.parent / "elsewhere").mkdir(exist_ok=True)
-    cut = replay_cut_short(repo, longest, elsewhere)
+    cut = replay_cut_short(repo, longest, elsewhere, repo.parent / "elsewhere")
     replayed = put(repo, tracking.uri, "track-replay", "--to", tracking.uri, *map(str, first))
     # Of the others, those of attempts that never reached the server (no run of their stage there) are lost (a
     # node's local disk, say): `put track` logs those stages from their outputs, in one process, a training
@@ -650,10 +652,10 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     again = put(repo, tracking.uri, "track", "--params", params_file)
     assert f"MLflow: {len(TRACKED_RUNS)} stage run(s) present" in again, again  # nothing left to log
     user_s = time.monotonic() - began
-    assert left_in_workspace(repo) == [], left_in_workspace(repo)
     counts = check_server(tracking.uri, repo, cluster_run["params"], TRACKED_RUNS,
                           Rerun(f"train_transformer {KILLED_TRANSFORMER}", killed_resumed_at(cluster_run)),
                           from_outputs=frozenset(lost.values()))
+    assert left_in_workspace(repo) == [], left_in_workspace(repo)
     down = ", ".join(f"{o['down_s']:.0f}" for o in outages)
     busy = ", ".join(str(len(o["jobs_running"])) for o in outages)
     print(f"\noutages of {down} s with {busy} jobs running: {len(spools)} spools "

@@ -121,7 +121,7 @@ def check_step_zero(client, run, values: dict[str, float]) -> int:
 
 def check_model(client, run, checkpoint: Path, dag_id: str, models: list) -> None:
     """The run's one logged model: READY, its MLmodel and checkpoint (the same size as the workspace's) among its
-    artefacts, registered with the alias `current` pointing at it."""
+    artefacts, registered (each version READY; the alias `current` on one of them)."""
     own = [m for m in models if m.source_run_id == run.info.run_id]
     name = run.info.run_name
     assert len(own) == 1 and str(own[0].status).endswith("READY"), (name, [(m.model_id, m.status) for m in own])
@@ -129,10 +129,13 @@ def check_model(client, run, checkpoint: Path, dag_id: str, models: list) -> Non
     assert model.tags.get("put.dag_id") == dag_id, (name, model.tags)
     files = {f.path: f.file_size for f in client.list_logged_model_artifacts(model.model_id)}
     assert "MLmodel" in files and files.get(checkpoint.name) == checkpoint.stat().st_size, (name, files)
-    (registered,) = json.loads(model.tags["mlflow.modelVersions"])  # registered once
-    version = client.get_model_version_by_alias(registered["name"], "current")
-    assert (version.version, version.model_id, version.status) == (registered["version"], model.model_id,
-                                                                   "READY"), (name, version)
+    registered = json.loads(model.tags["mlflow.modelVersions"])
+    assert registered and len({r["name"] for r in registered}) == 1, (name, registered)
+    for entry in registered:  # each version READY, of this model
+        version = client.get_model_version(entry["name"], entry["version"])
+        assert (version.source, version.status) == (f"models:/{model.model_id}", "READY"), (name, version)
+    current = client.get_model_version_by_alias(registered[0]["name"], "current")
+    assert current.version in {r["version"] for r in registered}, (name, current.version, registered)
 
 
 def frontier_metrics(preset: str, variant: str) -> Path:
