@@ -450,3 +450,22 @@ def test_a_rendezvous_that_never_completes_ends_in_one_line_within_its_timeout(t
     lines = [line for line in done.stderr.splitlines() if "put: error" in line]
     assert len(lines) == 1 and f"rendezvous 127.0.0.1:{port} (test): not every one of the 2 nodes joined" in lines[0]
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_more_gpus_than_the_node_has_is_one_line_before_any_worker_starts(monkeypatch, capsys, device):
+    """Issue 43, 7: `--gpus` above the node's GPU count failed in every extra worker with a
+    `torch.cuda.set_device` traceback, exit 1."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(launch.os, "execvp", lambda path, argv: calls.append(argv))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a node with two GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    argv = ["train-pvqvae", "--preset", "demo", "--gpus", "4", "--out", "x.pt", *(["--device", device] if device
+                                                                                 else [])]
+    assert cli.main(argv) == 2 and not calls
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("put train-pvqvae: error: --gpus 4: this node") and "has 2 CUDA device(s)" in line
+    assert launch.check_gpus(2, device) is None and launch.check_gpus(4, "cpu") is None  # as many: fine; CPU

@@ -368,7 +368,9 @@ def test_a_lock_file_removed_by_hand_is_not_removed_again_by_its_holder(tmp_path
     ("nfs", "vers=3,nolock,local_lock=all", "nfs mounted with local_lock=all,nolock"),
     ("nfs4", "vers=4.2,local_lock=none", None),
     ("lustre", "localflock", "lustre mounted with localflock"),
-    ("lustre", "flock", None)])
+    ("lustre", "flock", None),
+    ("fuse.sshfs", "user_id=0,group_id=0", "fuse.sshfs, a FUSE mount, whose locks the kernel keeps on this node"),
+    ("fuse.s3fs", "user_id=0", "fuse.s3fs, a FUSE mount, whose locks the kernel keeps on this node")])
 def test_locks_local_to_a_node_refuse_the_run_unless_told(tmp_path, monkeypatch, capsys, fs, options, local):
     shared = tmp_path / "shared dir"
     mounts = tmp_path / "mountinfo"

@@ -146,3 +146,86 @@ def test_put_track_and_the_replay_in_either_order_leave_one_point_per_step_and_t
             [(0, psnr)], variant
         assert "put.logged_from" not in run.data.tags and run.info.status == "FINISHED"
     assert len(stage_runs(store)) == 2
+
+
+def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_current(store, tmp_path, monkeypatch):
+    """Issue 43, 5: the replay of a spool from before a code edit, after the edited code made its own run,
+    marked the new run superseded by the old one (and moved the model's alias `current` to the old model)."""
+    from put.tracking import runs as runs_module
+    from put.tracking.runs import MlflowTracker
+    from put.tracking.spool import stage_tracker
+    from tests.test_tracking_spool import closed_port
+
+    old_checkpoint, new_checkpoint = tmp_path / "old.pt", tmp_path / "new.pt"
+    old_checkpoint.write_bytes(b"old" * 100)
+    new_checkpoint.write_bytes(b"new" * 100)
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "0ld0ld0ld0ld")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    old = stage_tracker("demo", "conv", "train_pvqvae", DAG)  # never reached the server
+    old.log_metrics({"train/loss": 1.0}, 0)
+    old.log_model(old_checkpoint, "pvqvae", {"eval/loss": 0.9}, {"lr": 0.001}, step=1)
+    old.finish()
+    time.sleep(0.01)
+    monkeypatch.setattr(runs_module, "code_version", lambda files: "new0new0new0")  # the code edited, run again
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    new = stage_tracker("demo", "conv", "train_pvqvae", DAG)
+    new.log_metrics({"train/loss": 0.5}, 0)
+    new.log_model(new_checkpoint, "pvqvae", {"eval/loss": 0.4}, {"lr": 0.001}, step=1)
+    new.finish()
+    new_id = new.inner.run_id
+
+    replay(old.spool, MlflowTracker, to=store.tracking_uri)
+    current = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
+    assert [r.info.run_id for r in current] == [new_id] and current[0].data.tags["put.code"] == "new0new0new0"
+    (replayed,) = [r for r in stage_runs(store) if r.info.run_id != new_id]
+    assert replayed.data.tags["put.code"] == "0ld0ld0ld0ld" and replayed.data.tags["put.superseded_by"] == new_id
+    version = store.get_model_version_by_alias("put-demo-conv-pvqvae", "current")
+    assert store.get_logged_model(version.source.removeprefix("models:/")).source_run_id == new_id
+
+
+def test_a_replay_over_the_spool_folder_skips_stray_files_and_live_spools_one_line_each(store, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """Issue 43, 6: a `.npy`, an empty file or a cursor among the spools ended in a traceback; a spool that a
+    running stage still appends to was replayed and deleted under it."""
+    import json
+
+    import numpy as np
+
+    from put.cli import main
+    from put.tracking import spool as spool_module
+
+    tracker, run_id, done = attempt(range(3), lost_at=1, finish=False)
+    tracker.log_image(np.zeros((4, 4, 3), np.uint8), "sample.png")  # an array beside the spool
+    tracker.finish()
+    live, live_id, running = attempt(range(2), lost_at=0, variant="put", finish=False)  # its stage runs still
+    folder = done.parent
+    (folder / "empty.jsonl").write_bytes(b"")
+    np.save(folder / "stray.npy", np.arange(3))
+    (folder / "notes.jsonl").write_bytes(b"\x93NUMPY\xff\xfe not a spool")
+    (folder / "old.jsonl.cursor").write_text("3")
+    header = json.loads(done.read_text().splitlines()[0]) | {"writer": {"host": "node-b", "pid": 1}}
+    (folder / "other-node.jsonl").write_text(json.dumps(header) + "\n")  # not ended, on a node whose lock is
+    monkeypatch.setattr(spool_module, "node_local_locks", lambda path: "nfs4 mounted with local_lock=all")  # unseen
+    arrays = [str(p) for p in folder.glob(f"{done.stem}-*.npy")]
+    capsys.readouterr()
+
+    assert main(["track-replay", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and not err.strip()
+    lines = out.splitlines()
+    skipped = {line.split(": skipped, ")[0]: line.split(": skipped, ")[1] for line in lines if ": skipped, " in line}
+    assert skipped.keys() == {str(folder / name) for name in ("empty.jsonl", "stray.npy", "notes.jsonl",
+                                                              "old.jsonl.cursor", "other-node.jsonl")} | \
+        {str(running), *arrays} and len(arrays) == 1
+    assert skipped[str(running)].startswith("still being written by a running stage")
+    assert skipped[str(folder / "other-node.jsonl")].startswith("not ended, and written on host node-b")
+    assert skipped[str(folder / "empty.jsonl")] == "empty, not a spool"
+    assert len(lines) == len(skipped) + 1 and f"{done}: 4 records logged" in out  # steps 1, 2, the image, the end
+    assert not done.exists() and running.exists()  # the live spool kept
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+    live.log_metrics({"train/loss": 0.5}, 2)  # the stage appends still, then ends: its spool is whole
+    live.finish()
+    assert main(["track-replay", str(running)]) == 0 and not running.exists()
+    assert [s for s, _ in history(store, live_id)] == [0, 1, 2]

@@ -489,3 +489,46 @@ def test_training_warns_at_start_and_refuses_a_save_that_does_not_fit(workdir, t
         ", 1000 bytes free); nothing was lost: no state had been saved yet, so the next run starts afresh. Free "
         "space, then re-run"), err[-1])
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_while_keeping_the_final_state_leaves_a_finished_training_and_no_temporary(workdir, tmp_path,
+                                                                                              monkeypatch, capsys):
+    """Issue 43, 7: where hard links fail, the final state is a copy; a full disk during it turned a finished
+    training into a failed stage (Snakemake then deletes the checkpoint and trains again), and a killed copy
+    left its temporary file for good."""
+    import errno
+    import shutil
+    import subprocess
+
+    import put.io.files
+    from put.io.files import this_host
+
+    out = tmp_path / "pvqvae.pt"
+
+    def no_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    def disk_fills(source, target):
+        Path(target).write_bytes(Path(source).read_bytes()[:1000])  # part of it, then no room
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    copyfile = shutil.copyfile
+    monkeypatch.setattr(put.io.files.os, "link", no_links)
+    monkeypatch.setattr(put.io.files.shutil, "copyfile", disk_fills)
+    assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+    assert load_checkpoint(out).training["step"] == 8
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert line.startswith(f"warning: {out} is complete, but its final state could not be kept as "
+                           f"{final_state(out)}") and f"resumes from {resume_path(out)}" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pvqvae.pt", "pvqvae.resume.pt"]  # no temporary
+
+    # A copy killed half-way left its temporary file; the retry (Snakemake deleted the output) removes it.
+    monkeypatch.setattr(put.io.files.shutil, "copyfile", copyfile)  # room again
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / f".{final_state(out).name}.tmp-{this_host()}-{dead.pid}"
+    leftover.write_bytes(b"half a copy")
+    out.unlink()
+    assert train_pvqvae(params(workdir), "put", workdir / "splits", out, device="cpu").step == 8
+    assert f"{leftover}: removed, left by an interrupted run" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["pvqvae.pt", final_state(out).name])

@@ -128,5 +128,8 @@ def add_training_arguments(parser: argparse.ArgumentParser, variants: tuple[str,
 
 def check_training_params(args: argparse.Namespace) -> None:
     """What a training's workers would each fail on first, checked once before they start: params.yaml read and
-    validated, the preset resolved for the variant."""
+    validated, the preset resolved for the variant, a GPU for each process of this node."""
+    from put.train.launch import check_gpus
+
     load_cli_params(args).resolved_for(args.variant)
+    check_gpus(args.gpus, args.device)

@@ -39,18 +39,16 @@ def temporary_name(path: Path, what: str = "tmp") -> Path:
 
 
 def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """`target` replaced atomically by a hard link to `source` (a copy where the file system has no hard links)."""
+    """`target` replaced atomically by a hard link to `source` (a copy where the file system has no hard links),
+    through `atomic_path`: a copy that fails (a full disk: DiskFullError naming `target`) leaves no temporary
+    file, and one killed leaves `.NAME.tmp-HOST-PID`, which `recover_leftovers(target)` removes."""
     target = Path(target)
-    tmp = temporary_name(target, "link")
-    tmp.unlink(missing_ok=True)
-    try:
+    with atomic_path(target, needed=None) as tmp:
+        tmp.unlink(missing_ok=True)
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 

@@ -106,7 +106,8 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def node_local_locks(path: Path) -> str | None:
-    """The mount option that keeps locks on `path`'s file system local to this node, if any."""
+    """Why locks on `path`'s file system are local to this node, if they are: a mount option (NFS, Lustre), or a
+    FUSE mount (fuse.sshfs, fuse.s3fs, ...: the kernel takes flock on the client, no other node sees it)."""
     try:
         lines = MOUNTS.read_text().splitlines()
     except OSError:
@@ -123,6 +124,8 @@ def node_local_locks(path: Path) -> str | None:
         options = set(mount[5].split(",")) | set(fs[2].split(","))
         local = options & NODE_LOCAL.get(re.sub(r"\d+$", "", fs[0]), set())  # nfs4 -> nfs
         longest, found = len(point), (f"{fs[0]} mounted with {','.join(sorted(local))}" if local else None)
+        if fs[0] == "fuse" or fs[0].startswith("fuse."):  # sshfs, s3fs, ...: flock is the kernel's, on this node
+            found = f"{fs[0]}, a FUSE mount, whose locks the kernel keeps on this node"
     return found
 
 

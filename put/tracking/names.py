@@ -23,6 +23,11 @@ RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
 UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `put ui` serves MLflow's UI by default
 
 
+def tag_filter(tags: dict[str, str]) -> str:
+    """MLflow's filter for runs or logged models that carry all of `tags`."""
+    return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+
+
 def experiment_name(preset: str) -> str:
     return f"put-{preset}"
 

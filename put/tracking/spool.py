@@ -5,8 +5,11 @@ an interrupted replay stopped (docs/mlflow.md, "When the tracking server is down
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -18,6 +21,7 @@ import numpy as np
 
 from put.errors import InputError
 from put.io.files import atomic_write_text
+from put.io.output_lock import node_local_locks
 from put.tracking.base import NullTracker
 from put.tracking.source import store_address, tracking_enabled, tracking_uri
 
@@ -128,18 +132,65 @@ def _decode(value: Any, folder: Path) -> Any:
     return value
 
 
-def _new_spool(stem: Path, header: str) -> Path:
+def _new_spool(stem: Path, header: str) -> tuple[Path, int]:
     """A spool file of its own, never another attempt's of the same second and process: `<stem>.jsonl`, else
-    `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`)."""
+    `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`). Returned with an open descriptor that holds
+    flock(2) on it, taken before the header is written: until the stage ends, a replay finds it locked
+    (`lock_spool`) and leaves it alone."""
     tries = 0
     while True:
         spool = stem.with_name(f"{stem.name}{f'_{tries}' if tries else ''}.jsonl")
         try:
-            with open(spool, "x") as f:
-                f.write(header + "\n")
-            return spool
+            fd = os.open(spool, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             tries += 1
+            continue
+        with contextlib.suppress(OSError):  # no locks here: the header's host and pid tell instead
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, (header + "\n").encode())
+        os.fsync(fd)
+        return spool, fd
+
+
+def still_written(spool: Path, header: dict[str, Any], records: list[dict]) -> str | None:
+    """Why `spool`, which the replay could lock (`lock_spool`), may still be appended to by a running stage, or
+    None. Its writer holds flock(2) on it until it ends (the lock goes with its process, killed or not), which a
+    replay on any node sees where the file system's locks are shared; where they are this node's only, a spool
+    without its end record written on another node is taken as written still: replay it there, or once its stage
+    has ended."""
+    if records and records[-1].get("call") == "finish":
+        return None
+    writer = header.get("writer") or {}
+    if writer.get("host") not in (None, socket.gethostname()) and (local := node_local_locks(spool.parent)):
+        return (f"not ended, and written on host {writer['host']} (pid {writer.get('pid', '?')}), whose lock this "
+                f"node cannot see ({local}): replay it there, or once its stage has ended")
+    return None
+
+
+def lock_spool(spool: Path) -> int | None:
+    """A descriptor holding flock(2) on `spool` for the replay until it is closed, or None while another holds it
+    (its stage, still writing; another replay). Exclusive where the file can be opened for writing (NFS grants an
+    exclusive lock only then), else shared, which the writer's exclusive lock refuses too. NotASpool when another
+    replay removed it meanwhile."""
+    try:
+        fd, mode = os.open(spool, os.O_RDWR), fcntl.LOCK_EX
+    except PermissionError:
+        fd, mode = os.open(spool, os.O_RDONLY), fcntl.LOCK_SH
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:  # no locks on this file system: still_written decides by the header
+        pass
+    try:
+        same = os.path.samestat(os.fstat(fd), os.stat(spool))
+    except FileNotFoundError:
+        same = False
+    if not same:
+        os.close(fd)
+        raise NotASpool("replayed and removed meanwhile by another replay")
+    return fd
 
 
 class ResilientTracker:
@@ -152,6 +203,7 @@ class ResilientTracker:
         self.uri = store_address(init["uri"]) if init.get("uri") else tracking_uri()
         self.inner: NullTracker | None = None
         self.spool: Path | None = None
+        self.spool_fd: int | None = None  # holds the spool's lock while this stage may append to it
         self.system = None
         try:
             self.inner = make(**init)
@@ -176,8 +228,10 @@ class ResilientTracker:
             run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
             init = self.init | ({"run_id": run_id} if run_id else {})
             # the store the tracker was made for, as an address that does not depend on the directory
-            header = json.dumps({"init": init, "uri": self.uri, "reason": self.reason})
-            self.spool = _new_spool(folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
+            header = json.dumps({"init": init, "uri": self.uri, "reason": self.reason,
+                                 "writer": {"host": socket.gethostname(), "pid": os.getpid()}})
+            self.spool, self.spool_fd = _new_spool(
+                folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
             self.inner = None  # after the spool is there: a call that finds no tracker writes to it
 
     def _write(self, method: str, args: tuple, kwargs: dict, time_ms: int) -> None:
@@ -222,6 +276,10 @@ class ResilientTracker:
             self.system.finish()
         self._call("finish", status)
         if self.spool is not None:
+            with self.lock:  # the end record is written: a replay may take the spool now
+                if self.spool_fd is not None:
+                    os.close(self.spool_fd)
+                    self.spool_fd = None
             print(f"put: MLflow at {self.uri} did not answer ({self.reason}); run '{self.run_name}' of "
                   f"put-{self.init['preset']} is not logged in full: its records are in {self.spool}; log them "
                   f"once the server is back: put track-replay {self.spool}", file=sys.stderr, flush=True)
@@ -254,16 +312,36 @@ def replay_target(recorded: str, to: str | None) -> str:
     return recorded
 
 
+def read_records(spool: Path) -> list[dict]:
+    """The spool's records after its header. A last line cut short (its stage killed while writing it) is left
+    out; any other line that is no record makes it no spool (NotASpool)."""
+    text = Path(spool).read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")[1:]
+    records = []
+    for number, line in enumerate(lines, 2):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or "call" not in record or "time_ms" not in record:
+            if number == len(lines) + 1:  # the last line, with no newline after it
+                break
+            raise NotASpool(f"line {number} is no spool record")
+        records.append(record)
+    return records
+
+
 def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None) -> int:
     """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
     `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
     original time (a metric point sent twice is the same point) and the cursor file moves past it once logged
     into this store, so an interrupted replay resumes and a finished one logs nothing again. A spooled end does
     not overwrite the status of a run that a later attempt has started on (MlflowTracker.finish)."""
-    lines = Path(spool).read_text().splitlines()
-    header = json.loads(lines[0])
+    header = spool_header(spool)
     uri = replay_target(store_address(header["uri"]), to)
-    calls = [json.loads(line) for line in lines[1:] if line.strip()]
+    calls = read_records(spool)
     counts = read_cursor(spool, store_address(header["uri"]))
     done = counts.get(uri, 0)  # what went into this store: a replay cut short into another one logged none here
     if done >= len(calls):

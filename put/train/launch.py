@@ -28,6 +28,26 @@ def processes_per_node(gpus: int) -> int:
     return max(1, gpus)
 
 
+def check_gpus(gpus: int, device: str | None) -> None:
+    """`--gpus G` on CUDA (`--device cuda`, or no --device on a node that has CUDA) asks for G GPUs on each node:
+    more than this node has is one line now, not a `torch.cuda.set_device` traceback in every extra worker. On a
+    node without CUDA, or with --device cpu, G is G CPU processes (gloo)."""
+    if gpus <= 1 or (device is not None and not device.startswith("cuda")):
+        return
+    import torch  # here: only a launch needs it
+
+    if not torch.cuda.is_available():
+        if device is None:
+            return
+        raise InputError(f"--gpus {gpus} --device {device}: no CUDA device is available on this node "
+                         f"({socket.gethostname()})")
+    found = torch.cuda.device_count()
+    if gpus > found:
+        raise InputError(f"--gpus {gpus}: this node ({socket.gethostname()}) has {found} CUDA device(s); ask for "
+                         f"--gpus {found} or fewer per node (workflow/resources.yaml: gpu), or --device cpu for "
+                         f"{gpus} CPU processes")
+
+
 def needs_launch(gpus: int, nodes: int) -> bool:
     """Whether the command re-runs itself under the launcher: more than one process in all, and not already one
     of the launcher's workers."""

@@ -227,7 +227,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     if source is not None and dist.is_main:
         print(f"resuming from {source} at step {start}")
     if dist.is_main:
-        for line in recover_leftovers(partial):
+        for line in recover_leftovers(partial) + recover_leftovers(final):  # a copy of the final state killed
             print(f"recovered: {line}", file=sys.stderr)
         warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
 
@@ -306,6 +306,20 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
         write_curves(curves, history)
     save(out, step)
     if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Training resumes")
-        link_or_copy(out, final)
-        partial.unlink(missing_ok=True)
+        keep_final_state(out, final, partial)
     return LoopResult(out, step, metrics)
+
+
+def keep_final_state(out: Path, final: Path, partial: Path) -> None:
+    """`final`, a hard link to the finished `out` (a copy where the file system has none), for a retry of the
+    stage after a kill that comes once it has ended. The training is complete in `out` whatever happens here: a
+    copy that fails (a full disk) is a warning, not a failed stage (which Snakemake would answer by deleting `out`
+    and training again), and the resume state stays for such a retry."""
+    try:
+        link_or_copy(out, final)
+    except OSError as err:
+        retry = f"resumes from {partial}" if partial.exists() else "trains again"
+        print(f"warning: {out} is complete, but its final state could not be kept as {final} ({err}); a retry of "
+              f"this stage after a kill {retry}", file=sys.stderr)
+        return
+    partial.unlink(missing_ok=True)
