@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import tempfile
@@ -84,7 +85,7 @@ class ModelLogging:
             self._write_model(checkpoint, kind, sha, model.model_id, Path(tmp))
             with self.lock:
                 self.client.log_model_artifacts(model.model_id, tmp)
-        self.log_metrics(metrics, step, model_id=model.model_id)  # a replay's points: their time, none doubled
+        self._log_final_metrics(metrics, step, model.model_id)
         with self.lock:
             from mlflow.entities import LoggedModelOutput
 
@@ -95,6 +96,26 @@ class ModelLogging:
             replicate = f"-seed{self.seed}" if self.seed else ""  # a replicate never takes the base model's alias
             self._register(model.model_id, f"put-{self.preset}-{self.variant}{replicate}-{kind}")
         return model.model_id
+
+    def _log_final_metrics(self, metrics: dict[str, float], step: int, model_id: str) -> None:
+        """The final values, linked to the model at the training's last step. The run has most of them already
+        at that step (the training logged its last step, or `put track` its curves): sent again with the time
+        of that point, which the store keeps once and links to the model; only the others as new points."""
+        from mlflow.entities import Metric
+
+        known, new = [], {}
+        with self.lock:
+            for key, value in metrics.items():
+                same = [m.timestamp for m in self.client.get_metric_history(self.run_id, key)
+                        if m.step == step and m.value == float(value)]
+                if same and math.isfinite(value):
+                    known.append(Metric(key, float(value), min(same), step, model_id=model_id))
+                else:
+                    new[key] = value
+            if known:
+                self.client.log_batch(self.run_id, metrics=known)
+        if new:
+            self.log_metrics(new, step, model_id=model_id)  # a replay's points: their time, none doubled
 
     def _write_model(self, checkpoint: Path, kind: str, sha: str, model_id: str, folder: Path) -> None:
         """MLmodel (flavour `put`: what the checkpoint is and how to load it) and the checkpoint, or, above
