@@ -6,6 +6,7 @@ import argparse
 import importlib
 import itertools
 import json
+from pathlib import Path
 
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
@@ -17,9 +18,11 @@ HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval"])
-    parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
-                        help="one or more presets, each timed with its own model size (one JSON list)")
+    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval",
+                                             "scale"])
+    parser.add_argument("--preset", choices=list(PRESETS), nargs="+",
+                        help="one or more presets, each timed with its own model size (one JSON list; default ffhq); "
+                             "scale: one preset of ImageNet's layout (default imagenet), whose image size is used")
     parser.add_argument("--steps", type=positive_int, default=5, help="sampling or training steps to time")
     parser.add_argument("--batch", type=positive_int, nargs="+",
                         help="batch sizes (train: per GPU; default: sampling and pvqvae 1, train the batch of "
@@ -41,7 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=positive_int, default=2048, help="fid-interval: feature dimension")
     parser.add_argument("--resamples", type=positive_int, help="fid-interval: bootstrap resamples (default: "
                         "evaluate.fid_bootstrap_resamples)")
-    parser.add_argument("--out", help="write the rows as a JSON list here")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[1000, 10000],
+                        help="scale: training images at each size (the first --preset's image size)")
+    parser.add_argument("--test-images", type=positive_int, nargs="+", default=[100, 1000],
+                        help="scale: test images at each size (one per --sizes)")
+    parser.add_argument("--work", default="/tmp/put-scale",
+                        help="scale: folder for the fabricated data and the stages' workspaces (deleted after)")
+    parser.add_argument("--page", help="scale: also write the tables into this Markdown page's scale-table markers")
+    parser.add_argument("--out", help="write the rows as a JSON list here (scale: one JSON object)")
     parser.set_defaults(out_folder=False)
 
 
@@ -92,6 +102,11 @@ def describe(r: dict) -> str:
 def run(args: argparse.Namespace) -> list[dict]:
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
     # stage reuses this module without running them, so it does not depend on their code (put/io/code.py).
+    if args.what == "scale":
+        bench_scale = importlib.import_module("put.bench.scale")
+        return bench_scale.run_scale(args.sizes, args.test_images, Path(args.work), args.out,
+                                     (args.preset or ["imagenet"])[0], page=args.page)
+    args.preset = args.preset or ["ffhq"]
     if args.what == "loader":
         bench_loader = importlib.import_module("put.bench.loader")
         return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
