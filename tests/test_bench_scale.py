@@ -31,6 +31,9 @@ def test_a_measured_run_reports_its_childs_cpu_and_memory(tmp_path):
     row = measured_run([sys.executable, "-c", "x = bytearray(200 * 2 ** 20); sum(range(3 * 10 ** 6))"], tmp_path,
                        tmp_path / "log")
     assert row["peak_rss_mib"] >= 200 and row["cpu_seconds"] > 0 and row["wall_seconds"] >= row["cpu_seconds"] / 4
+    # not this process's size: a child forked by a large process would start its peak there
+    ballast = bytearray(300 * 2 ** 20)  # noqa: F841
+    assert measured_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log")["peak_rss_mib"] < 100
     with pytest.raises(RuntimeError, match="exited 3"):
         measured_run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path, tmp_path / "log")
     (tmp_path / "f").write_bytes(b"x" * 10000)
