@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from put.bench.scale import folder_bytes, measured_run
 from put.bench.scale_data import fabricate, image_paths
 from put.bench.scale_fit import MARKERS, exponent, extrapolate, fit, stage_items, with_scale_tables
+from put.bench.scale_run import folder_bytes, measured_run
 from put.data.sources import list_dataset
 from put.errors import FileMismatchError
 

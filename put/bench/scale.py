@@ -10,14 +10,13 @@ paper's data sizes").
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from put.bench.scale_data import fabricate, write_params
+from put.bench.scale_run import NICE, STAGES, folder_bytes, measured_run, output_of
 from put.config.params import load_params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.dag.declaration import stage
@@ -25,44 +24,7 @@ from put.dag.dvc_yaml import instance_command
 from put.errors import InputError
 from put.io.files import read_json
 
-# (key, DAG stage, instance) in the order the DAG runs them; the report reads every evaluated label's metrics
-STAGES = (("split", "split", None), ("prepare", "prepare", None), ("masks", "masks", None),
-          ("external", "external", "telea"), ("evaluate", "evaluate_external", "telea"), ("report", "report", None))
 REPORT_DROPPED = ("--benchmarks", "--frontier", "--frontier-tpami", "--resolved-params")  # GPU stages' outputs
-NICE = 19  # a shared machine: the benchmark yields to everyone
-TIME = "/usr/bin/time"  # GNU time
-
-
-def folder_bytes(path: Path) -> int:
-    """Disk taken by a file or folder (allocated blocks)."""
-    path = Path(path)
-    if not path.exists():
-        return 0
-    if path.is_file():
-        return path.stat().st_blocks * 512
-    return sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, files in os.walk(path) for f in files)
-
-
-def measured_run(argv: list[str], cwd: Path, log: Path, env: dict | None = None) -> dict:
-    """Run `argv` under nice; its wall time, CPU time (user + system, its children's included) and peak resident
-    memory (the largest of it and its children), as GNU time reports them: from a small parent, since a child
-    forked by this (large) process would start its peak at this process's size. A failure raises with the log's
-    tail."""
-    if not Path(TIME).is_file():
-        raise InputError(f"{TIME}: not found; the scale benchmark measures each stage with GNU time (Debian: time)")
-    figures = Path(log).with_suffix(".time")
-    with open(log, "a") as out:
-        out.write(f"$ {' '.join(argv)}\n")
-        out.flush()
-        code = subprocess.run([TIME, "-f", "%e %U %S %M", "-o", str(figures), "nice", "-n", str(NICE), *argv],
-                              cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-                              ).returncode
-    if code:
-        tail = "".join(Path(log).read_text().splitlines(keepends=True)[-15:])
-        raise RuntimeError(f"{' '.join(argv)} exited {code} in {cwd}; the end of {log}:\n{tail}")
-    wall, user, system, peak_kib = figures.read_text().split()[-4:]
-    return {"wall_seconds": float(wall), "cpu_seconds": round(float(user) + float(system), 3),
-            "peak_rss_mib": round(int(peak_kib) / 1024, 1)}
 
 
 def stage_argv(params_file: Path, key: str, name: str, instance: str | None, repo: Path) -> tuple[list[str], str]:
@@ -76,10 +38,6 @@ def stage_argv(params_file: Path, key: str, name: str, instance: str | None, rep
         argv = [argv[0], *(x for option, value in options.items() if option not in REPORT_DROPPED
                            for x in (option, value))]
     return [sys.executable, "-m", "put", *argv], output_of(argv)
-
-
-def output_of(argv: list[str]) -> str:
-    return argv[argv.index("--out") + 1]
 
 
 def variant_metrics(metrics: Path, labels: list[str]) -> None:

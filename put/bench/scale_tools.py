@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from put.bench.scale_data import LABEL
+from put.bench.scale_run import STAGES, measured_run, output_of
 from put.config.params import load_params
 from put.dag.declaration import stage
 from put.dag.dvc_yaml import instance_command
@@ -41,8 +42,6 @@ def _tool(name: str) -> str:
 
 def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: dict) -> dict:
     """Rows of the tools' costs at this size, each with the command measured."""
-    from put.bench.scale import STAGES, measured_run, output_of
-
     params = load_params(params_file)
     outputs = {key: output_of(instance_command(stage(name), instance, params.preset, params))
                for key, name, instance in STAGES}
