@@ -68,6 +68,6 @@ def test_the_tables_go_between_the_markers_only():
     page = f"before\n{MARKERS[0]}\nold\n{MARKERS[1]}\nafter\n"
     text = with_scale_tables(page, result)
     assert text.startswith("before\n") and text.endswith(f"{MARKERS[1]}\nafter\n") and "old" not in text
-    assert "| split |" in text and "Extrapolated, not measured" in text
+    assert "| split |" in text and "Extrapolated, not measured" in text and "% of masks)" in text
     with pytest.raises(FileMismatchError, match="scale-table markers"):
         with_scale_tables("no markers", result)

@@ -130,9 +130,12 @@ def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | N
 
 
 def rewrite_tables(out: Path, page: Path) -> dict:
-    """The tables of `page` from a scale benchmark's file, measuring nothing."""
-    from put.bench.scale_fit import with_scale_tables
+    """The fit (a function of the measured points) redone with this code, written back into the benchmark's file
+    (`refit_by` says so), and the tables of `page` from it, measuring nothing."""
+    from put.bench.scale_fit import fit, with_scale_tables
 
     result = read_json(out, "the file `put bench scale` writes")
+    result.update(fit(result["points"]), refit_by=" ".join(["python -m put", *sys.argv[1:]]))
+    Path(out).write_text(json.dumps(result, indent=2) + "\n")
     page.write_text(with_scale_tables(page.read_text(), result, str(page)))
     return result
