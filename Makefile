@@ -204,7 +204,7 @@ bench-loader: $(STAMP)
 	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done
 
 # Every CPU-side stage of the DAG on fabricated data of growing size, with DVC, Snakemake and MLflow around them
-# (reports/benchmarks/scale_cpu.json and the scale tables of docs/speed-and-cost.md; under nice, about an hour on a
+# (reports/benchmarks/scale_cpu.json and the scale tables of docs/speed-and-cost.md; under nice, about 20 minutes on a
 # shared 2-core machine; data under SCALE_WORK, deleted after). See docs/speed-and-cost.md, "At the paper's data sizes".
 SCALE_WORK ?= /tmp/put-scale
 bench-scale: $(STAMP)
