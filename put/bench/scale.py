@@ -55,7 +55,7 @@ def variant_metrics(metrics: Path, labels: list[str]) -> None:
 
 
 def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, seed: int = 0,
-                 keep: bool = False) -> dict:
+                 keep: bool = False, only: tuple[str, ...] | None = None) -> dict:
     """Fabricate `train` + `test` images under work/data (kept between sizes), run every stage in
     work/ws_<train>, and return the rows; the workspace is deleted after unless `keep`."""
     from put.bench.scale_fit import results_per_test_image, stage_items
@@ -77,6 +77,8 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
     items = {key: stage_items(key, train, test, config.sample.diversity_images) for key, _, _ in STAGES}
     rows = {}
     for key, name, instance in STAGES:
+        if only is not None and key not in only:
+            continue
         argv, out = stage_argv(params_file, key, name, instance, Path(repo))
         if key == "report":
             params = load_params(params_file)
@@ -91,7 +93,7 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
         print(f"  {key}: {rows[key]['wall_seconds']:.1f} s wall, {rows[key]['cpu_seconds']:.1f} s CPU, "
               f"{rows[key]['peak_rss_mib']:.0f} MiB, {rows[key]['disk_bytes'] / 2 ** 20:.1f} MiB on disk "
               f"({items[key]} items)", flush=True)
-    tools = bookkeeping(workspace, params_file, repo, log, env)
+    tools = bookkeeping(workspace, params_file, repo, log, env, ran=tuple(rows))
     if not keep:
         shutil.rmtree(workspace, ignore_errors=True)
     return {"train_images": train, "test_images": test, "image_size": size, "result_files": results,
@@ -100,8 +102,11 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
 
 
 def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | None, preset: str = "imagenet",
-              keep: bool = False, page: Path | None = None) -> dict:
-    """Every size in turn (the smallest first), then the fit; writes `out` (JSON) and the docs table of `page`."""
+              keep: bool = False, page: Path | None = None, only: tuple[str, ...] | None = None,
+              append: bool = False) -> dict:
+    """Every size in turn (the smallest first), then the fit; writes `out` (JSON) and the docs table of `page`.
+    `only`: these stages (split among them, which the others read); `append`: the sizes join those of `out`'s
+    earlier runs (their commands kept in `commands`)."""
     from put.bench.common import environment
     from put.bench.scale_fit import fit, with_scale_tables
 
@@ -115,12 +120,18 @@ def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | N
     repo = Path(__file__).resolve().parents[2]
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    points = []
+    if only is not None and "split" not in only:
+        raise InputError(f"--only {' '.join(only)}: the other stages read the split; add split")
+    earlier = read_json(out, "the file `put bench scale` writes") if append and out and Path(out).is_file() else {}
+    points, commands = list(earlier.get("points", [])), list(earlier.get("commands", [earlier.get("command")]))
     for train, test in sorted(zip(sizes, test_sizes)):
         print(f"{preset}: {train} training and {test} test images", flush=True)
-        points.append(measure_size(work, repo, preset, train, test, keep=keep))
+        points.append(measure_size(work, repo, preset, train, test, keep=keep, only=only))
+        points.sort(key=lambda p: (p["train_images"], p["test_images"]))
+        here = environment(torch.device("cpu"), False)
         result = {"benchmark": "scale_cpu", "preset": preset, "nice": NICE, "points": points,
-                  **(fit(points) if len(points) > 1 else {}), **environment(torch.device("cpu"), False)}
+                  **(fit(points) if len(points) > 1 else {}), **here,
+                  "commands": [c for c in commands if c] + [here["command"]]}
         if out is not None:  # after every size: a run cut short keeps what it measured
             Path(out).write_text(json.dumps(result, indent=2) + "\n")
     shutil.rmtree(work / "data", ignore_errors=True)

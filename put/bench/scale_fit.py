@@ -95,7 +95,8 @@ def fit(points: list[dict]) -> dict:
             "peak_rss_mib": [r["peak_rss_mib"] for _, r in series],
             "rss_exponent": [_round(exponent(a, ra["peak_rss_mib"], b, rb["peak_rss_mib"]))
                              for (a, ra), (b, rb) in pairs]}
-    serves = {key: row.get("serves") for key, row in points[-1]["bookkeeping"].items()}
+    serves = {key: row.get("serves") for point in points for key, row in point["bookkeeping"].items()}
+    stage_keys = {key for point in points for key in point["stages"]}
     extrapolated = {}
     for name, (preset, train, test) in PAPER_SIZES.items():
         diversity = load_preset(preset).sample.diversity_images
@@ -104,8 +105,7 @@ def fit(points: list[dict]) -> dict:
             if len(series) < 2:
                 continue
             (n1, r1), (n2, r2) = series[-2:]
-            n = stage_items(serves.get(key) or (key if key in points[-1]["stages"] else "split"), train, test,
-                            diversity)
+            n = stage_items(serves.get(key) or (key if key in stage_keys else "split"), train, test, diversity)
             cpu, model = extrapolate(n1, r1["cpu_seconds"], n2, r2["cpu_seconds"], n)
             if key in BOUNDED:  # its peak: the largest size's (a full chunk) plus what grows per item
                 rss, rss_model = r2["peak_rss_mib"] + BOUNDED[key][0] * max(n - n2, 0) / 2 ** 20, BOUNDED[key][1]
@@ -144,7 +144,7 @@ def scale_markdown(result: dict) -> str:
     sizes = ", ".join(f"{p['train_images']:,} + {p['test_images']:,}" for p in points)
     lines = [f"Measured on {result['device_name']} (`nice -n {result['nice']}`, a shared machine), preset "
              f"`{result['preset']}`, training + test images: {sizes}; commit {result['commit']}, by "
-             f"`{result['command']}`.", "",
+             " and ".join(f"`{c}`" for c in result.get("commands") or [result["command"]]) + ".", "",
              "| Stage | Items at each size | CPU ms per item | Growth exponent (CPU) | Peak RSS MiB | "
              "Growth exponent (RSS) |", "|---|---|---|---|---|---|"]
     for key, row in result["fit"].items():

@@ -40,8 +40,9 @@ def _tool(name: str) -> str:
     return str(beside) if beside.is_file() else (shutil.which(name) or name)
 
 
-def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: dict) -> dict:
-    """Rows of the tools' costs at this size, each with the command measured."""
+def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: dict,
+                ran: tuple[str, ...]) -> dict:
+    """Rows of the tools' costs at this size, each with the command measured (of the stages that `ran`)."""
     params = load_params(params_file)
     outputs = {key: output_of(instance_command(stage(name), instance, params.preset, params))
                for key, name, instance in STAGES}
@@ -49,9 +50,10 @@ def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: 
     # MLflow: the evaluation's logging alone, as the stage ends with it (or `put track` after a skipped stage)
     evaluate = instance_command(stage("evaluate_external"), "telea", params.preset, params)
     masks = evaluate[evaluate.index("--masks") + 1]
-    rows["mlflow_log_evaluation"] = {**measured_run([sys.executable, "-c", LOG_EVALUATION, LABEL, masks,
-                                                     output_of(evaluate)], workspace, log, env),
-                                     "serves": "evaluate", "command": "the evaluate stage's log_outputs"}
+    if "evaluate" in ran:
+        rows["mlflow_log_evaluation"] = {**measured_run([sys.executable, "-c", LOG_EVALUATION, LABEL, masks,
+                                                         output_of(evaluate)], workspace, log, env),
+                                         "serves": "evaluate", "command": "the evaluate stage's log_outputs"}
     # Snakemake: planning the whole DAG with these outputs on disk
     for name in SNAKEMAKE_FILES:
         source = Path(repo) / name
@@ -65,7 +67,7 @@ def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: 
     # DVC: hashing and caching each output folder (hard links: no second copy), then checking it unchanged
     measured_run([_tool("dvc"), "init", "--no-scm", "-q"], workspace, log, env)
     measured_run([_tool("dvc"), "config", "cache.type", "hardlink"], workspace, log, env)
-    for key in DVC_OUTPUTS:
+    for key in (k for k in DVC_OUTPUTS if k in ran):
         target = outputs[key]
         files = sum(1 for p in (workspace / target).rglob("*") if p.is_file())
         rows[f"dvc_add_{key}"] = {**measured_run([_tool("dvc"), "add", "-q", target], workspace, log, env),

@@ -8,6 +8,7 @@ import itertools
 import json
 from pathlib import Path
 
+from put.bench.scale_run import STAGES as SCALE_STAGES
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
 from put.errors import InputError
@@ -52,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work", default="/tmp/put-scale",
                         help="scale: folder for the fabricated data and the stages' workspaces (deleted after)")
     parser.add_argument("--page", help="scale: also write the tables into this Markdown page's scale-table markers")
+    parser.add_argument("--only", nargs="+", choices=[key for key, _, _ in SCALE_STAGES],
+                        help="scale: only these stages (split among them), e.g. the file-list stages at a size whose "
+                             "prepared pixels would not fit")
+    parser.add_argument("--append", action="store_true",
+                        help="scale: add the sizes to those of the --out file's earlier runs")
     parser.add_argument("--tables-only", action="store_true",
                         help="scale: only rewrite --page's tables from the --out file, measuring nothing")
     parser.add_argument("--out", help="write the rows as a JSON list here (scale: one JSON object)")
@@ -116,7 +122,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 raise InputError("--tables-only: give the benchmark's file (--out) and the page to rewrite (--page)")
             return bench_scale.rewrite_tables(Path(args.out), Path(args.page))
         return bench_scale.run_scale(args.sizes, args.test_images, Path(args.work), args.out,
-                                     (args.preset or ["imagenet"])[0], page=args.page)
+                                     (args.preset or ["imagenet"])[0], page=args.page,
+                                     only=tuple(args.only) if args.only else None, append=args.append)
     args.preset = args.preset or ["ffhq"]
     if args.what == "loader":
         bench_loader = importlib.import_module("put.bench.loader")
