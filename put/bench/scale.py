@@ -1,10 +1,10 @@
 """`put bench scale`: every CPU-side stage of the DAG at growing data sizes. For each size it fabricates the data
 (put/bench/scale_data.py), runs the stages with the DAG's own commands (put/dag/declaration.py, as DVC runs them)
 in a workspace of their own, the built-in Telea method standing in for sampling (the `external` stage), and
-records each stage's wall and CPU time, peak resident memory (the child's, from wait4) and the disk its outputs
-take; then the bookkeeping around them (put/bench/scale_tools.py). put/bench/scale_fit.py turns the rows into
-costs per item, growth exponents and the extrapolation to the paper presets (docs/speed-and-cost.md, "At the
-paper's data sizes").
+records each stage's wall and CPU time, peak resident memory (GNU time's: of the largest process) and the disk
+its outputs take; then the bookkeeping around them (put/bench/scale_tools.py). put/bench/scale_fit.py turns the
+rows into costs per item, growth exponents and the extrapolation to the paper presets (docs/speed-and-cost.md, "At
+the paper's data sizes").
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def variant_metrics(metrics: Path, labels: list[str]) -> None:
 def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, seed: int = 0,
                  keep: bool = False, only: tuple[str, ...] | None = None) -> dict:
     """Fabricate `train` + `test` images under work/data (kept between sizes), run every stage in
-    work/ws_<train>, and return the rows; the workspace is deleted after unless `keep`."""
+    work/ws_<train>_<test>, and return the rows; the workspace is deleted after unless `keep`."""
     from put.bench.scale_fit import results_per_test_image, stage_items
     from put.bench.scale_tools import bookkeeping
 
