@@ -130,3 +130,32 @@ def _test_images(dataset: str) -> int:
     from put.bench.cost import TEST_IMAGES
 
     return TEST_IMAGES[dataset]
+
+
+def bench_fid_routes(sizes: list[int], dim: int = 2048, resamples: int = 2, gram_up_to: int = 8192) -> list[dict]:
+    """CPU seconds per resample of FID's two routes (put/stats/fid_interval.py) at each n: n x n Gram matrices
+    (up to `gram_up_to` images: 3 n^2 floats) and d x d covariances, on `resamples` multinomial resamples of
+    paired Gaussian features, one BLAS thread (as the interval's threads run)."""
+    from threadpoolctl import threadpool_limits
+
+    from put.stats.fid_interval import Moments, fid_weighted
+
+    rows = []
+    for n in sizes:
+        f1, f2 = GaussianPair(dim).draw(np.random.default_rng(0), n)
+        weights = np.random.default_rng(1).multinomial(n, np.full(n, 1 / n), size=resamples).astype(float)
+        row = {"benchmark": "fid_routes", "n": n, "dim": dim, "resamples": resamples}
+        for route, kind in (("moments", Moments), ("gram", Grams)):
+            if route == "gram" and n > gram_up_to:
+                continue
+            with threadpool_limits(limits=1, user_api="blas"):
+                started = time.process_time()
+                stats = kind.of(f1, f2)
+                setup = time.process_time() - started
+                started = time.process_time()
+                values = fid_weighted(stats, weights)
+                row[route] = {"setup_cpu_seconds": setup, "cpu_seconds_per_resample":
+                              (time.process_time() - started) / resamples, "fid": values.tolist()}
+            del stats
+        rows.append({**row, **environment(torch.device("cpu"), False)})
+    return rows

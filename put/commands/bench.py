@@ -6,7 +6,9 @@ import argparse
 import importlib
 import itertools
 import json
+from pathlib import Path
 
+from put.bench.scale_run import STAGES as SCALE_STAGES
 from put.commands.common import default_device, device_name, positive_int
 from put.config import PRESETS
 from put.errors import InputError
@@ -17,9 +19,11 @@ HELP = "speed benchmarks (random weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval"])
-    parser.add_argument("--preset", choices=list(PRESETS), nargs="+", default=["ffhq"],
-                        help="one or more presets, each timed with its own model size (one JSON list)")
+    parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval",
+                                             "fid-routes", "scale"])
+    parser.add_argument("--preset", choices=list(PRESETS), nargs="+",
+                        help="one or more presets, each timed with its own model size (one JSON list; default ffhq); "
+                             "scale: one preset of ImageNet's layout (default imagenet), whose image size is used")
     parser.add_argument("--steps", type=positive_int, default=5, help="sampling or training steps to time")
     parser.add_argument("--batch", type=positive_int, nargs="+",
                         help="batch sizes (train: per GPU; default: sampling and pvqvae 1, train the batch of "
@@ -37,11 +41,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "always, as training runs)")
     parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
     parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
-    parser.add_argument("--images", type=positive_int, default=1000, help="fid-interval: paired feature rows (n)")
+    parser.add_argument("--images", type=positive_int, nargs="+", default=[1000],
+                        help="fid-interval: paired feature rows (n); fid-routes: one or more n")
     parser.add_argument("--dim", type=positive_int, default=2048, help="fid-interval: feature dimension")
     parser.add_argument("--resamples", type=positive_int, help="fid-interval: bootstrap resamples (default: "
                         "evaluate.fid_bootstrap_resamples)")
-    parser.add_argument("--out", help="write the rows as a JSON list here")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[1000, 10000],
+                        help="scale: training images at each size (the first --preset's image size)")
+    parser.add_argument("--test-images", type=positive_int, nargs="+", default=[100, 1000],
+                        help="scale: test images at each size (one per --sizes)")
+    parser.add_argument("--work", default="/tmp/put-scale",
+                        help="scale: folder for the fabricated data and the stages' workspaces (deleted after)")
+    parser.add_argument("--page", help="scale: also write the tables into this Markdown page's scale-table markers")
+    parser.add_argument("--only", nargs="+", choices=[key for key, _, _ in SCALE_STAGES],
+                        help="scale: only these stages (split among them), e.g. the file-list stages at a size whose "
+                             "prepared pixels would not fit")
+    parser.add_argument("--append", action="store_true",
+                        help="scale: add the sizes to those of the --out file's earlier runs")
+    parser.add_argument("--tables-only", action="store_true",
+                        help="scale: only rewrite --page's tables from the --out file, measuring nothing")
+    parser.add_argument("--out", help="write the rows as a JSON list here (scale: one JSON object)")
     parser.set_defaults(out_folder=False)
 
 
@@ -67,6 +86,10 @@ def describe(r: dict) -> str:
                 f"method {r['previous_seconds_per_resample'] * 1e3:.0f} ms/resample, {r['previous_seconds']:.0f} s for "
                 f"its {r['previous_resamples']}); half width {r['half_width']:.4f}, Monte-Carlo error of the bounds "
                 f"{r['mc_error']:.4f}: printed +-{r['printed_half_width']}")
+    if r["benchmark"] == "fid_routes":
+        gram = (f"{r['gram']['cpu_seconds_per_resample']:.3f} s" if "gram" in r else "not run (3 n^2 floats)")
+        return (f"FID of one resample of {r['n']} x {r['dim']} paired features, one core: d x d covariances "
+                f"{r['moments']['cpu_seconds_per_resample']:.3f} s, n x n Gram matrices {gram}")
     if r["benchmark"] == "evaluate":
         return (f"{r['preset']} evaluation parts on {where}: {r['seconds_per_result'] * 1e3:.1f} ms per result "
                 f"(PSNR/SSIM/MAE, CPU), Inception {r['inception_seconds_per_image'] * 1e3:.1f} ms/image, LPIPS "
@@ -92,9 +115,26 @@ def describe(r: dict) -> str:
 def run(args: argparse.Namespace) -> list[dict]:
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
     # stage reuses this module without running them, so it does not depend on their code (put/io/code.py).
+    if args.what == "scale":
+        bench_scale = importlib.import_module("put.bench.scale")
+        if args.tables_only:
+            if not (args.out and args.page):
+                raise InputError("--tables-only: give the benchmark's file (--out) and the page to rewrite (--page)")
+            return bench_scale.rewrite_tables(Path(args.out), Path(args.page))
+        return bench_scale.run_scale(args.sizes, args.test_images, Path(args.work), args.out,
+                                     (args.preset or ["imagenet"])[0], page=args.page,
+                                     only=tuple(args.only) if args.only else None, append=args.append)
+    args.preset = args.preset or ["ffhq"]
     if args.what == "loader":
         bench_loader = importlib.import_module("put.bench.loader")
         return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
+    if args.what == "fid-routes":
+        rows = importlib.import_module("put.bench.evaluate").bench_fid_routes(args.images, args.dim)
+        for r in rows:
+            print(describe(r), flush=True)
+        if args.out:
+            atomic_write_text(args.out, json.dumps(rows, indent=2) + "\n")
+        return rows
     if args.what in ("evaluate", "fid-interval"):
         import torch
 
@@ -102,7 +142,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         from put.config.evaluation import MetricProtocol
 
         resamples = args.resamples or MetricProtocol().fid_bootstrap_resamples
-        results = ([bench_evaluate.bench_fid_interval(args.images, args.dim, resamples)]
+        results = ([bench_evaluate.bench_fid_interval(args.images[0], args.dim, resamples)]
                    if args.what == "fid-interval" else
                    [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset])
         for r in results:

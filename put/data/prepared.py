@@ -11,7 +11,7 @@ import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import get_args
+from typing import TextIO, get_args
 
 import numpy as np
 import pandas as pd
@@ -106,13 +106,15 @@ def _finished(work: Path, name: str) -> dict | None:
 
 
 def _prepare_split(pool: ThreadPoolExecutor, work: Path, csv: Path, split: str, settings: dict,
-                   progress: bool) -> tuple[dict, list[dict]]:
-    """The shards of one split (those an interrupted run finished are kept): their summaries and index rows."""
+                   progress: bool, index: TextIO) -> tuple[dict, int]:
+    """The shards of one split (those an interrupted run finished are kept): their summaries, and their images'
+    index rows appended to `index` shard by shard (memory: one shard, whatever the split's size); returns the
+    summaries and the number of images."""
     paths, sources = _source_rows(csv)
     train = split == "train"
     side = settings["train_resize"] if train else settings["image_size"]
     per_shard = max(1, SHARD_BYTES // (side * side * 3 * np.dtype(settings["storage"]).itemsize))
-    shards, rows, kept = {}, [], 0
+    shards, count, kept = {}, 0, 0
     with tqdm(total=len(paths), desc=f"prepare {split}", unit="img", disable=not progress) as bar:
         for number, first in enumerate(range(0, len(paths), per_shard)):
             name, positions = shard_name(split, number), range(first, min(first + per_shard, len(paths)))
@@ -125,11 +127,12 @@ def _prepare_split(pool: ThreadPoolExecutor, work: Path, csv: Path, split: str, 
             else:
                 kept += len(positions)
             shards[name] = {"images": len(positions), "bytes": info["bytes"], "sha256": info["sha256"]}
-            rows += info["rows"]
+            pd.DataFrame(info["rows"], columns=INDEX_COLUMNS).to_csv(index, header=False, index=False)
+            count += len(positions)
             bar.update(len(positions))
     if kept and progress:
         print(f"prepare {split}: kept {kept} images from the shards of an interrupted run in {work}")
-    return shards, rows
+    return shards, count
 
 
 def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | None, resize_filter: ResizeFilter,
@@ -154,18 +157,17 @@ def prepare(split_dir: Path, out: Path, image_size: int, train_resize: int | Non
             stale.unlink()
     atomic_write_text(work / MANIFEST, json.dumps({"settings": settings}, indent=2) + "\n")
 
-    shards, rows, counts = {}, [], {}
-    if storage != "originals":
-        with ThreadPoolExecutor(workers or min(16, len(os.sched_getaffinity(0)))) as pool:
-            for split in SPLITS:
-                split_shards, split_rows = _prepare_split(pool, work, split_dir / f"{split}.csv", split, settings,
-                                                          progress)
-                shards.update(split_shards)
-                rows += split_rows
-                counts[split] = len(split_rows)
+    shards, counts = {}, {}
+    with open(work / INDEX, "w", newline="") as index:  # the folder appears only once complete (below)
+        index.write(",".join(INDEX_COLUMNS) + "\n")
+        if storage != "originals":
+            with ThreadPoolExecutor(workers or min(16, len(os.sched_getaffinity(0)))) as pool:
+                for split in SPLITS:
+                    split_shards, counts[split] = _prepare_split(pool, work, split_dir / f"{split}.csv", split,
+                                                                 settings, progress, index)
+                    shards.update(split_shards)
     manifest = {"settings": settings, "images": counts, "shards": shards,
                 "bytes": sum(s["bytes"] for s in shards.values())}
-    pd.DataFrame(rows, columns=INDEX_COLUMNS).to_csv(work / INDEX, index=False)
     atomic_write_text(work / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     for name in shards:
         (work / f"{name}.json").unlink()

@@ -1,0 +1,152 @@
+"""`put bench scale`: every CPU-side stage of the DAG at growing data sizes. For each size it fabricates the data
+(put/bench/scale_data.py), runs the stages with the DAG's own commands (put/dag/declaration.py, as DVC runs them)
+in a workspace of their own, the built-in Telea method standing in for sampling (the `external` stage), and
+records each stage's wall and CPU time, peak resident memory (GNU time's: of the largest process) and the disk
+its outputs take; then the bookkeeping around them (put/bench/scale_tools.py). put/bench/scale_fit.py turns the
+rows into costs per item, growth exponents and the extrapolation to the paper presets (docs/speed-and-cost.md, "At
+the paper's data sizes").
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from put.bench.scale_data import fabricate, write_params
+from put.bench.scale_run import NICE, STAGES, folder_bytes, measured_run, output_of
+from put.config.params import load_params
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
+from put.dag.declaration import stage
+from put.dag.dvc_yaml import instance_command
+from put.errors import InputError
+from put.io.files import read_json
+
+REPORT_DROPPED = ("--benchmarks", "--frontier", "--frontier-tpami", "--resolved-params")  # GPU stages' outputs
+
+
+def stage_argv(params_file: Path, key: str, name: str, instance: str | None, repo: Path) -> tuple[list[str], str]:
+    """The DAG's command of one stage instance (`python -m put ...`) and the output it writes."""
+    params = load_params(params_file)
+    argv = instance_command(stage(name), instance, params.preset, params)
+    if key == "report":  # outputs of the GPU stages do not exist here; the sample grid shows Telea's results
+        options = dict(zip(argv[1::2], argv[2::2]))  # every option of a stage command takes a value
+        options["--samples"] = output_of(instance_command(stage("external"), "telea", params.preset, params))
+        options["--measured"] = str(repo / options["--measured"])
+        argv = [argv[0], *(x for option, value in options.items() if option not in REPORT_DROPPED
+                           for x in (option, value))]
+    return [sys.executable, "-m", "put", *argv], output_of(argv)
+
+
+def variant_metrics(metrics: Path, labels: list[str]) -> None:
+    """The report needs every evaluated label's files: Telea's evaluation, copied under each variant's name (its
+    record naming that variant), so the report reads files of the real size for all of them."""
+    info = read_json(metrics_info_file(metrics), "the evaluate stage's record")
+    for label in labels:
+        target = metrics.with_name(f"{label}.json")
+        if target == metrics:
+            continue
+        shutil.copyfile(metrics, target)
+        shutil.copyfile(metrics_bins_file(metrics), metrics_bins_file(target))
+        shutil.copyfile(metrics_images_file(metrics), metrics_images_file(target))
+        metrics_info_file(target).write_text(json.dumps({**info, "variant": label}, indent=2) + "\n")
+
+
+def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, seed: int = 0,
+                 keep: bool = False, only: tuple[str, ...] | None = None) -> dict:
+    """Fabricate `train` + `test` images under work/data (kept between sizes), run every stage in
+    work/ws_<train>_<test>, and return the rows; the workspace is deleted after unless `keep`."""
+    from put.bench.scale_fit import results_per_test_image, stage_items
+    from put.bench.scale_tools import bookkeeping
+
+    config = load_params(None, preset=preset).resolved()
+    size = config.model.image_size
+    root = Path(work) / "data"
+    started = time.perf_counter()
+    sources = fabricate(root, train, test, size, seed)
+    made = time.perf_counter() - started
+    workspace = Path(work) / f"ws_{train}_{test}"
+    shutil.rmtree(workspace, ignore_errors=True)
+    params_file = write_params(workspace, preset, root, test, sources)
+    log = workspace / "stages.log"
+    env = {"PYTHONPATH": str(repo), "MLFLOW_TRACKING_URI": f"sqlite:///{workspace / 'mlflow.db'}",
+           "DVC_NO_ANALYTICS": "1"}
+    results, fine = results_per_test_image(config.sample.diversity_images, test)
+    items = {key: stage_items(key, train, test, config.sample.diversity_images) for key, _, _ in STAGES}
+    rows = {}
+    for key, name, instance in STAGES:
+        if only is not None and key not in only:
+            continue
+        argv, out = stage_argv(params_file, key, name, instance, Path(repo))
+        if key == "report":
+            params = load_params(params_file)
+            variant_metrics(workspace / output_of(instance_command(stage("evaluate_external"), "telea", preset,
+                                                                   params)), params.evaluated_labels())
+        row = measured_run(argv, workspace, log, env)
+        written = workspace / out
+        files = [written] if key != "evaluate" else [  # a metrics file's companions lie beside it
+            written, metrics_info_file(written), metrics_bins_file(written), metrics_images_file(written)]
+        rows[key] = {**row, "items": items[key], "disk_bytes": sum(map(folder_bytes, files)),
+                     "command": " ".join(["python", "-m", "put", *argv[3:]])}
+        print(f"  {key}: {rows[key]['wall_seconds']:.1f} s wall, {rows[key]['cpu_seconds']:.1f} s CPU, "
+              f"{rows[key]['peak_rss_mib']:.0f} MiB, {rows[key]['disk_bytes'] / 2 ** 20:.1f} MiB on disk "
+              f"({items[key]} items)", flush=True)
+    tools = bookkeeping(workspace, params_file, repo, log, env, ran=tuple(rows))
+    if not keep:
+        shutil.rmtree(workspace, ignore_errors=True)
+    return {"train_images": train, "test_images": test, "image_size": size, "result_files": results,
+            "fine_bin_results": fine, "fabricate_seconds": round(made, 1),
+            "data_bytes": folder_bytes(root), "stages": rows, "bookkeeping": tools}
+
+
+def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | None, preset: str = "imagenet",
+              keep: bool = False, page: Path | None = None, only: tuple[str, ...] | None = None,
+              append: bool = False) -> dict:
+    """Every size in turn (the smallest first), then the fit; writes `out` (JSON) and the docs table of `page`.
+    `only`: these stages (split among them, which the others read); `append`: the sizes join those of `out`'s
+    earlier runs (their commands kept in `commands`)."""
+    from put.bench.common import environment
+    from put.bench.scale_fit import fit, with_scale_tables
+
+    if load_params(None, preset=preset).resolved().data.dataset != "imagenet":
+        raise InputError(f"--preset {preset}: the scale benchmark fabricates ImageNet's layout, which takes any "
+                         "number of images; choose imagenet, imagenet_tpami256 or imagenet_tpami512")
+    if len(test_sizes) != len(sizes):
+        raise InputError(f"--test-images: {len(test_sizes)} values for {len(sizes)} sizes; give one per --sizes")
+    import torch
+
+    repo = Path(__file__).resolve().parents[2]
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    if only is not None and "split" not in only:
+        raise InputError(f"--only {' '.join(only)}: the other stages read the split; add split")
+    earlier = read_json(out, "the file `put bench scale` writes") if append and out and Path(out).is_file() else {}
+    points, commands = list(earlier.get("points", [])), list(earlier.get("commands", [earlier.get("command")]))
+    for train, test in sorted(zip(sizes, test_sizes)):
+        print(f"{preset}: {train} training and {test} test images", flush=True)
+        points.append(measure_size(work, repo, preset, train, test, keep=keep, only=only))
+        points.sort(key=lambda p: (p["train_images"], p["test_images"]))
+        here = environment(torch.device("cpu"), False)
+        result = {"benchmark": "scale_cpu", "preset": preset, "nice": NICE, "points": points,
+                  **(fit(points) if len(points) > 1 else {}), **here,
+                  "commands": [c for c in commands if c] + [here["command"]]}
+        if out is not None:  # after every size: a run cut short keeps what it measured
+            Path(out).write_text(json.dumps(result, indent=2) + "\n")
+    shutil.rmtree(work / "data", ignore_errors=True)
+    if page is not None:
+        Path(page).write_text(with_scale_tables(Path(page).read_text(), result, str(page)))
+    return result
+
+
+def rewrite_tables(out: Path, page: Path) -> dict:
+    """The fit (a function of the measured points) redone with this code, written back into the benchmark's file
+    (`refit_by` says so), and the tables of `page` from it, measuring nothing."""
+    from put.bench.scale_fit import fit, with_scale_tables
+
+    result = read_json(out, "the file `put bench scale` writes")
+    result.update(fit(result["points"]), refit_by=" ".join(["python -m put", *sys.argv[1:]]))
+    Path(out).write_text(json.dumps(result, indent=2) + "\n")
+    page.write_text(with_scale_tables(page.read_text(), result, str(page)))
+    return result
