@@ -138,7 +138,7 @@ def check_model(client, run, checkpoint: Path, dag_id: str, models: list) -> Non
         version = client.get_model_version(entry["name"], entry["version"])
         assert (version.source, version.status) == (f"models:/{model.model_id}", "READY"), (name, version)
     current = client.get_model_version_by_alias(registered[0]["name"], "current")
-    assert current.version in {r["version"] for r in registered}, (name, current.version, registered)
+    assert str(current.version) in {r["version"] for r in registered}, (name, current.version, registered)
 
 
 def frontier_metrics(preset: str, variant: str) -> Path:
