@@ -53,7 +53,7 @@ def log_outputs(tracker: NullTracker, params: Params, variant: str, kind: str, s
     """A training's run from its files, for a training DVC skipped (`put track`; a training that runs logs as it
     goes): its parameters and datasets, the curves (train.csv as train/<loss>, eval.csv as eval/<metric>, at their
     steps) and the checkpoint as its model, with the last step's values."""
-    preset, config = params.resolved(), params.variant_config(variant)
+    preset, config = params.resolved_for(variant), params.variant_config(variant)  # tpami: its TPAMI preset
     stage_params = pvqvae_params(config, preset) if kind == "pvqvae" else \
         transformer_params(config, preset, file_sha256(pvqvae))
     log_start(tracker, params, stage_params, split_dir)
