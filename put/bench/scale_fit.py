@@ -142,9 +142,10 @@ def scale_markdown(result: dict) -> str:
     """The measured table and the extrapolation, as GitHub Markdown."""
     points = sorted(result["points"], key=lambda p: p["train_images"])
     sizes = ", ".join(f"{p['train_images']:,} + {p['test_images']:,}" for p in points)
+    commands = " and ".join(f"`{c}`" for c in result.get("commands") or [result["command"]])
     lines = [f"Measured on {result['device_name']} (`nice -n {result['nice']}`, a shared machine), preset "
-             f"`{result['preset']}`, training + test images: {sizes}; commit {result['commit']}, by "
-             " and ".join(f"`{c}`" for c in result.get("commands") or [result["command"]]) + ".", "",
+             f"`{result['preset']}`, training + test images: {sizes}; by {commands} (the last at commit "
+             f"{result['commit'][:7]}).", "",
              "| Stage | Items at each size | CPU ms per item | Growth exponent (CPU) | Peak RSS MiB | "
              "Growth exponent (RSS) |", "|---|---|---|---|---|---|"]
     for key, row in result["fit"].items():

@@ -19,7 +19,7 @@ from put.dag.dvc_yaml import instance_command
 DVC_OUTPUTS = ("split", "prepare", "masks", "external")
 # what `snakemake -n` needs beside params.yaml in a workspace: the Snakefile and what it reads (copies: the DAG's
 # code inputs are paths under the Snakefile's folder)
-SNAKEMAKE_FILES = ("Snakefile", "workflow", "slurm", "put")
+SNAKEMAKE_FILES = ("Snakefile", "workflow", "slurm", "put", "reports/benchmarks")  # the last: the report's input
 LOG_EVALUATION = """
 import sys
 from pathlib import Path
