@@ -651,7 +651,9 @@ def test_every_user_yaml_file_goes_through_the_same_reader(tmp_path):
         load_site(latin)
     users = [p for p in (ROOT / "put").rglob("*.py") if "yaml.safe_load(" in p.read_text() or "yaml.load(" in
              p.read_text()]
-    assert [str(p.relative_to(ROOT)) for p in users] == ["put/io/yamlfile.py"]
+    # put compare reads DVC's own dvc.lock (a machine-written file, from a git revision's bytes) for a result's masks
+    # hash, and takes an unreadable one as no record: no user file
+    assert sorted(str(p.relative_to(ROOT)) for p in users) == ["put/compare/results.py", "put/io/yamlfile.py"]
     assert "read_yaml_mapping(Path(workflow.basedir) / \"params.yaml\"" in (ROOT / "Snakefile").read_text()
 
 
