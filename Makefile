@@ -104,7 +104,7 @@ test-slurm: $(STAMP)
 	tests/slurm/cluster.sh down  # a cluster left over from an interrupted run
 	PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop
 	rm -rf $(SLURM_TRACKING_DIR) && mkdir -m 755 $(SLURM_TRACKING_DIR)
-	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) timeout 5400 \
+	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) timeout 3600 \
 	  $(BIN)/python -m pytest -q -m slurm tests/slurm --durations=0; \
 	  status=$$?; PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop; \
 	  tests/slurm/cluster.sh down; exit $$status
