@@ -1,22 +1,25 @@
 """`snakemake --profile slurm` on the live two-node Slurm cluster that `make test-slurm` brings up with
-tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh). One run of
-the jobs these checks need (the slow suite's `dvc repro` runs the whole demo DAG), with settings given through
-Snakemake's `--config`, which the jobs on both nodes read: after the data stages (made on this host first), the
-P-VQVAE of `put`, two transformers on its codes (`put`, with stochastic depth on as in the TPAMI model, and `tok`),
-each on 2 nodes x 1 process (gloo), and tok's sample and evaluation. In it: the P-VQVAE and the `tok` transformer
-are preempted and resume; the training process of the `put` transformer on the second node is killed (kill -9), the
-job fails and Snakemake's retry resumes it; the tracking server is restarted while jobs log. Then: every job ran and
-completed, on both nodes where asked; the killed training ends with the weights of one process trained on the same
-global batch; every run, parameter, metric value and model reached the server; the outputs are recorded in DVC,
-pushed to a remote, pulled by a fresh clone and checked out without copies through a shared cache; a failing job
-and a layout the partition cannot hold fail the workflow with a message; a training stopped by its time limit
-resumes attempt after attempt while the tracking server is down for longer than the client's retries, and its
-records are logged afterwards. The tests share one repository copy and run in file order."""
+tests/slurm/cluster.sh, logging to an MLflow tracking server on PostgreSQL (workflow/tracking_server.sh) as a
+cluster's users do (MLFLOW_TRACKING_URI names it). One run of the whole demo DAG (Snakemake's target `all`: every
+variant trained, sampled and evaluated, the external baselines, the frontiers, the bench and the report), with
+settings given through Snakemake's `--config`, which the jobs on both nodes read: the data stages on this host first,
+every other stage as a Slurm job, every transformer on 2 nodes x 1 process (gloo; `put` with stochastic depth on as
+in the TPAMI model). In it: the `put` P-VQVAE and the `tok` transformer are preempted and resume; the training
+process of the `put` transformer on the second node is killed (kill -9), the job fails and Snakemake's retry resumes
+it; the tracking server is down, mid-DAG, for longer than the client's retries. Then: every job ran and completed,
+on both nodes where asked; the killed training ends with the weights of one process trained on the same global
+batch; the outputs have the structure of a local run and are recorded in DVC; the spools of the outage are
+replayed with `put track-replay` and `put track` in both orders, after which the server alone holds every stage's
+run once, every metric point once per step the outputs hold, every model READY with its files, and the workspace
+no local store or spool (tests/slurm/tracking.py); the outputs are pushed to a remote, pulled by a fresh clone and
+checked out without copies through a shared cache; a failing job and a layout the partition cannot hold fail the
+workflow with a message; a training stopped by its time limit resumes attempt after attempt while the tracking
+server is down for longer than the client's retries, and its records are logged afterwards. The tests share one
+repository copy and run in file order."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import csv
 import json
 import math
 import os
@@ -35,35 +38,38 @@ from pathlib import Path
 import pytest
 import yaml
 
+from put.commands.track import instance_run_name
 from put.config.params import load_params
-from put.config.paths import EVAL_CURVE, PREPARED_DIR, TRAIN_CURVE, masks_dir, path_of
-from put.dag.declaration import CONFIG, stage
+from put.config.paths import PREPARED_DIR, masks_dir, path_of
+from put.dag.declaration import CONFIG
+from put.dag.graph import instances
 from put.models.checkpoint import load_checkpoint
-from put.tracking.names import flatten, metric_names
+from put.tracking.spool import SPOOL_DIR, read_cursor
 from put.train.loop import MIN_STEP_ENV, resume_path
 from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
+from tests.slurm.tracking import Rerun, check_server, left_in_workspace, stage_runs
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3000), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3600), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
 
 BIN = Path(sys.executable).parent
 PRESET = "demo"
-# The roles of the two transformers (`tok` trains on put's P-VQVAE, so one P-VQVAE serves both); the preempted one,
-# which ends first (the killed one restarts once more), is sampled and evaluated; and the stage instances the run
-# builds (stage -> its variants).
+# The roles of two transformers (`tok` trains on put's P-VQVAE, so one P-VQVAE serves both); the evaluation the
+# failing-job test makes fail.
 PREEMPTED_TRANSFORMER, KILLED_TRANSFORMER = "tok", "put"
 EVALUATED = PREEMPTED_TRANSFORMER
-BUILT = {"config": (None,), "split": (None,), "prepare": (None,), "masks": (None,), "train_pvqvae": ("put",),
-         "train_transformer": (KILLED_TRANSFORMER, PREEMPTED_TRANSFORMER), "sample": (EVALUATED,),
-         "evaluate": (EVALUATED,)}
-BUILT_STAGES = {stage(name).key(variant) for name, variants in BUILT.items() for variant in variants}  # DVC's names
+# The run builds the whole demo DAG: every stage instance of params.yaml (DVC's names), and the names of the MLflow
+# runs of the tracked ones (put track's, "stage variant").
+BUILT = instances(load_params(ROOT / "params.yaml"))
+BUILT_STAGES = {s.key(name) for s, name in BUILT}
+TRACKED_RUNS = [instance_run_name(s, name, load_params(ROOT / "params.yaml")) for s, name in BUILT if s.tracked]
 # The data stages run on this host first (Snakemake's local executor, as on a login node): the checks are about the
-# jobs that train, sample and evaluate, which then run on the cluster.
+# jobs that train, sample, evaluate and report, which then run on the cluster.
 LOCAL_STAGES = ("config", "split", "prepare", "masks")
-CLUSTER_RULES = [name for name in BUILT if name not in LOCAL_STAGES]
-EXPECTED_JOBS = {f"rule_{name}_wildcards_{variant}" for name in CLUSTER_RULES for variant in BUILT[name]}
-TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(metrics_file(PRESET, EVALUATED)),
-           str(transformer_checkpoint(PRESET, KILLED_TRANSFORMER)))
+CLUSTER_RULES = sorted({s.name for s, _ in BUILT if s.name not in LOCAL_STAGES})
+EXPECTED_JOBS = {f"rule_{s.name}" + (f"_wildcards_{name}" if name else "") for s, name in BUILT
+                 if s.name not in LOCAL_STAGES}
+TARGETS = ("all",)
 LOCAL_TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(path_of(PREPARED_DIR, PRESET)),
                  str(masks_dir(PRESET)))
 # What every Snakemake run of this module merges into params.yaml (`--config`): evaluations of 4 images during
@@ -79,10 +85,8 @@ NODES = ("putnode1", "putnode2")
 # Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+ (it adds 10 s to the interval at
 # each check that finds no job ended; a time-limit attempt of about 62 s is seen at 2+12+22+32 = 68 s).
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "2")
-# MLflow's client retries during the DAG run (its defaults): 0+4+8+16+32+64+120 s of backoff, longer than a
-# server restart takes on a loaded machine.
-RETRIES_ACROSS_A_RESTART = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2"}
-# During the time-limit run: 0+2+4 s, well below the outage (and below a 1-minute attempt).
+# MLflow's client retries during the DAG run and the time-limit run: 0+2+4 s, well below the outage (and below a
+# 1-minute attempt): the stages that log meanwhile spool their records (put/tracking/spool.py).
 RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 OUTAGE_S = 75
 # The time-limit test: an attempt under a 1-minute limit lasts at most ATTEMPT_MAX_S s (slurmctld looks at time
@@ -240,26 +244,37 @@ def running_jobs(comment: str) -> list[tuple[str, str]]:
             for job, name, nodes in (line.split("|") for line in out.splitlines()) if name == comment]
 
 
+def saved_and_running(pattern: str, repo: Path) -> str | None:
+    """The variant of a training matching `pattern` that has saved its state and still runs, if any."""
+    for saved in sorted(repo.glob(pattern)):
+        variant = saved.parent.name
+        rule = "train_pvqvae" if "pvqvae" in saved.name else "train_transformer"
+        if running_jobs(f"rule_{rule}_wildcards_{variant}"):
+            return variant
+    return None
+
+
 def wait_for_saved_state(pattern: str, repo: Path, proc: subprocess.Popen, deadline: float) -> str:
     """The variant of the first training matching `pattern` that has saved its state and still runs."""
-    while True:
+    while (variant := saved_and_running(pattern, repo)) is None:
         assert proc.poll() is None, "snakemake ended before a training wrote its state"
         assert time.monotonic() < deadline, f"no {pattern} appeared"
-        for saved in sorted(repo.glob(pattern)):
-            variant = saved.parent.name
-            rule = "train_pvqvae" if "pvqvae" in saved.name else "train_transformer"
-            if running_jobs(f"rule_{rule}_wildcards_{variant}"):
-                return variant
         time.sleep(0.2)
+    return variant
 
 
 def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Popen,
                        deadline: float) -> tuple[str, str]:
-    """Waits until a training matching `pattern` has saved its state, then preempts it for real: an `urgent`
-    partition job asking for every CPU of the job's first node makes Slurm requeue the `batch` jobs there
-    (SIGTERM first). Returns once the urgent job has run: the preemption is over (Slurm preempts at its next
-    scheduling cycle, after sbatch returned, and every batch job on that node is requeued, not only this one)."""
+    """Waits until a training matching `pattern` has saved its state, then preempts it (`preempt`)."""
     variant = wait_for_saved_state(pattern, repo, proc, deadline)
+    return preempt(rule, variant, proc, deadline), variant
+
+
+def preempt(rule: str, variant: str, proc: subprocess.Popen, deadline: float) -> str:
+    """Preempts a running training for real: an `urgent` partition job asking for every CPU of the job's first node
+    makes Slurm requeue the `batch` jobs there (SIGTERM first). Returns its job id once the urgent job has run: the
+    preemption is over (Slurm preempts at its next scheduling cycle, after sbatch returned, and every batch job on
+    that node is requeued, not only this one)."""
     ((job, node),) = running_jobs(f"rule_{rule}_wildcards_{variant}")
     urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-w", node, "-c", str(os.cpu_count()),
                              "--mem", "500", "-t", "1", "--output", "/dev/null", "--wrap", "sleep 1"],
@@ -268,7 +283,7 @@ def preempt_once_saved(pattern: str, rule: str, repo: Path, proc: subprocess.Pop
         assert time.monotonic() < deadline and proc.poll() is None, f"the urgent job {urgent} never ran"
         time.sleep(0.5)
     start_requeued_jobs_now()
-    return job, variant
+    return job
 
 
 def start_requeued_jobs_now() -> None:
@@ -301,16 +316,35 @@ def worker_of(job: str, node: str) -> int | None:
     return None
 
 
-def kill_a_node_once_saved(pattern: str, repo: Path, proc: subprocess.Popen, deadline: float) -> tuple[str, str]:
-    """kill -9 of the training process on the second node of a two-node transformer job that saved its state."""
-    while True:
-        variant = wait_for_saved_state(pattern, repo, proc, deadline)
-        for job, _ in running_jobs(f"rule_train_transformer_wildcards_{variant}"):
-            pid = worker_of(job, NODES[1])
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                return job, variant
-        time.sleep(0.2)  # its workers are still starting (a requeued job resuming): look again
+def kill_a_node_if_saved(pattern: str, repo: Path) -> tuple[str, str] | None:
+    """kill -9 of the training process on the second node of a two-node transformer job matching `pattern` that
+    saved its state and runs, if there is one whose workers have started (a requeued job resuming may not yet)."""
+    variant = saved_and_running(pattern, repo)
+    for job, _ in running_jobs(f"rule_train_transformer_wildcards_{variant}") if variant else ():
+        pid = worker_of(job, NODES[1])
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            return job, variant
+    return None
+
+
+def preempt_and_kill_once_saved(preempted: str, killed: str, repo: Path, proc: subprocess.Popen,
+                                deadline: float) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Preempts the transformer training `preempted` and kills a node's process of `killed`, each once it has saved
+    its state. In the whole DAG either may run first, and end while the other waits, so both are watched at once.
+    The killed job must fail, not be requeued by the preemption: the preemption waits until it has ended."""
+    patterns = {variant: str(resume_path(transformer_checkpoint(PRESET, variant))) for variant in (preempted, killed)}
+    done_preempt = done_kill = None
+    while done_preempt is None or done_kill is None:
+        assert proc.poll() is None, f"snakemake ended before the preemption ({done_preempt}) and the kill ({done_kill})"
+        assert time.monotonic() < deadline, f"no preemption ({done_preempt}) or kill ({done_kill}) in time"
+        if done_kill is None:
+            done_kill = kill_a_node_if_saved(patterns[killed], repo)
+        killed_running = done_kill is not None and job_state(done_kill[0]) in ("", "RUNNING", "COMPLETING")
+        if done_preempt is None and not killed_running and saved_and_running(patterns[preempted], repo):
+            done_preempt = preempt("train_transformer", preempted, proc, deadline), preempted
+        time.sleep(0.2)
+    return done_preempt, done_kill
 
 
 def slurm_logs(repo: Path, rule: str, variant: str) -> dict[str, str]:
@@ -341,101 +375,39 @@ def cluster_run(tmp_path_factory, tracking):
     # although no checkpoint exists.
     code, output = run_snakemake(repo, *LOCAL_TARGETS, "--forceall", local=True, timeout=600)
     assert code == 0, output[-6000:]
+    local_s = time.monotonic() - began
     since = now()
     log = repo / "dag.out"
     proc = start_snakemake(repo, *TARGETS, "--forcerun", *CLUSTER_RULES, log=log,
-                           env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_ACROSS_A_RESTART})
-    deadline = time.monotonic() + 40 * 60
-    events = {}
+                           env={"MLFLOW_TRACKING_URI": tracking.uri, **RETRIES_SHORTER_THAN_THE_OUTAGE})
+    deadline = time.monotonic() + 50 * 60
+    events = {"outages": []}
+    outages = concurrent.futures.ThreadPoolExecutor(1)
+
+    def outage() -> concurrent.futures.Future:
+        """The server down for OUTAGE_S s (far longer than the client's retries) while jobs log; in the
+        background, the DAG going on."""
+        events["outages"].append({"jobs_running": running_rule_jobs(proc, deadline)})
+        return outages.submit(tracking.restart, OUTAGE_S)
+
     try:
         events["preempted"] = {"train_pvqvae": preempt_once_saved(str(resume_path(pvqvae_checkpoint(PRESET, "put"))),
                                                                   "train_pvqvae", repo, proc, deadline)}
-        busy = running_rule_jobs(proc, deadline)
-        events["restart"] = {"down_s": tracking.restart(), "jobs_running": busy}
-        events["preempted"]["train_transformer"] = preempt_once_saved(
-            str(resume_path(transformer_checkpoint(PRESET, PREEMPTED_TRANSFORMER))), "train_transformer", repo, proc,
-            deadline)
-        events["killed"] = kill_a_node_once_saved(str(resume_path(transformer_checkpoint(PRESET, KILLED_TRANSFORMER))),
-                                                  repo, proc, deadline)
+        down = outage()  # the first outage: the P-VQVAEs, the external baselines, the bench
+        events["preempted"]["train_transformer"], events["killed"] = preempt_and_kill_once_saved(
+            PREEMPTED_TRANSFORMER, KILLED_TRANSFORMER, repo, proc, deadline)
+        events["outages"][0]["down_s"] = down.result()
+        down = outage()  # the second: the transformers, the first samplings and evaluations
+        events["outages"][1]["down_s"] = down.result()
     finally:
+        outages.shutdown(wait=True)  # the server up again, whatever happened
         code, output = finish(proc, log, max(60.0, deadline - time.monotonic()))
     assert code == 0, output[-6000:]
-    return {"repo": repo, "since": since, "output": output, "seconds": time.monotonic() - began, **events}
-
-
-def stage_runs(uri: str, repo: Path) -> dict:
-    """Run name -> run, of every stage run of the configuration the repository's last Snakemake run used."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
-    dag_id = params_of(repo).dag_id()
-    runs = [r for r in client.search_runs([experiment], max_results=5000)
-            if r.data.tags.get("put.level") == "stage" and r.data.tags.get("put.dag_id") == dag_id]
-    named = {r.info.run_name: r for r in runs}
-    assert len(named) == len(runs), sorted(r.info.run_name for r in runs)  # no run logged twice
-    return named
-
-
-TIMING = ("data_wait", "seconds")  # wall-clock values: a resumed attempt logs its own
-
-
-def logged_curves(client, run, curves: Path) -> int:
-    """Every value of the training's curves (train.csv, eval.csv) is in the run's metric history; returns their
-    count."""
-    count = 0
-    for name, prefix in ((TRAIN_CURVE, "train/"), (EVAL_CURVE, "eval/")):
-        rows = list(csv.DictReader((curves / name).open()))
-        for column in rows[0].keys() - {"step"}:
-            written = {(int(r["step"]), float(r[column])) for r in rows if r[column] != ""}
-            history = {(m.step, m.value) for m in client.get_metric_history(run.info.run_id, prefix + column)}
-            if any(t in column for t in TIMING):
-                assert {s for s, _ in written} <= {s for s, _ in history}, (run.info.run_name, column)
-            else:
-                assert written <= history, (run.info.run_name, column, sorted(written - history)[:5])
-            count += len(written)
-    return count
-
-
-def check_tracking(uri: str, repo: Path, names: list[str]) -> dict[str, int]:
-    """The runs `names` ("stage variant") are in MLflow, finished, with every parameter the stage logs, every
-    value of its curves or metrics file, and its model; returns the counts checked."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    runs = stage_runs(uri, repo)
-    assert set(names) <= set(runs), sorted(set(names) - set(runs))
-    params = params_of(repo)
-    preset = params.resolved()
-    experiment = client.get_experiment_by_name(f"put-{PRESET}").experiment_id
-    models = client.search_logged_models([experiment], max_results=1000)
-    counts = {"runs": 0, "params": 0, "metric values": 0, "models": 0}
-    for name in names:
-        run = runs[name]
-        stage_name, variant = name.split()
-        assert run.info.status == "FINISHED", (name, run.info.status)
-        counts["runs"] += 1
-        if stage_name.startswith("train_"):
-            kind = stage_name.removeprefix("train_")
-            config = params.variant_config(variant)  # the tpami variant trains with its TPAMI preset's settings
-            train = getattr(params.resolved_for(variant), f"{kind}_train")
-            expected = flatten({"model": config.model_dump(), "train": train.model_dump()})
-            curves = pvqvae_checkpoint(PRESET, variant) if kind == "pvqvae" else transformer_checkpoint(PRESET,
-                                                                                                          variant)
-            counts["metric values"] += logged_curves(client, run, repo / curves.parent / f"{kind}_curves")
-            own = [m for m in models if m.source_run_id == run.info.run_id]
-            assert len(own) == 1 and str(own[0].status).endswith("READY"), (name, own)
-            counts["models"] += 1
-        elif stage_name == "evaluate":
-            expected = flatten(preset.evaluate.model_dump())
-            values = metric_names(json.loads((repo / metrics_file(PRESET, variant)).read_text()))
-            assert all(math.isclose(run.data.metrics[k], v) for k, v in values.items() if math.isfinite(v)), name
-            counts["metric values"] += len(values)
-        else:
-            expected = flatten(getattr(preset, stage_name).model_dump())
-        assert {k: str(v)[:6000] for k, v in expected.items()}.items() <= run.data.params.items(), name
-        counts["params"] += len(expected)
-    return counts
+    # The parameters the jobs read (Snakemake rewrites the file at each run): the run's configuration (dag_id).
+    params_file = repo.parent / "dag-params.yaml"
+    shutil.copy(repo / ".snakemake" / "put" / "params.yaml", params_file)
+    return {"repo": repo, "since": since, "output": output, "seconds": time.monotonic() - began, "local_s": local_s,
+            "params_file": params_file, "params": load_params(params_file), **events}
 
 
 def test_every_job_of_the_cluster_run_ran_as_a_slurm_job_and_completed(cluster_run, tracking):
@@ -443,23 +415,24 @@ def test_every_job_of_the_cluster_run_ran_as_a_slurm_job_and_completed(cluster_r
     assert set(states) == EXPECTED_JOBS
     assert {c: s for c, s in states.items() if s != "COMPLETED"} == {}
     # MLflow runs carry the Slurm job ids of the jobs that made them.
-    runs = stage_runs(tracking.uri, cluster_run["repo"])
+    runs = stage_runs(tracking.uri, PRESET, cluster_run["params"].dag_id())
     tagged = {run.data.tags["put.slurm_job_id"] for run in runs.values() if "put.slurm_job_id" in run.data.tags}
     assert tagged and tagged <= {r.job_id for r in sacct(cluster_run["since"])}
-    print(f"\nthe data stages here, then {len(EXPECTED_JOBS)} jobs on the cluster: {cluster_run['seconds']:.0f} s")
+    print(f"\nthe data stages here ({cluster_run['local_s']:.0f} s), then {len(EXPECTED_JOBS)} jobs on the cluster: "
+          f"{cluster_run['seconds']:.0f} s in all")
 
 
 def test_the_transformers_trained_on_two_nodes(cluster_run):
     """sacct: each transformer job (and its srun step of one torchrun per node) on both nodes; the launch line."""
     records = sacct(cluster_run["since"], steps=True)
     jobs = {r.job_id for r in records if r.comment.startswith("rule_train_transformer") and r.state == "COMPLETED"}
-    assert len(jobs) == len(BUILT["train_transformer"])
+    assert len(jobs) == sum(s.name == "train_transformer" for s, _ in BUILT)
     for job in jobs:
         allocation = next(r for r in records if r.job_id == job)
         steps = [r for r in records if r.job_id == f"{job}.0"]
         assert (allocation.nodes, allocation.node_list) == (2, "putnode[1-2]"), allocation
         assert steps and steps[-1].nodes == 2 and steps[-1].node_list == "putnode[1-2]", steps
-    for variant in BUILT["train_transformer"]:
+    for variant in (name for s, name in BUILT if s.name == "train_transformer"):
         for log in slurm_logs(cluster_run["repo"], "train_transformer", variant).values():
             assert re.search(r"launching: srun --nodes=2 .* --nnodes=2 --nproc-per-node=1 .*--rdzv-backend=c10d "
                              r"--rdzv-endpoint=putnode1:\d+", log), log[:3000]
@@ -499,6 +472,15 @@ def local_reference(repo: Path, log: str, out: Path) -> Path:
     return out
 
 
+def killed_resumed_at(cluster_run) -> int:
+    """The step the retry of the killed training resumed from (its log)."""
+    job, variant = cluster_run["killed"]
+    retry = max(r.job_id for r in sacct(cluster_run["since"])
+                if r.comment == f"rule_train_transformer_wildcards_{variant}" and int(r.job_id) > int(job))
+    log = slurm_logs(cluster_run["repo"], "train_transformer", variant)[retry]
+    return int(re.search(r"resuming from \S+ at step (\d+)", log).group(1))
+
+
 def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
                                                                                                tmp_path):
     """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
@@ -508,17 +490,17 @@ def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights
     job, variant = cluster_run["killed"]
     repo = cluster_run["repo"]
     assert variant == KILLED_TRANSFORMER
-    assert params_of(repo).variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
+    assert cluster_run["params"].variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
     attempts = [r for r in sacct(cluster_run["since"]) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
     killed = [r.state for r in attempts if r.job_id == job]
     assert killed[-1] == "FAILED", killed
     retries = [r for r in attempts if int(r.job_id) > int(job)]
     assert retries and retries[-1].state == "COMPLETED", attempts
     logs = slurm_logs(repo, "train_transformer", variant)
-    step = int(re.search(r"resuming from \S+ at step (\d+)", logs[retries[-1].job_id]).group(1))
+    step = killed_resumed_at(cluster_run)
     assert step > 0
     final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
-    assert final.training["step"] == params_of(repo).resolved_for(variant).transformer_train.iterations
+    assert final.training["step"] == cluster_run["params"].resolved_for(variant).transformer_train.iterations
     reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
     # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
     # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
@@ -532,24 +514,8 @@ def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights
 
 
 def params_of(repo: Path):
+    """The parameters of the repository's last Snakemake run (what its jobs read)."""
     return load_params(repo / ".snakemake" / "put" / "params.yaml")
-
-
-def dag_run_names() -> list[str]:
-    return [f"{name} {v}" for name in ("train_pvqvae", "train_transformer", "sample", "evaluate")
-            for v in BUILT[name]]
-
-
-def test_the_tracking_server_received_every_run_parameter_metric_value_and_model(cluster_run, tracking):
-    """The jobs logged concurrently through the server on PostgreSQL, which was restarted while they ran: nothing
-    is missing."""
-    restart = cluster_run["restart"]
-    assert any(job.startswith("rule_") for job in restart["jobs_running"]), restart  # jobs were logging
-    counts = check_tracking(tracking.uri, cluster_run["repo"], dag_run_names())
-    assert counts["runs"] == len(dag_run_names())
-    assert counts["models"] == len(BUILT["train_pvqvae"]) + len(BUILT["train_transformer"])
-    print(f"\ntracking server restarted mid-run (down {restart['down_s']:.1f} s, {len(restart['jobs_running'])} "
-          f"jobs running); checked: {counts}")
 
 
 def dir_file_count(path: Path) -> int:
@@ -571,7 +537,7 @@ def test_outputs_have_the_structure_of_a_local_run(cluster_run):
                 assert dir_file_count(path) == out["nfiles"], out["path"]
             checked += 1
     # every declared output of every instance built: the lock lists none of them twice or not at all
-    assert checked == sum(len(stage(name).outputs) * len(variants) for name, variants in BUILT.items())
+    assert checked == sum(len(s.outputs) for s, _ in BUILT)
 
 
 def dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -596,13 +562,134 @@ def test_make_record_lets_dvc_see_the_cluster_outputs_as_up_to_date(cluster_run)
                               text=True, timeout=600)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     changed = set(json.loads(dvc(repo, "status", "--json").stdout or "{}"))
-    assert changed and not changed & BUILT_STAGES, changed  # only what the run did not build
+    assert not changed & BUILT_STAGES, changed  # the run built every stage
     dry = dvc(repo, "repro", "--dry", *BUILT_STAGES)
     assert dry.returncode == 0, dry.stderr
     assert "Running stage" not in dry.stdout, dry.stdout
     # Snakemake too still sees everything as up to date (the committed files kept their timestamps).
     code, output = run_snakemake(repo, "--dry-run", *TARGETS, timeout=300)
     assert code == 0 and "Nothing to be done" in output, output[-3000:]
+
+
+def put(repo: Path, uri: str, *args: str) -> str:
+    """A `put` command in the repository, as a user runs it after the cluster run, logging to `uri`."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    env.pop("PUT_TRACKING", None)
+    # the repository's code (what its jobs ran), as `python -m put` in it
+    done = subprocess.run([sys.executable, "-m", "put", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert done.returncode == 0, (args, done.stdout + done.stderr)
+    return done.stdout + done.stderr
+
+
+def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[int, int]:
+    """`put track-replay --to store` of `spool`, killed once it has logged a record and before the last (its
+    cursor says how far it got): a replay the server interrupted. Returns (records logged, records in all)."""
+    lines = spool.read_text().splitlines()
+    total, recorded = len(lines) - 1, json.loads(lines[0])["uri"]
+    # Run beside the other store: a new SQLite store keeps its artefacts in ./mlruns, which must not be the
+    # workspace's. The repository's code all the same.
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    env.pop("PUT_TRACKING", None)
+    proc = subprocess.Popen([sys.executable, "-m", "put", "track-replay", "--to", store, str(spool)], cwd=cwd,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def logged() -> int:
+        try:
+            return read_cursor(spool, recorded).get(store, 0)
+        except ValueError:  # caught while the replay replaces the file
+            return 0
+
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not logged():
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    done = logged()
+    assert spool.exists() and 0 < done < total, f"the replay into {store} was not cut short: {done} of {total} logged"
+    return done, total
+
+
+def lose_runless_spools(spools: list[Path], uri: str, params, folder: Path) -> dict[Path, str]:
+    """Moves out of the workspace the spools among `spools` whose stage has no run on the server (its attempt
+    never reached it), when they are two or more and one is a training's (the case `put track` must get right);
+    returns spool -> the run name `put track` will log."""
+    runs = stage_runs(uri, PRESET, params.dag_id())
+    runless = {}
+    for spool in spools:
+        init = json.loads(spool.read_text().splitlines()[0])["init"]
+        name = " ".join(str(init[k]) for k in ("stage", "variant") if init.get(k))
+        if name not in runs and "run_id" not in init:
+            runless[spool] = name
+    if len(runless) < 2 or not any(name.startswith("train_") for name in runless.values()):
+        return {}
+    folder.mkdir(exist_ok=True)
+    for spool in runless:
+        for path in spool.parent.glob(f"{spool.stem}*"):  # its arrays and cursor too
+            shutil.move(path, folder / path.name)
+    return runless
+
+
+def spools_named_in_logs(repo: Path) -> dict[Path, str]:
+    """spool -> the store its job named, from every job's Slurm log (a job names the run it could not log)."""
+    found = {}
+    for log in (repo / ".snakemake" / "slurm_logs").rglob("*.log"):
+        for match in SPOOL_LINE.finditer(log.read_text(errors="replace")):
+            found[Path(match.group(2))] = match.group(1)
+    return found
+
+
+def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_record_once_on_the_server(
+        cluster_run, tracking):
+    """The cluster's configuration of tracking (MLFLOW_TRACKING_URI naming a server on PostgreSQL), end to end: the
+    jobs that logged while the server was down named their spools; a user replays some of them (one of which a
+    first replay into another store had logged in part), runs `put track` (which meets runs whose spool is not
+    replayed yet), replays the rest and runs `put track` again (which finds every run). Then the server alone
+    holds every stage's run once, finished, under the one parent run; every metric point once per step the
+    outputs hold; every model READY with its files and registered; and the workspace no mlflow.db, mlruns/ or
+    spool (tests/slurm/tracking.py)."""
+    repo, params_file = cluster_run["repo"], str(cluster_run["params_file"])
+    outages = cluster_run["outages"]
+    assert len(outages) == 2 and all(o["down_s"] >= OUTAGE_S for o in outages), outages
+    assert all(any(job.startswith("rule_") for job in o["jobs_running"]) for o in outages), outages  # jobs logged
+    spools = sorted((repo / SPOOL_DIR).glob("*.jsonl"))
+    named = spools_named_in_logs(repo)
+    assert set(named) <= set(spools) and set(named.values()) == {tracking.uri}, (named, spools)
+    recorded = {json.loads(p.read_text().splitlines()[0])["uri"] for p in spools}
+    assert recorded == {tracking.uri}, recorded  # each spool names the server as its store, never a local file
+    # Replayed, then tracked: every other spool first; `put track` before the replay for the others.
+    first, rest = spools[::2], spools[1::2]
+    assert rest, f"the outages left {len(spools)} spool(s): {spools}"
+    began = time.monotonic()
+    # The longest of the first ones is replayed first into another store (a copy of the database, outside the
+    # workspace) and cut short; the replay `--to` the server then logs all of it there, not only what follows the
+    # other store's cursor.
+    longest = max(first, key=lambda p: len(p.read_text().splitlines()))
+    elsewhere = f"sqlite:///{repo.parent / 'elsewhere' / 'mlflow.db'}"
+    (repo.parent / "elsewhere").mkdir(exist_ok=True)
+    cut = replay_cut_short(repo, longest, elsewhere, repo.parent / "elsewhere")
+    replayed = put(repo, tracking.uri, "track-replay", "--to", tracking.uri, *map(str, first))
+    # Of the others, those of attempts that never reached the server (no run of their stage there) are lost (a
+    # node's local disk, say): `put track` logs those stages from their outputs, in one process, a training
+    # before the rest (a model logged there must leave the next runs in the server's store), and leaves the
+    # others to their replay.
+    lost = lose_runless_spools(rest, tracking.uri, cluster_run["params"], repo.parent / "lost")
+    tracked = put(repo, tracking.uri, "track", "--params", params_file)
+    replayed += put(repo, tracking.uri, "track-replay", *(str(p) for p in rest if p not in lost))
+    again = put(repo, tracking.uri, "track", "--params", params_file)
+    assert f"MLflow: {len(TRACKED_RUNS)} stage run(s) present" in again, again  # nothing left to log
+    user_s = time.monotonic() - began
+    counts = check_server(tracking.uri, repo, cluster_run["params"], TRACKED_RUNS,
+                          Rerun(f"train_transformer {KILLED_TRANSFORMER}", killed_resumed_at(cluster_run)),
+                          from_outputs=frozenset(lost.values()))
+    assert left_in_workspace(repo) == [], left_in_workspace(repo)
+    down = ", ".join(f"{o['down_s']:.0f}" for o in outages)
+    busy = ", ".join(str(len(o["jobs_running"])) for o in outages)
+    print(f"\noutages of {down} s with {busy} jobs running: {len(spools)} spools "
+          f"({len(named)} named by their jobs), replayed {len(first)} + {len(rest)} around `put track` "
+          f"(one first cut short into another store after {cut[0]} of {cut[1]} records; lost and logged by "
+          f"`put track` from the outputs: {sorted(lost.values()) or 'none'}) "
+          f"({user_s:.0f} s); put track said: {tracked.strip().splitlines()[-1]}; checked on the server: {counts}")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -781,7 +868,7 @@ def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_thro
     replayed = subprocess.run([str(BIN / "put"), "track-replay", *map(str, spools)], cwd=repo, capture_output=True,
                               text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": tracking.uri})
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    counts = check_tracking(tracking.uri, repo, ["train_pvqvae conv"])
+    counts = check_server(tracking.uri, repo, params_of(repo), ["train_pvqvae conv"])
     print(f"\ntime limit: {iterations} steps (at most {ATTEMPT_MAX_S / STEP_FLOOR_S:.0f} in an attempt), attempts "
           f"{attempts} ({states}); "
           f"{len(spools)} spooled attempt(s) replayed; checked: {counts}")
