@@ -610,10 +610,10 @@ def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[in
     return done, total
 
 
-def lose_runless_spools(spools: list[Path], uri: str, params, folder: Path) -> dict[Path, str]:
+def lose_runless_spools(spools: list[Path], uri: str, params, folder: Path, keep: int) -> dict[Path, str]:
     """Moves out of the workspace the spools among `spools` whose stage has no run on the server (its attempt
-    never reached it), when they are two or more and one is a training's (the case `put track` must get right);
-    returns spool -> the run name `put track` will log."""
+    never reached it), when they are two or more and one is a training's (the case `put track` must get right),
+    leaving at least `keep` spools to replay; returns spool -> the run name `put track` will log."""
     runs = stage_runs(uri, PRESET, params.dag_id())
     runless = {}
     for spool in spools:
@@ -621,6 +621,9 @@ def lose_runless_spools(spools: list[Path], uri: str, params, folder: Path) -> d
         name = " ".join(str(init[k]) for k in ("stage", "variant") if init.get(k))
         if name not in runs and "run_id" not in init:
             runless[spool] = name
+    short = max(0, keep - (len(spools) - len(runless)))  # too few others to replay: some of these stay, not a training
+    for spool in sorted(runless, key=lambda p: runless[p].startswith("train_"))[:short]:
+        del runless[spool]
     if len(runless) < 2 or not any(name.startswith("train_") for name in runless.values()):
         return {}
     folder.mkdir(exist_ok=True)
@@ -657,8 +660,14 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     assert set(named) <= set(spools) and set(named.values()) == {tracking.uri}, (named, spools)
     recorded = {json.loads(p.read_text().splitlines()[0])["uri"] for p in spools}
     assert recorded == {tracking.uri}, recorded  # each spool names the server as its store, never a local file
+    # Of the spools, those of attempts that never reached the server (no run of their stage there) are lost (a
+    # node's local disk, say): `put track` logs those stages from their outputs, in one process, a training
+    # before the rest (a model logged there must leave the next runs in the server's store), and leaves the
+    # others to their replay.
+    lost = lose_runless_spools(spools, tracking.uri, cluster_run["params"], repo.parent / "lost", keep=2)
     # Replayed, then tracked: every other spool first; `put track` before the replay for the others.
-    first, rest = spools[::2], spools[1::2]
+    kept = [p for p in spools if p not in lost]
+    first, rest = kept[::2], kept[1::2]
     assert rest, f"the outages left {len(spools)} spool(s): {spools}"
     began = time.monotonic()
     # The longest of the first ones is replayed first into another store (a copy of the database, outside the
@@ -669,13 +678,8 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     (repo.parent / "elsewhere").mkdir(exist_ok=True)
     cut = replay_cut_short(repo, longest, elsewhere, repo.parent / "elsewhere")
     replayed = put(repo, tracking.uri, "track-replay", "--to", tracking.uri, *map(str, first))
-    # Of the others, those of attempts that never reached the server (no run of their stage there) are lost (a
-    # node's local disk, say): `put track` logs those stages from their outputs, in one process, a training
-    # before the rest (a model logged there must leave the next runs in the server's store), and leaves the
-    # others to their replay.
-    lost = lose_runless_spools(rest, tracking.uri, cluster_run["params"], repo.parent / "lost")
     tracked = put(repo, tracking.uri, "track", "--params", params_file)
-    replayed += put(repo, tracking.uri, "track-replay", *(str(p) for p in rest if p not in lost))
+    replayed += put(repo, tracking.uri, "track-replay", *map(str, rest))
     again = put(repo, tracking.uri, "track", "--params", params_file)
     assert f"MLflow: {len(TRACKED_RUNS)} stage run(s) present" in again, again  # nothing left to log
     user_s = time.monotonic() - began
