@@ -73,13 +73,14 @@ TARGETS = ("all",)
 LOCAL_TARGETS = (str(path_of(CONFIG.outputs["--out"].pattern, PRESET)), str(path_of(PREPARED_DIR, PRESET)),
                  str(masks_dir(PRESET)))
 # What every Snakemake run of this module merges into params.yaml (`--config`): evaluations of 4 images during
-# training instead of 16, and stochastic depth in the killed transformer (off in the CVPR models, on in the TPAMI
-# one), which then draws it besides random quantization: two processes that drew their own would end apart (a
-# TPAMI transformer did: 6.8e-2). What the files hold keeps the demo's sizes: the outputs are compared with the
-# committed dvc.lock of a local run, file counts included. So do the iteration counts: each of the three trainings
-# is preempted or killed after its first save, which needs a run of some seconds to hit, and a job's time goes
-# to starting it, not to its 150-250 steps.
-TINY = {"overrides": {"pvqvae_train": {"eval_images": 4}, "transformer_train": {"eval_images": 4}},
+# training instead of 16, the frontiers' settings run once each (their timing is not checked here), and stochastic
+# depth in the killed transformer (off in the CVPR models, on in the TPAMI one), which then draws it besides random
+# quantization: two processes that drew their own would end apart (a TPAMI transformer did: 6.8e-2). What the
+# files hold keeps the demo's sizes: the outputs are compared with the committed dvc.lock of a local run, file
+# counts included. So do the iteration counts: each of the three trainings is preempted or killed after its first
+# save, which needs a run of some seconds to hit, and a job's time goes to starting it, not to its 150-250 steps.
+TINY = {"overrides": {"pvqvae_train": {"eval_images": 4}, "transformer_train": {"eval_images": 4},
+                      "frontier": {"timing_repeats": 1}},
         "variants": {KILLED_TRANSFORMER: {"transformer": {"drop_path": 0.1}}}}
 NODES = ("putnode1", "putnode2")
 # Demo jobs last seconds: poll Slurm every few seconds instead of the plugin's 40+ (it adds 10 s to the interval at
