@@ -11,7 +11,7 @@ PIP_TOOLS := pip-tools==7.6.2
 # DAG's stages and the tests' commands is a new process, which would compile the package again (1.5 s each).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install lock tex browser demo repro sync mlflow lint test test-slow test-slurm test-all dag vega exp record bench bench-loader cost coverage gpu-prepare test-gpu measure-gpu \
+.PHONY: install lock tex browser demo repro sync mlflow lint test test-slow test-slurm test-all dag vega exp record bench bench-loader bench-scale cost coverage gpu-prepare test-gpu measure-gpu \
 	clean-venv tracking-server tracking-server-stop
 
 install: $(STAMP)
@@ -202,6 +202,14 @@ coverage: $(STAMP)
 bench-loader: $(STAMP)
 	for preset in demo ffhq places2 imagenet; do \
 	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done
+
+# Every CPU-side stage of the DAG on fabricated data of growing size, with DVC, Snakemake and MLflow around them
+# (reports/benchmarks/scale_cpu.json and the scale tables of docs/speed-and-cost.md; under nice, about 20 minutes on a
+# shared 2-core machine; data under SCALE_WORK, deleted after). See docs/speed-and-cost.md, "At the paper's data sizes".
+SCALE_WORK ?= /tmp/put-scale
+bench-scale: $(STAMP)
+	nice -n 19 $(BIN)/put bench scale --sizes 1000 10000 --test-images 100 300 --work $(SCALE_WORK) \
+	  --out reports/benchmarks/scale_cpu.json --page docs/speed-and-cost.md
 
 clean-venv:
 	rm -rf $(VENV)
