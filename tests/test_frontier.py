@@ -78,11 +78,13 @@ def test_diversity_needs_enough_samples_and_is_none_for_argmax():
     assert "frontier.samples = 3 gives 3" in stage.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
 
 
-def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch):
+@pytest.mark.parametrize("repeats", [1, 2])  # 1: timed once (a TypeError before; the Slurm suite's setting)
+def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch, repeats):
     samples = 4
     model, _, transformer = tiny_checkpoints
     config = FrontierConfig(tokens_per_step=[1, 3], schedule_steps=[2], schedules=["linear_2"], top_k=[5],
-                            groups=["20-40", "40-60"], images=2, samples=samples, batch_size=3, timing_repeats=2)
+                            groups=["20-40", "40-60"], images=2, samples=samples, batch_size=3,
+                            timing_repeats=repeats)
     raw = yaml.safe_load(params.source and Path(params.source).read_text())
     raw["overrides"]["frontier"] = config.model_dump(mode="json")
     Path(params.source).write_text(yaml.safe_dump(raw))

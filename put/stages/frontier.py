@@ -147,7 +147,7 @@ def measure_setting(model: PUTModel, setting: Setting, inputs: pd.DataFrame, mas
         results, seconds = inpaint(images, keep, start)
         if start == 0:
             repeats = [inpaint(images, keep, start)[1] for _ in range(config.timing_repeats - 1)]
-            per_image = min(seconds, *repeats) / len(batch)
+            per_image = min([seconds, *repeats]) / len(batch)  # timing_repeats 1: no repeat
         masked = (~model.pvqvae.patch_known(keep)).flatten(1).sum(1)
         passes += forward_passes(masked, setting).tolist()
         for path, result in zip(batch["result"], results.float().cpu()):
