@@ -3,13 +3,16 @@ benchmark itself runs the DAG's stages for an hour (`make bench-scale`); these c
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
+from put.bench.scale import ROWS, recorded_rows, variant_metrics
 from put.bench.scale_data import fabricate, image_paths
 from put.bench.scale_fit import MARKERS, exponent, extrapolate, fit, stage_items, with_scale_tables
 from put.bench.scale_run import folder_bytes, measured_run
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
 from put.data.sources import list_dataset
 from put.errors import FileMismatchError
 
@@ -71,3 +74,33 @@ def test_the_tables_go_between_the_markers_only():
     assert "| split |" in text and "Extrapolated, not measured" in text and "% of masks)" in text
     with pytest.raises(FileMismatchError, match="scale-table markers"):
         with_scale_tables("no markers", result)
+
+
+def test_every_variant_gets_the_stand_ins_evaluation_raw_and_pasted(tmp_path):
+    """The report reads each evaluated label's metrics, and (issue 44) their `pasted/` companions: both copied,
+    each record naming its variant (a 100,000-image run failed at its report on the missing pasted files)."""
+    metrics = tmp_path / "metrics" / "external_telea.json"
+    for source in (metrics, pasted_metrics_file(metrics)):
+        source.parent.mkdir(parents=True, exist_ok=True)
+        for path in (source, metrics_bins_file(source), metrics_images_file(source)):
+            path.write_text(f"{path.name}\n")
+        metrics_info_file(source).write_text(json.dumps({"variant": "external_telea", "rule": source.parent.name}))
+    variant_metrics(metrics, ["put", "tok", "external_telea"])
+    for label in ("put", "tok"):
+        for source in (metrics, pasted_metrics_file(metrics)):
+            target = source.with_name(f"{label}.json")
+            assert target.read_text() == source.read_text()
+            assert metrics_bins_file(target).read_text() == metrics_bins_file(source).read_text()
+            assert metrics_images_file(target).read_text() == metrics_images_file(source).read_text()
+            info = json.loads(metrics_info_file(target).read_text())
+            assert info == {"variant": label, "rule": source.parent.name}
+
+
+def test_a_rerun_of_the_same_size_resumes_from_the_stages_it_measured(tmp_path):
+    identity = {"preset": "imagenet", "train": 1000, "test": 100, "seed": 0}
+    assert recorded_rows(tmp_path, identity) == {}  # nothing measured yet
+    (tmp_path / ROWS).write_text(json.dumps({"identity": identity, "rows": {"split": {"cpu_seconds": 1.0}}}))
+    assert recorded_rows(tmp_path, identity) == {"split": {"cpu_seconds": 1.0}}
+    assert recorded_rows(tmp_path, {**identity, "test": 300}) == {}  # another size's workspace: start over
+    (tmp_path / ROWS).write_text("{")  # cut short while written
+    assert recorded_rows(tmp_path, identity) == {}

@@ -18,12 +18,13 @@ from pathlib import Path
 from put.bench.scale_data import fabricate, write_params
 from put.bench.scale_run import NICE, STAGES, folder_bytes, measured_run, output_of
 from put.config.params import load_params
-from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
+from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
 from put.dag.declaration import stage
 from put.dag.dvc_yaml import instance_command
 from put.errors import InputError
-from put.io.files import read_json
+from put.io.files import atomic_write_text, read_json
 
+ROWS = "rows.json"  # a workspace's measured stages, for a rerun to resume from
 REPORT_DROPPED = ("--benchmarks", "--frontier", "--frontier-tpami", "--resolved-params")  # GPU stages' outputs
 
 
@@ -41,17 +42,29 @@ def stage_argv(params_file: Path, key: str, name: str, instance: str | None, rep
 
 
 def variant_metrics(metrics: Path, labels: list[str]) -> None:
-    """The report needs every evaluated label's files: Telea's evaluation, copied under each variant's name (its
-    record naming that variant), so the report reads files of the real size for all of them."""
-    info = read_json(metrics_info_file(metrics), "the evaluate stage's record")
-    for label in labels:
-        target = metrics.with_name(f"{label}.json")
-        if target == metrics:
-            continue
-        shutil.copyfile(metrics, target)
-        shutil.copyfile(metrics_bins_file(metrics), metrics_bins_file(target))
-        shutil.copyfile(metrics_images_file(metrics), metrics_images_file(target))
-        metrics_info_file(target).write_text(json.dumps({**info, "variant": label}, indent=2) + "\n")
+    """The report needs every evaluated label's files: Telea's evaluation (its files raw and, under `pasted/`,
+    with known pixels pasted back), copied under each variant's name (its records naming that variant), so the
+    report reads files of the real size for all of them."""
+    for source in (metrics, pasted_metrics_file(metrics)):
+        info = read_json(metrics_info_file(source), "the evaluate stage's record")
+        for label in labels:
+            target = source.with_name(f"{label}.json")
+            if target == source:
+                continue
+            shutil.copyfile(source, target)
+            shutil.copyfile(metrics_bins_file(source), metrics_bins_file(target))
+            shutil.copyfile(metrics_images_file(source), metrics_images_file(target))
+            metrics_info_file(target).write_text(json.dumps({**info, "variant": label}, indent=2) + "\n")
+
+
+def recorded_rows(workspace: Path, identity: dict) -> dict:
+    """The rows of the stages a run of the same size measured before it stopped (`rows.json` in its workspace,
+    whose outputs are still there): a run that failed or was killed at its last stage does not redo the others."""
+    try:
+        saved = json.loads((workspace / ROWS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved.get("rows", {}) if saved.get("identity") == identity else {}
 
 
 def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, seed: int = 0,
@@ -68,16 +81,18 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
     sources = fabricate(root, train, test, size, seed)
     made = time.perf_counter() - started
     workspace = Path(work) / f"ws_{train}_{test}"
-    shutil.rmtree(workspace, ignore_errors=True)
+    identity = {"preset": preset, "train": train, "test": test, "seed": seed}
+    rows = recorded_rows(workspace, identity)
+    if not rows:
+        shutil.rmtree(workspace, ignore_errors=True)
     params_file = write_params(workspace, preset, root, test, sources)
     log = workspace / "stages.log"
     env = {"PYTHONPATH": str(repo), "MLFLOW_TRACKING_URI": f"sqlite:///{workspace / 'mlflow.db'}",
            "DVC_NO_ANALYTICS": "1"}
     results, fine = results_per_test_image(config.sample.diversity_images, test)
     items = {key: stage_items(key, train, test, config.sample.diversity_images) for key, _, _ in STAGES}
-    rows = {}
     for key, name, instance in STAGES:
-        if only is not None and key not in only:
+        if only is not None and key not in only or key in rows:
             continue
         argv, out = stage_argv(params_file, key, name, instance, Path(repo))
         if key == "report":
@@ -93,6 +108,7 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
         print(f"  {key}: {rows[key]['wall_seconds']:.1f} s wall, {rows[key]['cpu_seconds']:.1f} s CPU, "
               f"{rows[key]['peak_rss_mib']:.0f} MiB, {rows[key]['disk_bytes'] / 2 ** 20:.1f} MiB on disk "
               f"({items[key]} items)", flush=True)
+        atomic_write_text(workspace / ROWS, json.dumps({"identity": identity, "rows": rows}, indent=2) + "\n")
     tools = bookkeeping(workspace, params_file, repo, log, env, ran=tuple(rows))
     if not keep:
         shutil.rmtree(workspace, ignore_errors=True)
