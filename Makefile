@@ -204,11 +204,12 @@ bench-loader: $(STAMP)
 	  $(BIN)/put bench loader --preset $$preset --out reports/benchmarks/loader_$$preset.json || exit 1; done
 
 # Every CPU-side stage of the DAG on fabricated data of growing size, with DVC, Snakemake and MLflow around them
-# (reports/benchmarks/scale_cpu.json and the scale tables of docs/speed-and-cost.md; under nice, about 20 minutes on a
-# shared 2-core machine; data under SCALE_WORK, deleted after). See docs/speed-and-cost.md, "At the paper's data sizes".
+# (reports/benchmarks/scale_cpu.json and the scale tables of docs/speed-and-cost.md; under nice, 30 CPU minutes and
+# about 25 GB of disk for a while at the largest size; data under SCALE_WORK, deleted after; a stopped run resumes).
+# See docs/speed-and-cost.md, "At the paper's data sizes".
 SCALE_WORK ?= /tmp/put-scale
 bench-scale: $(STAMP)
-	nice -n 19 $(BIN)/put bench scale --sizes 1000 10000 --test-images 100 300 --work $(SCALE_WORK) \
+	nice -n 19 $(BIN)/put bench scale --sizes 1000 10000 100000 --test-images 100 300 1000 --work $(SCALE_WORK) \
 	  --out reports/benchmarks/scale_cpu.json --page docs/speed-and-cost.md
 
 clean-venv:
