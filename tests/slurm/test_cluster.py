@@ -47,7 +47,7 @@ from put.models.checkpoint import load_checkpoint
 from put.tracking.spool import SPOOL_DIR, read_cursor
 from put.train.loop import MIN_STEP_ENV, resume_path
 from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
-from tests.slurm.tracking import Rerun, check_server, left_in_workspace, stage_runs
+from tests.slurm.tracking import SYSTEM, Rerun, check_server, left_in_workspace, stage_runs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3600), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
@@ -583,11 +583,23 @@ def put(repo: Path, uri: str, *args: str) -> str:
     return done.stdout + done.stderr
 
 
+def point_records(spool: Path) -> list[int]:
+    """The positions (among its records) of the spool's `log_metrics` calls with a metric the server checks against
+    the outputs (not a system metric): records a replay that skipped them would leave missing there."""
+    records = [json.loads(line) for line in spool.read_text().splitlines()[1:]]
+    return [i for i, r in enumerate(records) if r.get("call") == "log_metrics"
+            and any(not key.startswith(SYSTEM) for key in (r["args"][0] if r["args"] else r["kwargs"]["metrics"]))]
+
+
 def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[int, int]:
-    """`put track-replay --to store` of `spool`, killed once it has logged a record and before the last (its
-    cursor says how far it got): a replay the server interrupted. Returns (records logged, records in all)."""
+    """`put track-replay --to store` of `spool`, killed once it has logged its second metrics record that the
+    server's checks count (its first record alone may hold what an earlier attempt of the stage logged already)
+    and before the last (its cursor says how far it got): a replay the server interrupted. Returns (records
+    logged, records in all)."""
     lines = spool.read_text().splitlines()
     total, recorded = len(lines) - 1, json.loads(lines[0])["uri"]
+    # past the second such record, a few records before the end (the kill lands a record or two late)
+    past = next((i + 1 for i in point_records(spool)[1:] if i + 4 < total), 1)
     # Run beside the other store: a new SQLite store keeps its artefacts in ./mlruns, which must not be the
     # workspace's. The repository's code all the same.
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -602,12 +614,13 @@ def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[in
             return 0
 
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline and not logged():
+    while proc.poll() is None and time.monotonic() < deadline and logged() < past:
         time.sleep(0.02)
     proc.kill()
     proc.wait()
     done = logged()
-    assert spool.exists() and 0 < done < total, f"the replay into {store} was not cut short: {done} of {total} logged"
+    assert spool.exists() and past <= done < total, \
+        f"the replay into {store} was not cut short after record {past}: {done} of {total} logged"
     return done, total
 
 
@@ -671,10 +684,10 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     first, rest = kept[::2], kept[1::2]
     assert rest, f"the outages left {len(spools)} spool(s): {spools}"
     began = time.monotonic()
-    # The longest of the first ones is replayed first into another store (a copy of the database, outside the
-    # workspace) and cut short; the replay `--to` the server then logs all of it there, not only what follows the
-    # other store's cursor.
-    longest = max(first, key=lambda p: len(p.read_text().splitlines()))
+    # The one of the first ones with the most metric points the server checks (then the longest) is replayed first
+    # into another store (outside the workspace) and cut short past two of them; the replay `--to` the server
+    # then logs all of it there, not only what follows the other store's cursor (else those points are missing).
+    longest = max(first, key=lambda p: (len(point_records(p)) > 2, len(p.read_text().splitlines())))
     elsewhere = f"sqlite:///{repo.parent / 'elsewhere' / 'mlflow.db'}"
     (repo.parent / "elsewhere").mkdir(exist_ok=True)
     cut = replay_cut_short(repo, longest, elsewhere, repo.parent / "elsewhere")
