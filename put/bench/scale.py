@@ -92,7 +92,7 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
     results, fine = results_per_test_image(config.sample.diversity_images, test)
     items = {key: stage_items(key, train, test, config.sample.diversity_images) for key, _, _ in STAGES}
     for key, name, instance in STAGES:
-        if only is not None and key not in only or key in rows:
+        if (only is not None and key not in only) or key in rows:  # not asked for, or measured by an earlier run
             continue
         argv, out = stage_argv(params_file, key, name, instance, Path(repo))
         if key == "report":
