@@ -41,6 +41,7 @@ from put.tracking.names import (
 from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's nesting of a stage's run under its DAG's
 RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
 FROM_OUTPUTS_NOTE = ("Logged by `put track` from this stage's outputs: the stage did not run, because DVC found its "
                      "inputs, code and parameters unchanged since dvc.lock. No system metrics; curves come from the "
@@ -172,7 +173,7 @@ class MlflowTracker(ModelLogging, NullTracker):
                 raise
             return False
         self.run_id, self.experiment = run_id, run.info.experiment_id
-        self.parent = run.data.tags.get("mlflow.parentRunId")
+        self.parent = run.data.tags.get(PARENT_TAG)
         return True
 
     def _superseded(self) -> bool:
@@ -184,6 +185,7 @@ class MlflowTracker(ModelLogging, NullTracker):
         attempt only adds its records."""
         if self._superseded():
             return
+        self._follow_parent()
         self.client.set_tag(self.run_id, ATTEMPT_TAG, str(self.attempt))
         for run_id in (self.run_id, self.parent):
             if run_id:
@@ -207,20 +209,42 @@ class MlflowTracker(ModelLogging, NullTracker):
     def _run(self, tags: dict[str, str], name: str, parent: str | None) -> str:
         """The run with `tags`, found or created. Runs created twice by a race (hosts writing to a tracking server,
         no lock) resolve to the smallest run id: stored with the run, so every client computes the same one, where
-        start_time is each creator's own clock. No racer deletes a run: any run it can see, another may be using."""
+        start_time is each creator's own clock. Whoever sees more than one marks the others as duplicates of it and
+        moves their children to it; a host that took one of them before the mark follows it (_follow_parent). No
+        racer deletes a run: any run it can see, another may be using."""
         found = self._search(tags)
         if not found:
-            extra = {"mlflow.parentRunId": parent} if parent else {}
-            own = self.client.create_run(self.experiment, tags={**tags, **extra}, run_name=name).info.run_id
-            kept = min(self._search(tags), key=lambda r: r.info.run_id).info.run_id
-            if kept != own:  # ours lost (a search sees the kept run from now on): marked and ended, not deleted
-                self.client.set_tag(own, DUPLICATE_OF, kept)
-                self.client.set_terminated(own, status="KILLED")
-            return kept
+            extra = {PARENT_TAG: parent} if parent else {}
+            own = self.client.create_run(self.experiment, tags={**tags, **extra}, run_name=name)
+            found = self._search(tags) or [own]
         kept = min(found, key=lambda r: r.info.run_id)
+        for run in found:
+            if run is not kept and run.data.tags.get(DUPLICATE_OF) != kept.info.run_id:
+                self._mark_duplicate(run.info.run_id, kept.info.run_id)
         if kept.info.run_name != name:  # e.g. the parent, once the variant set is known
             self.client.set_tag(kept.info.run_id, "mlflow.runName", name)
         return kept.info.run_id
+
+    def _mark_duplicate(self, run_id: str, kept: str) -> None:
+        """`run_id` lost a creation race to `kept`: marked (out of the saved view), ended, its children moved."""
+        self.client.set_tag(run_id, DUPLICATE_OF, kept)  # before the children's search: see _follow_parent
+        self.client.set_terminated(run_id, status="KILLED")
+        for child in self.client.search_runs([self.experiment], f"tags.`{PARENT_TAG}` = '{run_id}'",
+                                             max_results=5000):
+            self.client.set_tag(child.info.run_id, PARENT_TAG, kept)
+
+    def _follow_parent(self) -> None:
+        """This run under its DAG's kept parent. A racing host may mark the parent this process took as a
+        duplicate after this run was made under it, too late for the mark's move of the children: the mark is
+        then visible here (it is set before that move's search)."""
+        if not self.parent:
+            return
+        parent = self.client.get_run(self.parent)
+        while DUPLICATE_OF in parent.data.tags:  # ids only decrease along the marks: no cycle
+            parent = self.client.get_run(parent.data.tags[DUPLICATE_OF])
+        self.parent = parent.info.run_id
+        if self.client.get_run(self.run_id).data.tags.get(PARENT_TAG) != self.parent:
+            self.client.set_tag(self.run_id, PARENT_TAG, self.parent)
 
     def _stage_run(self, lineage: dict[str, str], name: str) -> str:
         """The run of this stage instance at this code version (tag put.code): found again, or created. One run
@@ -329,6 +353,7 @@ class MlflowTracker(ModelLogging, NullTracker):
         with self.lock:
             if self._superseded():
                 return
+            self._follow_parent()
             for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
                 if run:
                     self.client.set_terminated(run, status=status)
