@@ -15,7 +15,8 @@ no local store or spool (tests/slurm/tracking.py); the outputs are pushed to a r
 checked out without copies through a shared cache; a failing job and a layout the partition cannot hold fail the
 workflow with a message; a training stopped by its time limit resumes attempt after attempt while the tracking
 server is down for longer than the client's retries, and its records are logged afterwards. The tests share one
-repository copy and run in file order."""
+repository copy and run in file order, but for the time-limit run: in a copy of its own, it waits on Slurm's clock
+in the background while the tests after the tracking test run."""
 
 from __future__ import annotations
 
@@ -111,24 +112,25 @@ class SlurmRecord:
     exit_code: str
     nodes: int
     node_list: str
+    workdir: str
 
 
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def sacct(since: str, steps: bool = False) -> list[SlurmRecord]:
-    """Every allocation since `since` (with `steps`, their job steps too), requeued attempts included
-    (--duplicates), oldest first."""
+def sacct(since: str, steps: bool = False, repo: Path | None = None) -> list[SlurmRecord]:
+    """Every allocation since `since` (with `steps`, their job steps too; with `repo`, those submitted from it: the
+    time-limit run's jobs go on in a copy meanwhile), requeued attempts included (--duplicates), oldest first."""
     out = subprocess.run(["sacct", *([] if steps else ["-X"]), "-n", "-P", "--duplicates", "-S", since,
-                          "-o", "JobIDRaw,Comment,State,ExitCode,NNodes,NodeList"],
+                          "-o", "JobIDRaw,Comment,State,ExitCode,NNodes,NodeList,WorkDir"],
                          check=True, capture_output=True, text=True, timeout=60).stdout
     records = []
     for line in out.splitlines():
         if line.strip():
-            job, comment, state, code, nodes, node_list = line.split("|")
-            records.append(SlurmRecord(job, comment, state.split()[0], code, int(nodes), node_list))
-    return records
+            job, comment, state, code, nodes, node_list, workdir = line.split("|")
+            records.append(SlurmRecord(job, comment, state.split()[0], code, int(nodes), node_list, workdir))
+    return [r for r in records if repo is None or Path(r.workdir) == repo.resolve()]
 
 
 def final_states(records: list[SlurmRecord]) -> dict[str, str]:
@@ -476,42 +478,10 @@ def local_reference(repo: Path, log: str, out: Path) -> Path:
 def killed_resumed_at(cluster_run) -> int:
     """The step the retry of the killed training resumed from (its log)."""
     job, variant = cluster_run["killed"]
-    retry = max(r.job_id for r in sacct(cluster_run["since"])
-                if r.comment == f"rule_train_transformer_wildcards_{variant}" and int(r.job_id) > int(job))
+    retry = max((r.job_id for r in sacct(cluster_run["since"])
+                 if r.comment == f"rule_train_transformer_wildcards_{variant}" and int(r.job_id) > int(job)), key=int)
     log = slurm_logs(cluster_run["repo"], "train_transformer", variant)[retry]
     return int(re.search(r"resuming from \S+ at step (\d+)", log).group(1))
-
-
-def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
-                                                                                               tmp_path):
-    """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
-    saved step, and its final weights equal (to float tolerance) those of one process trained on the same global
-    batch in the same order: two nodes x one process train the same model as one process, random quantization and
-    stochastic depth included (each process takes its rows of the global batch's draws)."""
-    job, variant = cluster_run["killed"]
-    repo = cluster_run["repo"]
-    assert variant == KILLED_TRANSFORMER
-    assert cluster_run["params"].variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
-    attempts = [r for r in sacct(cluster_run["since"]) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
-    killed = [r.state for r in attempts if r.job_id == job]
-    assert killed[-1] == "FAILED", killed
-    retries = [r for r in attempts if int(r.job_id) > int(job)]
-    assert retries and retries[-1].state == "COMPLETED", attempts
-    logs = slurm_logs(repo, "train_transformer", variant)
-    step = killed_resumed_at(cluster_run)
-    assert step > 0
-    final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
-    assert final.training["step"] == cluster_run["params"].resolved_for(variant).transformer_train.iterations
-    reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
-    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
-    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
-    a, b = final.model, reference.model
-    assert a.keys() == b.keys()
-    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
-    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
-    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
-          f"{relative:.2e}, largest {largest:.2e}")
-    assert relative < 1e-3
 
 
 def params_of(repo: Path):
@@ -710,6 +680,39 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
           f"({user_s:.0f} s); put track said: {tracked.strip().splitlines()[-1]}; checked on the server: {counts}")
 
 
+@pytest.mark.usefixtures("time_limit_run")  # after the tracking test, beside the time-limit attempts
+def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
+                                                                                               tmp_path):
+    """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
+    saved step, and its final weights equal (to float tolerance) those of one process trained on the same global
+    batch in the same order: two nodes x one process train the same model as one process, random quantization and
+    stochastic depth included (each process takes its rows of the global batch's draws)."""
+    job, variant = cluster_run["killed"]
+    repo = cluster_run["repo"]
+    assert variant == KILLED_TRANSFORMER
+    assert cluster_run["params"].variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
+    attempts = [r for r in sacct(cluster_run["since"]) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
+    killed = [r.state for r in attempts if r.job_id == job]
+    assert killed[-1] == "FAILED", killed
+    retries = [r for r in attempts if int(r.job_id) > int(job)]
+    assert retries and retries[-1].state == "COMPLETED", attempts
+    logs = slurm_logs(repo, "train_transformer", variant)
+    step = killed_resumed_at(cluster_run)
+    assert step > 0
+    final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
+    assert final.training["step"] == cluster_run["params"].resolved_for(variant).transformer_train.iterations
+    reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
+    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
+    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
+    a, b = final.model, reference.model
+    assert a.keys() == b.keys()
+    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
+    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
+          f"{relative:.2e}, largest {largest:.2e}")
+    assert relative < 1e-3
+
+
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-c", "user.name=put-test", "-c", "user.email=put-test@localhost", *args], cwd=repo,
                           capture_output=True, text=True, timeout=300)
@@ -744,6 +747,7 @@ def sshd(tmp_path_factory):
         os.kill(pid, signal.SIGTERM)
 
 
+@pytest.mark.usefixtures("time_limit_run")
 def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_through_the_shared_cache(
         cluster_run, sshd, tmp_path):
     """An SSH remote (a key the test made), a fresh clone's pull, a second clone on the shared cache; a remote
@@ -797,6 +801,7 @@ def checkpoint_times(repo: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")}
 
 
+@pytest.mark.usefixtures("time_limit_run")
 def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     repo, since = cluster_run["repo"], now()
     checkpoints = checkpoint_times(repo)
@@ -811,10 +816,11 @@ def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     assert "Error in rule evaluate" in output and "SLURM status is: 'FAILED'" in output, output[-4000:]
     log = Path(re.search(r"(\S+\.log) \(check log file", output).group(1))  # the Slurm log, after the rule's
     assert "put evaluate: error:" in log.read_text() and "ssim" in log.read_text().lower()
-    assert final_states(sacct(since)) == {f"rule_evaluate_wildcards_{EVALUATED}": "FAILED"}  # nothing else ran
+    assert final_states(sacct(since, repo=repo)) == {f"rule_evaluate_wildcards_{EVALUATED}": "FAILED"}  # nothing else
     assert checkpoint_times(repo) == checkpoints
 
 
+@pytest.mark.usefixtures("time_limit_run")
 def test_a_layout_the_partition_cannot_hold_fails_before_any_job(cluster_run):
     repo, since = cluster_run["repo"], now()
     checkpoints = checkpoint_times(repo)
@@ -829,7 +835,7 @@ def test_a_layout_the_partition_cannot_hold_fails_before_any_job(cluster_run):
     assert code != 0
     assert ("workflow/resources.yaml: presets.demo.train_pvqvae.nodes: 3, but partition batch has 2 node(s)"
             in output), output[-3000:]
-    assert time.monotonic() - began < 300 and sacct(since) == [] and checkpoint_times(repo) == checkpoints
+    assert time.monotonic() - began < 300 and sacct(since, repo=repo) == [] and checkpoint_times(repo) == checkpoints
 
 
 def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
@@ -845,32 +851,55 @@ def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
     return found
 
 
+def time_limit_attempts(repo: Path, tracking: TrackingServer) -> tuple[int, str]:
+    """Snakemake's run of the time-limit test (below) while the tracking server is down for OUTAGE_S s."""
+    outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
+    outage.start()  # from now on OUTAGE_S s without a server: far longer than the client's retries
+    try:
+        return run_snakemake(repo, str(pvqvae_checkpoint(PRESET, "conv")), timeout=25 * 60,
+                             env={"MLFLOW_TRACKING_URI": tracking.uri, MIN_STEP_ENV: str(STEP_FLOOR_S),
+                                  **RETRIES_SHORTER_THAN_THE_OUTAGE},
+                             config={"overrides": {"pvqvae_train": {"iterations": TIME_LIMIT_STEPS}}})
+    finally:
+        outage.join()
+
+
+@pytest.fixture(scope="module")
+def time_limit_run(cluster_run, tracking):
+    """The time-limit test's run, in a copy of the cluster run's workspace (its own resources, logs and Snakemake
+    lock; the data and the configuration's outputs as the cluster run left them; no checkpoint), in the background
+    from the first test that asks for it: its attempts mostly wait on Slurm's clock (a limit is seen every 30 s), so
+    the tests after the tracking test (whose server it stops) run meanwhile; they count their own jobs by working
+    directory (`sacct(repo=...)`)."""
+    repo = cluster_run["repo"].parent / "time-limit"
+    skipped = {cluster_run["repo"]: {"runs"}, cluster_run["repo"] / ".snakemake": {"slurm_logs", "locks"}}
+    shutil.copytree(cluster_run["repo"], repo, symlinks=True, ignore=lambda folder, _: skipped.get(Path(folder), ()))
+    set_resources(repo, "train_pvqvae", runtime=1, retries=10)
+    since = now()
+    background = concurrent.futures.ThreadPoolExecutor(1)
+    done = background.submit(time_limit_attempts, repo, tracking)
+    background.shutdown(wait=False)
+    try:
+        yield {"repo": repo, "since": since, "done": done}
+    finally:
+        concurrent.futures.wait([done])  # the server is not stopped under it (the tracking fixture's teardown)
+
+
 def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_through_a_tracking_outage(
-        cluster_run, tracking):
+        time_limit_run, tracking):
     """1-minute attempts of a training that no attempt can finish on any machine (a floor of STEP_FLOOR_S s per step,
     PUT_TRAIN_MIN_STEP_S: more steps than fit in the ATTEMPT_MAX_S s an attempt lasts): Slurm's SIGTERM at the limit
     saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt starts from the step
     the previous one saved and gets further (10 retries, for a slow machine). Meanwhile the tracking server is down
     for longer than the client's retries: the attempts go on, say which run they could not log, and `put
     track-replay` logs it afterwards."""
-    repo, since = cluster_run["repo"], now()
-    iterations = TIME_LIMIT_STEPS
-    set_resources(repo, "train_pvqvae", runtime=1, retries=10)
+    repo, since, iterations = time_limit_run["repo"], time_limit_run["since"], TIME_LIMIT_STEPS
     target = pvqvae_checkpoint(PRESET, "conv")
-    outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
-    outage.start()  # from now on OUTAGE_S s without a server: far longer than the client's retries
-    code, output = run_snakemake(repo, str(target), timeout=25 * 60,
-                                 env={"MLFLOW_TRACKING_URI": tracking.uri, MIN_STEP_ENV: str(STEP_FLOOR_S),
-                                      **RETRIES_SHORTER_THAN_THE_OUTAGE},
-                                 config={"overrides": {"pvqvae_train": {"iterations": iterations}}})
-    outage.join()
+    code, output = time_limit_run["done"].result()
     assert code == 0, output[-4000:]
-    states = [r.state for r in sacct(since) if r.comment == "rule_train_pvqvae_wildcards_conv"]
+    states = [r.state for r in sacct(since, repo=repo) if r.comment == "rule_train_pvqvae_wildcards_conv"]
     assert "TIMEOUT" in states and states[-1] == "COMPLETED", states
-    # this test's jobs only: the DAG's own `train_pvqvae conv` job wrote a log of the same name (and, when an outage
-    # hit it, a spool the tracking test has replayed since)
-    logs = {job: text for job, text in slurm_logs(repo, "train_pvqvae", "conv").items()
-            if int(job) >= int(sacct(since)[0].job_id)}
+    logs = slurm_logs(repo, "train_pvqvae", "conv")
     attempts = attempts_of(logs)
     assert len(attempts) >= 2 and attempts[-1][1] is None, attempts
     for (start, stop), (next_start, _) in zip(attempts, attempts[1:]):
