@@ -87,9 +87,10 @@ test: $(STAMP) lint tex browser
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume.
+# The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume. Two
+# workers: the tests on the demo's workspace on one (tests/test_dag.py, DEMO_WORKER), the others beside them.
 test-slow: $(STAMP) tex browser
-	$(BIN)/python -m pytest -q -m "slow" --durations=0
+	$(BIN)/python -m pytest -q -m "slow" -n 2 --dist loadgroup --durations=0
 
 # Everything CI runs (.ci/run).
 test-all: test test-slow test-slurm
