@@ -99,16 +99,20 @@ test-all: test test-slow test-slurm
 # Debian: installs slurm-wlm, munge, slurmdbd, MariaDB and postgresql, starts them, runs tests/slurm, stops the
 # daemons, the nodes' namespaces and the tracking server by pid whatever the outcome).
 SLURM_TRACKING_DIR ?= /tmp/put-slurm-tracking
+# the time-limit test's own server, beside the suite's
+SLURM_TIME_LIMIT_TRACKING_DIR = $(SLURM_TRACKING_DIR)/time-limit
+stop-slurm-tracking = for dir in $(SLURM_TIME_LIMIT_TRACKING_DIR) $(SLURM_TRACKING_DIR); do \
+	  PUT_TRACKING_DIR=$$dir workflow/tracking_server.sh stop; done
 test-slurm: $(STAMP)
 	tests/slurm/cluster.sh install
 	workflow/tracking_server.sh install
 	tests/slurm/cluster.sh down  # a cluster left over from an interrupted run
-	PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop
+	$(stop-slurm-tracking)
 	rm -rf $(SLURM_TRACKING_DIR) && mkdir -m 755 $(SLURM_TRACKING_DIR)
-	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) timeout 5400 \
+	tests/slurm/cluster.sh up && PUT_SLURM_TEST=1 PUT_SLURM_TRACKING_DIR=$(SLURM_TRACKING_DIR) \
+	  PUT_SLURM_TIME_LIMIT_TRACKING_DIR=$(SLURM_TIME_LIMIT_TRACKING_DIR) timeout 5400 \
 	  $(BIN)/python -m pytest -q -m slurm tests/slurm --durations=0; \
-	  status=$$?; PUT_TRACKING_DIR=$(SLURM_TRACKING_DIR) workflow/tracking_server.sh stop; \
-	  tests/slurm/cluster.sh down; exit $$status
+	  status=$$?; $(stop-slurm-tracking); tests/slurm/cluster.sh down; exit $$status
 
 # An MLflow tracking server on PostgreSQL for cluster runs (workflow/tracking_server.sh; Debian's postgresql is
 # installed when missing, as root): prints the MLFLOW_TRACKING_URI to export. TRACKING_DIR holds the database and

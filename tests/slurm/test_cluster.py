@@ -21,6 +21,7 @@ in the background while the tests after the tracking test run."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import math
 import os
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +135,11 @@ def sacct(since: str, steps: bool = False, repo: Path | None = None) -> list[Slu
     return [r for r in records if repo is None or Path(r.workdir) == repo.resolve()]
 
 
+def cluster_jobs(cluster_run: dict, steps: bool = False) -> list[SlurmRecord]:
+    """The cluster run's jobs and those of the tests in its workspace, not the time-limit run's beside them."""
+    return sacct(cluster_run["since"], steps, cluster_run["repo"])
+
+
 def final_states(records: list[SlurmRecord]) -> dict[str, str]:
     """rule comment -> state of its last attempt."""
     return {r.comment: r.state for r in records if r.comment.startswith("rule_")}
@@ -171,6 +178,7 @@ class TrackingServer:
 
     def restart(self, down_s: float = 0) -> float:
         """Stops the MLflow server (the database stays), waits `down_s`, starts it; returns the seconds it was down."""
+        self.started.result()  # once it has started
         began = time.monotonic()
         self.call("stop-mlflow")
         time.sleep(down_s)
@@ -178,21 +186,36 @@ class TrackingServer:
         return time.monotonic() - began
 
 
-@pytest.fixture(scope="module")
-def tracking():
-    # `make test-slurm` names the folder, to stop the server whatever happens to this process
-    folder = Path(os.environ.get("PUT_SLURM_TRACKING_DIR") or tempfile.mkdtemp(prefix="put-tracking-"))
+@contextlib.contextmanager
+def tracking_server(variable: str) -> Iterator[TrackingServer]:
+    """A tracking server in the folder the environment variable names (`make test-slurm` names it, to stop the server
+    whatever happens to this process; else a temporary one), stopped by pid and removed whatever the outcome."""
+    folder = Path(os.environ.get(variable) or tempfile.mkdtemp(prefix="put-tracking-"))
+    folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)  # PostgreSQL runs as the postgres user, which must reach its data folder
     server = None
     try:
         server = TrackingServer(folder)
         yield server
-    finally:  # the server and the database stopped by pid, whatever the outcome
+    finally:
         if server is not None:
             concurrent.futures.wait([server.started])  # not stopped while it starts
         subprocess.run([str(ROOT / "workflow/tracking_server.sh"), "stop"], env={**os.environ,
                        "PUT_TRACKING_DIR": str(folder)}, timeout=300)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tracking():
+    with tracking_server("PUT_SLURM_TRACKING_DIR") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def time_limit_tracking():
+    """The time-limit test's own server (a database of its own): its outage stops no other test's server."""
+    with tracking_server("PUT_SLURM_TIME_LIMIT_TRACKING_DIR") as server:
+        yield server
 
 
 def merged(base: dict, extra: dict) -> dict:
@@ -413,21 +436,22 @@ def cluster_run(tmp_path_factory, tracking):
             "params_file": params_file, "params": load_params(params_file), **events}
 
 
+@pytest.mark.usefixtures("time_limit_run")  # started here, right after the DAG: it runs beside every later test
 def test_every_job_of_the_cluster_run_ran_as_a_slurm_job_and_completed(cluster_run, tracking):
-    states = final_states(sacct(cluster_run["since"]))
+    states = final_states(cluster_jobs(cluster_run))
     assert set(states) == EXPECTED_JOBS
     assert {c: s for c, s in states.items() if s != "COMPLETED"} == {}
     # MLflow runs carry the Slurm job ids of the jobs that made them.
     runs = stage_runs(tracking.uri, PRESET, cluster_run["params"].dag_id())
     tagged = {run.data.tags["put.slurm_job_id"] for run in runs.values() if "put.slurm_job_id" in run.data.tags}
-    assert tagged and tagged <= {r.job_id for r in sacct(cluster_run["since"])}
+    assert tagged and tagged <= {r.job_id for r in cluster_jobs(cluster_run)}
     print(f"\nthe data stages here ({cluster_run['local_s']:.0f} s), then {len(EXPECTED_JOBS)} jobs on the cluster: "
           f"{cluster_run['seconds']:.0f} s in all")
 
 
 def test_the_transformers_trained_on_two_nodes(cluster_run):
     """sacct: each transformer job (and its srun step of one torchrun per node) on both nodes; the launch line."""
-    records = sacct(cluster_run["since"], steps=True)
+    records = cluster_jobs(cluster_run, steps=True)
     jobs = {r.job_id for r in records if r.comment.startswith("rule_train_transformer") and r.state == "COMPLETED"}
     assert len(jobs) == sum(s.name == "train_transformer" for s, _ in BUILT)
     for job in jobs:
@@ -446,7 +470,7 @@ def test_the_transformers_trained_on_two_nodes(cluster_run):
 @pytest.mark.parametrize("rule", ["train_pvqvae", "train_transformer"])
 def test_a_preempted_training_is_requeued_and_resumes(cluster_run, rule):
     job, variant = cluster_run["preempted"][rule]
-    attempts = [r.state for r in sacct(cluster_run["since"]) if r.job_id == job]
+    attempts = [r.state for r in cluster_jobs(cluster_run) if r.job_id == job]
     assert len(attempts) >= 2 and attempts[-1] == "COMPLETED", attempts  # requeued, then finished
     assert attempts[0] in ("PREEMPTED", "REQUEUED"), attempts
     log = slurm_logs(cluster_run["repo"], rule, variant)[job]
@@ -478,10 +502,42 @@ def local_reference(repo: Path, log: str, out: Path) -> Path:
 def killed_resumed_at(cluster_run) -> int:
     """The step the retry of the killed training resumed from (its log)."""
     job, variant = cluster_run["killed"]
-    retry = max((r.job_id for r in sacct(cluster_run["since"])
+    retry = max((r.job_id for r in cluster_jobs(cluster_run)
                  if r.comment == f"rule_train_transformer_wildcards_{variant}" and int(r.job_id) > int(job)), key=int)
     log = slurm_logs(cluster_run["repo"], "train_transformer", variant)[retry]
     return int(re.search(r"resuming from \S+ at step (\d+)", log).group(1))
+
+
+def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
+                                                                                               tmp_path):
+    """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
+    saved step, and its final weights equal (to float tolerance) those of one process trained on the same global
+    batch in the same order: two nodes x one process train the same model as one process, random quantization and
+    stochastic depth included (each process takes its rows of the global batch's draws)."""
+    job, variant = cluster_run["killed"]
+    repo = cluster_run["repo"]
+    assert variant == KILLED_TRANSFORMER
+    assert cluster_run["params"].variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
+    attempts = [r for r in cluster_jobs(cluster_run) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
+    killed = [r.state for r in attempts if r.job_id == job]
+    assert killed[-1] == "FAILED", killed
+    retries = [r for r in attempts if int(r.job_id) > int(job)]
+    assert retries and retries[-1].state == "COMPLETED", attempts
+    logs = slurm_logs(repo, "train_transformer", variant)
+    step = killed_resumed_at(cluster_run)
+    assert step > 0
+    final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
+    assert final.training["step"] == cluster_run["params"].resolved_for(variant).transformer_train.iterations
+    reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
+    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
+    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
+    a, b = final.model, reference.model
+    assert a.keys() == b.keys()
+    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
+    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
+          f"{relative:.2e}, largest {largest:.2e}")
+    assert relative < 1e-3
 
 
 def params_of(repo: Path):
@@ -680,39 +736,6 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
           f"({user_s:.0f} s); put track said: {tracked.strip().splitlines()[-1]}; checked on the server: {counts}")
 
 
-@pytest.mark.usefixtures("time_limit_run")  # after the tracking test, beside the time-limit attempts
-def test_a_node_killed_mid_run_fails_the_job_and_the_retry_ends_with_the_weights_of_one_process(cluster_run,
-                                                                                               tmp_path):
-    """kill -9 of the training process on the second node: the job fails, Snakemake's retry resumes it from the
-    saved step, and its final weights equal (to float tolerance) those of one process trained on the same global
-    batch in the same order: two nodes x one process train the same model as one process, random quantization and
-    stochastic depth included (each process takes its rows of the global batch's draws)."""
-    job, variant = cluster_run["killed"]
-    repo = cluster_run["repo"]
-    assert variant == KILLED_TRANSFORMER
-    assert cluster_run["params"].variant_config(variant).transformer.drop_path > 0  # its stochastic depth is on
-    attempts = [r for r in sacct(cluster_run["since"]) if r.comment == f"rule_train_transformer_wildcards_{variant}"]
-    killed = [r.state for r in attempts if r.job_id == job]
-    assert killed[-1] == "FAILED", killed
-    retries = [r for r in attempts if int(r.job_id) > int(job)]
-    assert retries and retries[-1].state == "COMPLETED", attempts
-    logs = slurm_logs(repo, "train_transformer", variant)
-    step = killed_resumed_at(cluster_run)
-    assert step > 0
-    final = load_checkpoint(repo / transformer_checkpoint(PRESET, variant))
-    assert final.training["step"] == cluster_run["params"].resolved_for(variant).transformer_train.iterations
-    reference = load_checkpoint(local_reference(repo, logs[retries[-1].job_id], tmp_path / "one_process.pt"))
-    # Float tolerance: the all-reduce and the split batch sum in another order than one process does, and Adam
-    # carries the difference along (a tiny transformer, 600 steps: 5e-5; another data order: 0.2).
-    a, b = final.model, reference.model
-    assert a.keys() == b.keys()
-    relative = math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in a) / sum(float((b[k] ** 2).sum()) for k in b))
-    largest = max(float((a[k] - b[k]).abs().max()) for k in a)
-    print(f"\n2 nodes x 1 process (killed, resumed at step {step}) vs 1 process: relative L2 difference "
-          f"{relative:.2e}, largest {largest:.2e}")
-    assert relative < 1e-3
-
-
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-c", "user.name=put-test", "-c", "user.email=put-test@localhost", *args], cwd=repo,
                           capture_output=True, text=True, timeout=300)
@@ -747,7 +770,6 @@ def sshd(tmp_path_factory):
         os.kill(pid, signal.SIGTERM)
 
 
-@pytest.mark.usefixtures("time_limit_run")
 def test_results_reach_a_fresh_clone_through_a_dvc_remote_and_a_second_clone_through_the_shared_cache(
         cluster_run, sshd, tmp_path):
     """An SSH remote (a key the test made), a fresh clone's pull, a second clone on the shared cache; a remote
@@ -801,7 +823,6 @@ def checkpoint_times(repo: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in (repo / "runs").rglob("*.pt")}
 
 
-@pytest.mark.usefixtures("time_limit_run")
 def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     repo, since = cluster_run["repo"], now()
     checkpoints = checkpoint_times(repo)
@@ -820,7 +841,6 @@ def test_a_failing_job_fails_the_workflow_with_a_clear_message(cluster_run):
     assert checkpoint_times(repo) == checkpoints
 
 
-@pytest.mark.usefixtures("time_limit_run")
 def test_a_layout_the_partition_cannot_hold_fails_before_any_job(cluster_run):
     repo, since = cluster_run["repo"], now()
     checkpoints = checkpoint_times(repo)
@@ -852,7 +872,7 @@ def attempts_of(logs: dict[str, str]) -> list[tuple[int, int | None]]:
 
 
 def time_limit_attempts(repo: Path, tracking: TrackingServer) -> tuple[int, str]:
-    """Snakemake's run of the time-limit test (below) while the tracking server is down for OUTAGE_S s."""
+    """Snakemake's run of the time-limit test (below), logging to `tracking`, down for its first OUTAGE_S s."""
     outage = threading.Thread(target=lambda: tracking.restart(OUTAGE_S), daemon=True)
     outage.start()  # from now on OUTAGE_S s without a server: far longer than the client's retries
     try:
@@ -865,28 +885,28 @@ def time_limit_attempts(repo: Path, tracking: TrackingServer) -> tuple[int, str]
 
 
 @pytest.fixture(scope="module")
-def time_limit_run(cluster_run, tracking):
+def time_limit_run(cluster_run, time_limit_tracking):
     """The time-limit test's run, in a copy of the cluster run's workspace (its own resources, logs and Snakemake
-    lock; the data and the configuration's outputs as the cluster run left them; no checkpoint), in the background
-    from the first test that asks for it: its attempts mostly wait on Slurm's clock (a limit is seen every 30 s), so
-    the tests after the tracking test (whose server it stops) run meanwhile; they count their own jobs by working
-    directory (`sacct(repo=...)`)."""
+    lock; the data and the configuration's outputs as the cluster run left them; no checkpoint), logging to a server
+    of its own, in the background from the first test that asks for it: its attempts mostly wait on Slurm's clock
+    (a limit is seen every 30 s), so the other tests run meanwhile; they count their own jobs by working directory
+    (`cluster_jobs`, `sacct(repo=...)`)."""
     repo = cluster_run["repo"].parent / "time-limit"
     skipped = {cluster_run["repo"]: {"runs"}, cluster_run["repo"] / ".snakemake": {"slurm_logs", "locks"}}
     shutil.copytree(cluster_run["repo"], repo, symlinks=True, ignore=lambda folder, _: skipped.get(Path(folder), ()))
     set_resources(repo, "train_pvqvae", runtime=1, retries=10)
     since = now()
     background = concurrent.futures.ThreadPoolExecutor(1)
-    done = background.submit(time_limit_attempts, repo, tracking)
+    done = background.submit(time_limit_attempts, repo, time_limit_tracking)
     background.shutdown(wait=False)
     try:
         yield {"repo": repo, "since": since, "done": done}
     finally:
-        concurrent.futures.wait([done])  # the server is not stopped under it (the tracking fixture's teardown)
+        concurrent.futures.wait([done])  # its server is not stopped under it
 
 
 def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_through_a_tracking_outage(
-        time_limit_run, tracking):
+        time_limit_run, time_limit_tracking):
     """1-minute attempts of a training that no attempt can finish on any machine (a floor of STEP_FLOOR_S s per step,
     PUT_TRAIN_MIN_STEP_S: more steps than fit in the ATTEMPT_MAX_S s an attempt lasts): Slurm's SIGTERM at the limit
     saves the state, the job ends as TIMEOUT, Snakemake's retry resumes it, and every attempt starts from the step
@@ -894,6 +914,7 @@ def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_thro
     for longer than the client's retries: the attempts go on, say which run they could not log, and `put
     track-replay` logs it afterwards."""
     repo, since, iterations = time_limit_run["repo"], time_limit_run["since"], TIME_LIMIT_STEPS
+    uri = time_limit_tracking.uri
     target = pvqvae_checkpoint(PRESET, "conv")
     code, output = time_limit_run["done"].result()
     assert code == 0, output[-4000:]
@@ -914,11 +935,11 @@ def test_a_training_stopped_by_its_time_limit_resumes_attempt_after_attempt_thro
     # The outage: attempts that could not log say so in one line each; their records are logged afterwards.
     spooled = [SPOOL_LINE.search(text) for text in logs.values() for text in text.splitlines()]
     spools = sorted({Path(m.group(2)) for m in spooled if m})
-    assert spools and all(m.group(1) == tracking.uri for m in spooled if m), "the outage hit no attempt"
+    assert spools and all(m.group(1) == uri for m in spooled if m), "the outage hit no attempt"
     replayed = subprocess.run([str(BIN / "put"), "track-replay", *map(str, spools)], cwd=repo, capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": tracking.uri})
+                              text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    counts = check_server(tracking.uri, repo, params_of(repo), ["train_pvqvae conv"])
+    counts = check_server(uri, repo, params_of(repo), ["train_pvqvae conv"])
     print(f"\ntime limit: {iterations} steps (at most {ATTEMPT_MAX_S / STEP_FLOOR_S:.0f} in an attempt), attempts "
           f"{attempts} ({states}); "
           f"{len(spools)} spooled attempt(s) replayed; checked: {counts}")

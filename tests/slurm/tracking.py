@@ -67,8 +67,18 @@ def stage_runs(uri: str, preset: str, dag_id: str) -> dict:
     return named
 
 
-def history(client, run, key: str) -> list[tuple[int, float]]:
-    return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+class Histories:
+    """(step, value) points of a run's metric on the server, each history asked for once (the checks below come
+    back to a key: a stage's own metrics, then every metric of the run)."""
+
+    def __init__(self, client):
+        self.client, self.fetched = client, {}
+
+    def __call__(self, run, key: str) -> list[tuple[int, float]]:
+        if (run.info.run_id, key) not in self.fetched:
+            self.fetched[run.info.run_id, key] = sorted(
+                (m.step, m.value) for m in self.client.get_metric_history(run.info.run_id, key))
+        return self.fetched[run.info.run_id, key]
 
 
 def once_per_step(points: list[tuple[int, float]], steps: set[int], what: tuple, rerun: Rerun | None = None,
@@ -87,7 +97,7 @@ def once_per_step(points: list[tuple[int, float]], steps: set[int], what: tuple,
     return len(again)
 
 
-def check_training(client, run, curves: Path, rerun: Rerun | None, ran: bool = True) -> tuple[int, int]:
+def check_training(history: Histories, run, curves: Path, rerun: Rerun | None, ran: bool = True) -> tuple[int, int]:
     """Every column of the curves (train.csv as train/<column>, eval.csv as eval/<column>) at its steps, once;
     the loader's wall-clock figures at the steps of train.csv where the training logged (`ran`), not `put track`
     from the curves. Returns (points checked, points logged again)."""
@@ -99,23 +109,23 @@ def check_training(client, run, curves: Path, rerun: Rerun | None, ran: bool = T
             written = {int(r["step"]): float(r[column]) for r in rows  # an empty cell: a term not started yet
                        if r[column] != "" and math.isfinite(float(r[column]))}
             timing = any(t in column for t in TIMING)
-            again += once_per_step(history(client, run, prefix + column), set(written), (name, prefix + column),
+            again += once_per_step(history(run, prefix + column), set(written), (name, prefix + column),
                                    rerun, None if timing else written)
             points += len(written)
         if prefix == "train/" and ran:
             steps = {int(r["step"]) for r in rows}
             for key in ("train/data_wait_s", "train/data_wait_fraction"):
-                again += once_per_step(history(client, run, key), steps, (name, key), rerun)
+                again += once_per_step(history(run, key), steps, (name, key), rerun)
                 points += len(steps)
     return points, again
 
 
-def check_step_zero(client, run, values: dict[str, float]) -> int:
+def check_step_zero(history: Histories, run, values: dict[str, float]) -> int:
     """A stage that logs its results once (an evaluation, a frontier): each value at step 0, once (a value that
     is not finite, none: MLflow keeps no NaN point, put's tracker sends none)."""
     finite = {key: value for key, value in values.items() if math.isfinite(value)}
     for key, value in finite.items():
-        once_per_step(history(client, run, key), {0}, (run.info.run_name, key), values={0: value})
+        once_per_step(history(run, key), {0}, (run.info.run_name, key), values={0: value})
     return len(finite)
 
 
@@ -151,6 +161,7 @@ def check_server(uri: str, repo: Path, params: Params, expected: list[str], reru
     if it is one of `from_outputs` (`put track` logged it: its spool was lost), with its parameters, every metric
     point once per step, and (a training) its model."""
     client = client_of(uri)
+    history = Histories(client)
     preset, dag_id = params.preset, params.dag_id()
     parents, _ = dag_runs(uri, preset, dag_id)
     runs = stage_runs(uri, preset, dag_id)
@@ -175,7 +186,7 @@ def check_server(uri: str, repo: Path, params: Params, expected: list[str], reru
                                        "train": train.model_dump()})
             checkpoint = repo / (pvqvae_checkpoint(preset, variant) if kind == "pvqvae"
                                  else transformer_checkpoint(preset, variant))
-            points, again = check_training(client, run, checkpoint.parent / f"{kind}_curves",
+            points, again = check_training(history, run, checkpoint.parent / f"{kind}_curves",
                                            rerun if rerun is not None and rerun.run_name == name else None,
                                            ran=name not in from_outputs)
             counts.points += points
@@ -186,7 +197,7 @@ def check_server(uri: str, repo: Path, params: Params, expected: list[str], reru
         elif stage_name in ("evaluate", "frontier"):
             values = metric_names(json.loads((repo / (metrics_file(preset, variant) if stage_name == "evaluate"
                                                       else frontier_metrics(preset, variant))).read_text()))
-            counts.points += check_step_zero(client, run, values)
+            counts.points += check_step_zero(history, run, values)
             expected_params = flatten(getattr(resolved, stage_name).model_dump())
         elif stage_name == "sample":
             expected_params = flatten(resolved.sample.model_dump())
@@ -195,8 +206,8 @@ def check_server(uri: str, repo: Path, params: Params, expected: list[str], reru
         # every other metric (the stage's wall time, say) once per step too; system metrics are per attempt
         for key in run.data.metrics:
             if not key.startswith(SYSTEM):
-                steps = {step for step, _ in history(client, run, key)}
-                once_per_step(history(client, run, key), steps, (name, key),
+                points = history(run, key)
+                once_per_step(points, {step for step, _ in points}, (name, key),
                               rerun if rerun is not None and rerun.run_name == name else None)
         assert {k: str(v)[:6000] for k, v in expected_params.items()}.items() <= run.data.params.items(), name
         counts.params += len(expected_params)
