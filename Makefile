@@ -88,9 +88,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # The slow suite: the whole demo DAG through DVC, the code-dependency test of both front ends, kill -9 resume. Two
-# workers: the tests on the demo's workspace on one (tests/test_dag.py, DEMO_WORKER), the others beside them.
+# workers, each test file on one: the demo's tests (tests/test_dag.py) on one, the other files beside them (the
+# repro's stages leave a core mostly idle: DVC, each stage's start).
 test-slow: $(STAMP) tex browser
-	$(BIN)/python -m pytest -q -m "slow" -n 2 --dist loadgroup --durations=0
+	$(BIN)/python -m pytest -q -m "slow" -n 2 --dist loadfile --durations=0
 
 # Everything CI runs (.ci/run).
 test-all: test test-slow test-slurm

@@ -4,6 +4,7 @@ of the products they check."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,9 @@ import put.config.paths
 from put.config.paths import METRICS_FILE, PVQVAE_CHECKPOINT, REPORT_DIR, TRANSFORMER_CHECKPOINT, path_of
 
 ROOT = Path(__file__).resolve().parents[1]
+# This environment's executables (snakemake, dvc, put) first on PATH, as the DAG's commands expect
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
 # DVC's record of the last run's outputs: `dvc repro` and `make record` rewrite it.
 DVC_LOCK = "dvc.lock"
@@ -104,3 +108,25 @@ def compare_experiments(repo: Path, dvc: Callable[..., subprocess.CompletedProce
     ran = set(re.findall(r"Running stage '([^']+)'|Stage '([^']+)' is cached", runs["compare-changed"].stdout))
     ran = {name for pair in ran for name in pair if name}
     return {"runs": runs, "ran": ran, "seconds": seconds, "table": tables["experiments"]}
+
+
+def snakemake(repo: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "snakemake"), *args], cwd=repo, capture_output=True, text=True, env=ENV,
+                          timeout=timeout)
+
+
+def planned_jobs(output: str) -> dict[str, dict]:
+    """`snakemake -n -p` output -> {rule@variant: {inputs, outputs, shell}} (the targets all/ablations left out)."""
+    jobs = {}
+    for block in re.split(r"\n(?=rule \w+:)", output):
+        head = re.match(r"rule (\w+):", block)
+        if not head or head.group(1) in ("all", "ablations"):
+            continue
+        field = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
+        variant = re.search(r"(?:variant|official|external|seed)=(\w+)", field.get("wildcards", ""))
+        shell = re.search(r"^Shell command: (.*)$", block, re.M)
+        jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
+            "inputs": set(field.get("input", "").split(", ")) - {""},
+            "outputs": set(field.get("output", "").split(", ")) - {""},
+            "shell": shell.group(1) if shell else ""}
+    return jobs

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 import yaml
 
 from put.commands.track import instance_run_name
-from put.config import TPAMI_VARIANT, VARIANTS
+from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.config.paths import (
     CODE_VERSIONS,
@@ -42,25 +41,27 @@ from put.config.paths import (
 )
 from put.dag import dvc_plots, dvc_yaml
 from put.dag.code import all_sources, code_key
-from put.dag.declaration import CONFIG, REPLICATED, STAGES, stage
+from put.dag.declaration import CONFIG, REPLICATED, STAGES
 from put.dag.dvc_yaml import instance_command
-from put.dag.graph import downstream, instances, output_paths
+from put.dag.graph import instances
 from put.dag.report_captions import caption
 from put.tracking.names import VARIANTS_VIEW, runs_link
 from tests.helpers import (
+    BIN,
+    ENV,
     ROOT,
     compare_experiments,
     is_product,
     metrics_file,
+    planned_jobs,
     product_roots,
     pvqvae_checkpoint,
     report_dir,
+    snakemake,
     transformer_checkpoint,
     working_copy,
 )
 
-BIN = Path(sys.executable).parent
-ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 ALL = {stage.key(variant) for stage, variant in instances()}
 
 
@@ -89,28 +90,6 @@ def _dvc_stages(repo: Path) -> dict[str, dict]:
                                    "params": {(os.path.relpath(d.fs_path, repo), key) for d in stage.deps
                                               if hasattr(d, "params") for key in d.params or ()}}
                 for stage in dvc.index.stages}
-
-
-def snakemake(repo: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "snakemake"), *args], cwd=repo, capture_output=True, text=True, env=ENV,
-                          timeout=timeout)
-
-
-def planned_jobs(output: str) -> dict[str, dict]:
-    """`snakemake -n -p` output -> {rule@variant: {inputs, outputs, shell}} (the targets all/ablations left out)."""
-    jobs = {}
-    for block in re.split(r"\n(?=rule \w+:)", output):
-        head = re.match(r"rule (\w+):", block)
-        if not head or head.group(1) in ("all", "ablations"):
-            continue
-        field = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
-        variant = re.search(r"(?:variant|official|external|seed)=(\w+)", field.get("wildcards", ""))
-        shell = re.search(r"^Shell command: (.*)$", block, re.M)
-        jobs[head.group(1) + (f"@{variant.group(1)}" if variant else "")] = {
-            "inputs": set(field.get("input", "").split(", ")) - {""},
-            "outputs": set(field.get("output", "").split(", ")) - {""},
-            "shell": shell.group(1) if shell else ""}
-    return jobs
 
 
 def normalised(command: str) -> str:
@@ -226,110 +205,6 @@ def test_snakemake_config_values_reach_the_jobs_and_reading_the_snakefile_writes
     typo = snakemake(repo, "-n", "--cores", "1", "--config", 'overrides={"transformer_train": {"lrr": 0.0005}}')
     assert typo.returncode != 0
     assert "overrides.transformer_train.lrr: Extra inputs are not permitted" in typo.stdout + typo.stderr
-
-
-def placeholder_outputs(repo: Path) -> None:
-    """Stand-ins for the outputs of every stage but `config` (the code-dependency test runs only that one), the
-    committed params.yaml's `external` entries included."""
-    for declared, variant in instances(load_params(repo / "params.yaml")):
-        if declared is CONFIG:
-            continue
-        for out, path in zip(declared.outputs.values(), output_paths(declared, variant, "demo")):
-            target = repo / path
-            if out.directory:
-                target.mkdir(parents=True, exist_ok=True)
-                (target / "placeholder").write_text("x")
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text("{}")
-
-
-def dvc_status(repo: Path) -> set[str]:
-    """The stages `dvc status` lists."""
-    status = subprocess.run([str(BIN / "dvc"), "status", "--json"], cwd=repo, capture_output=True, text=True,
-                            env=ENV, timeout=300)
-    assert status.returncode == 0, status.stderr[-2000:]
-    return set(json.loads(status.stdout or "{}"))
-
-
-def out_of_date(repo: Path) -> tuple[set[str], set[str]]:
-    """(stages `dvc status` lists, jobs `snakemake --dry-run` plans)."""
-    plan = snakemake(repo, "-n", "-p", "--cores", "1")
-    assert plan.returncode == 0, plan.stderr[-3000:]
-    return dvc_status(repo), set(planned_jobs(plan.stdout))
-
-
-def resolve(repo: Path) -> None:
-    """What the `config` stage runs: the resolved parameters and the stage commands' code versions."""
-    command = instance_command(CONFIG, None, "demo", load_params(repo / "params.yaml"))
-    done = subprocess.run([sys.executable, "-m", "put", *command], cwd=repo, env=ENV, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
-def edited(path: Path, old: str, new: str):
-    """Edit a file for the duration of a `with` block; its content and time stamp come back afterwards."""
-    class Edit:
-        def __enter__(self):
-            self.text, self.stat = path.read_text(), path.stat()
-            assert old in self.text, f"{old!r} not in {path}"
-            path.write_text(self.text.replace(old, new, 1))
-
-        def __exit__(self, *exc):
-            path.write_text(self.text)
-            os.utime(path, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
-    return Edit()
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_an_edit_makes_exactly_the_stages_that_use_it_out_of_date(tmp_path):
-    """Both front ends, from a state where every stage is up to date (placeholder outputs, recorded as such)."""
-    repo = working_copy(tmp_path / "repo")
-    run = dict(cwd=repo, env=ENV, capture_output=True, text=True, timeout=600)
-    resolve(repo)
-    placeholder_outputs(repo)
-    assert subprocess.run([str(BIN / "dvc"), "commit", "--force", "--quiet"], **run).returncode == 0
-    assert snakemake(repo, "--touch", "--forceall", "--cores", "1", "all").returncode == 0
-    assert out_of_date(repo) == (set(), set())
-
-    params = load_params(repo / "params.yaml")
-    committed = instances(params)  # with the demo's `external` entries
-    per_variant = lambda name: {s.key(v) for s, v in committed if s.name == name}  # noqa: E731
-    training_onwards = ({"masks", "frontier", "frontier_tpami", "report"} | per_variant("train_pvqvae")
-                        | per_variant("train_transformer") | per_variant("sample") | per_variant("evaluate")
-                        | per_variant("external") | per_variant("evaluate_external"))
-    code_edits = {
-        "put/config/presets.py": {s.key(v) for s, v in committed},  # every stage reads its settings through it
-        "put/masks/generate.py": training_onwards,        # masks, training masks, and readers of the manifest
-        "put/report/plots.py": {"frontier", "frontier_tpami", "report"},  # the stages that draw figures
-    }
-    for name, expected in code_edits.items():
-        with edited(repo / name, '"""', '"""Edited. '):
-            # DVC: the `config` stage depends on every source file, and writes each stage command's code version,
-            # which the stages track (put/dag/code.py); Snakemake: each rule on its command's sources.
-            status, plan = out_of_date(repo)
-            resolve(repo)
-            resolved = dvc_status(repo)
-        assert status == {"config"}, name
-        assert resolved == {"config"} | expected, name
-        assert plan == downstream(expected, params=params), name
-        resolve(repo)
-    assert out_of_date(repo) == (set(), set())
-
-    # A parameter's value: DVC's `config` stage re-resolves it; then only the stages reading it are out of date.
-    # The demo preset's transformer learning rate: not the tpami variant's, which trains with its TPAMI preset's.
-    readers = per_variant("train_transformer") - {stage("train_transformer").key(TPAMI_VARIANT)}
-    with edited(repo / "put/config/presets.yaml", "lr: 1.0e-3", "lr: 2.0e-3"):
-        status, plan = out_of_date(repo)
-        assert status == {"config"}
-        # Snakemake resolves at parse time: `config` (its input changed), the rules reading the value, and what
-        # follows them -- not every stage below `config`, since no rule but the report reads its output.
-        assert plan == {"config"} | downstream({"report"} | readers, params=params)
-        resolve(repo)
-        status = dvc_status(repo)
-        # The report reads the whole resolved file (it prints it).
-        assert status == {"config", "report"} | readers
 
 
 def git(repo: Path, *args: str) -> None:
@@ -587,11 +462,6 @@ def make(repo: Path, target: str, timeout: int = 1500) -> subprocess.CompletedPr
 DEMO_REPRO_BOUND_S = 35 * 60
 
 
-# The tests on the demo fixture's workspace run on one pytest-xdist worker (`make test-slow`: --dist loadgroup), the
-# other slow tests on a second beside it: the repro's stages leave a core mostly idle (DVC, each stage's start).
-DEMO_WORKER = pytest.mark.xdist_group("demo")
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> dict:
     """`make repro` (`make demo` less the installation) once for the module, in a fresh clone of the code under
@@ -618,7 +488,6 @@ def demo_made(demo: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@DEMO_WORKER
 @pytest.mark.timeout(DEMO_REPRO_BOUND_S + 40 * 60)  # the fixture's repro, then the checks and re-runs below
 def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     """What `make demo` does in a fresh clone (the DAG through DVC, with nothing forced, then Snakemake's record and
@@ -800,7 +669,6 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
 
 
 @pytest.mark.slow
-@DEMO_WORKER
 @pytest.mark.timeout(1800)
 def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
     """The generated dvc.yaml runs seed replicates from `dvc exp run -S 'seeds=[1]'` alone (foreach over params.yaml's
@@ -853,7 +721,6 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
 
 
 @pytest.mark.slow
-@DEMO_WORKER
 @pytest.mark.timeout(900)
 def test_two_dvc_experiments_of_the_demo_compared_by_name(demo):
     """Issue 47, what a user does (docs/dvc-snakemake.md, "Change, run, compare"), in the demo `make repro` built (the
