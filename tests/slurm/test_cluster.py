@@ -15,8 +15,8 @@ no local store or spool (tests/slurm/tracking.py); the outputs are pushed to a r
 checked out without copies through a shared cache; a failing job and a layout the partition cannot hold fail the
 workflow with a message; a training stopped by its time limit resumes attempt after attempt while the tracking
 server is down for longer than the client's retries, and its records are logged afterwards. The tests share one
-repository copy and run in file order, but for the time-limit run: in a copy of its own, it waits on Slurm's clock
-in the background while the tests after the tracking test run."""
+repository copy and run in file order, but for the time-limit run: in a copy of its own, logging to a tracking
+server of its own, it waits on Slurm's clock in the background from the end of the DAG, beside every other test."""
 
 from __future__ import annotations
 
