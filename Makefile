@@ -98,7 +98,7 @@ test-all: test test-slow test-slurm
 
 # The ablation DAG through a live two-node Slurm cluster, logging to a tracking server on PostgreSQL (root on
 # Debian: installs slurm-wlm, munge, slurmdbd, MariaDB and postgresql, starts them, runs tests/slurm, stops the
-# daemons, the nodes' namespaces and the tracking server by pid whatever the outcome).
+# daemons, the nodes' namespaces and both tracking servers by pid whatever the outcome).
 SLURM_TRACKING_DIR ?= /tmp/put-slurm-tracking
 # the time-limit test's own server, beside the suite's
 SLURM_TIME_LIMIT_TRACKING_DIR = $(SLURM_TRACKING_DIR)/time-limit

@@ -132,7 +132,11 @@ def sacct(since: str, steps: bool = False, repo: Path | None = None) -> list[Slu
         if line.strip():
             job, comment, state, code, nodes, node_list, workdir = line.split("|")
             records.append(SlurmRecord(job, comment, state.split()[0], code, int(nodes), node_list, workdir))
-    return [r for r in records if repo is None or Path(r.workdir) == repo.resolve()]
+    if repo is None:
+        return records
+    # sacct gives a job step no working directory: it goes with its allocation's
+    ours = {r.job_id for r in records if r.workdir and Path(r.workdir) == repo.resolve()}
+    return [r for r in records if r.job_id.split(".")[0] in ours]
 
 
 def cluster_jobs(cluster_run: dict, steps: bool = False) -> list[SlurmRecord]:
