@@ -1,5 +1,5 @@
-"""Shared by the slow tests that run the DAG: a throwaway copy of the repository's code as it is now, and the paths
-of the products they check."""
+"""Shared by the tests that run the DAG: a throwaway copy of the repository's code as it is now, Snakemake as they
+call it, and the paths of the products they check."""
 
 from __future__ import annotations
 
