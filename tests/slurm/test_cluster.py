@@ -49,13 +49,12 @@ from put.dag.graph import instances
 from put.models.checkpoint import load_checkpoint
 from put.tracking.spool import SPOOL_DIR, read_cursor
 from put.train.loop import MIN_STEP_ENV, resume_path
-from tests.helpers import ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
+from tests.helpers import BIN, ROOT, metrics_file, pvqvae_checkpoint, transformer_checkpoint, working_copy
 from tests.slurm.tracking import SYSTEM, Rerun, check_server, left_in_workspace, stage_runs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(3600), pytest.mark.skipif(os.environ.get("PUT_SLURM_TEST") != "1",
                                                     reason="needs the Slurm cluster of `make test-slurm`")]
 
-BIN = Path(sys.executable).parent
 PRESET = "demo"
 # The roles of two transformers (`tok` trains on put's P-VQVAE, so one P-VQVAE serves both); the evaluation the
 # failing-job test makes fail.
