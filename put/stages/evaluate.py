@@ -23,11 +23,12 @@ from put.io.files import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
+from put.metrics.cells import BOUNDS, Cells
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table, paste_known
 from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image
-from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
+from put.metrics.summary import PIXEL_METRICS, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.stages.sample import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
 from put.tracking.base import NullTracker, tracked
@@ -35,49 +36,12 @@ from put.tracking.spool import stage_tracker
 
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 BINS = "bins"  # the key of the fine-bin curves in the metrics file
-BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
 NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
 def mode_label(mode: str, top_k: int) -> str:
     """Column labels of the paper: `all` (deterministic) and `k50` (top-K sampling, K = 50)."""
     return "all" if mode == "all" else f"k{top_k}"
-
-
-class Cells:
-    """Numbers by key path (for the metrics file), each with its interval's bounds when there is one; for each
-    value that could not be measured, why; for each interval, what it resampled or why there is none; and the
-    number of test images behind each cell."""
-
-    def __init__(self) -> None:
-        self.values: dict = {}
-        self.unavailable: dict[str, str] = {}
-        self.intervals: dict[str, dict] = {}
-        self.counts: dict = {}
-
-    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue | Summary) -> None:
-        interval = value.interval if isinstance(value, Summary) else None
-        value = value.value if isinstance(value, Summary) else value
-        if isinstance(value, MetricValue):
-            if not value.available:
-                self.unavailable["/".join((*keys, name))] = value.unavailable
-                return
-            value = value.value
-        if np.isfinite(value):
-            node = self.values
-            for key in keys:
-                node = node.setdefault(key, {})
-            node[name] = value if isinstance(value, int) else float(value)
-            if interval is not None:
-                self.intervals["/".join((*keys, name))] = interval.record()
-                if interval.available:
-                    node.update({f"{name}_{end}": float(b) for end, b in zip(BOUNDS, (interval.lo, interval.hi))})
-
-    def count(self, keys: tuple[str, ...], n: int) -> None:
-        node = self.counts
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = int(n)
 
 
 def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: Path,

@@ -6,9 +6,7 @@ report")."""
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -141,13 +139,12 @@ def measured_methods(external: dict[str, ExternalMethod]) -> list[MeasuredMethod
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
                resolved_params: Path | None = None, measured: Path | None = None,
-               frontier_tpami: Path | None = None) -> Path:
+               frontier_tpami: Path | None = None, command: str = "put report") -> Path:
     """Tables, figures and report.tex in `out_dir` (written whole, or not at all); the PDF, when pdflatex
     exists, at paths.REPORT_PDF, outside `out_dir`, which the DAG clears before this stage runs: a machine
     without pdflatex never deletes a committed PDF."""
     preset = params.preset
     out_dir = Path(out_dir)
-    command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put report"
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)
