@@ -377,8 +377,8 @@ def test_the_reports_differences_pair_finite_values_and_say_so():
     found = paired_differences({("put", 0): put, ("tok", 0): tok}, PIXEL_METRICS, Bootstrap.of(PROTOCOL))
     row = found.set_index(["mode", "group", "metric"]).loc[("k50", "40-60", "psnr")]
     kept = cell[3:]
-    assert (row["n"], row["dropped"]) == (117, 3)
     assert row["difference"] == pytest.approx(tok.loc[kept, "psnr"].mean() - put.loc[kept, "psnr"].mean(), abs=1e-12)
+    assert (row["n"], row["dropped"]) == (117, 3)
     assert int(found["dropped"].sum()) == 3
     sentence = family_sentence(found, "holm", 0.95, "the ablation differs from PUT")
     assert sentence.endswith("each difference is over the pairs where both values are finite: 1 of them leave out 3 "
@@ -439,3 +439,14 @@ def test_a_rerun_with_the_same_arguments_prints_the_same(workspace, capsys):
         assert main(["compare", ":put", ":tok", *options]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[2] == outputs[3]
+
+
+def test_a_row_repeated_in_a_per_image_file_is_refused(workspace, capsys):
+    """A per-image file holding one row twice (concatenated by hand): pairing by row would count it twice, so it
+    is refused in one line naming the result and the row."""
+    frame = per_image(shift=0.3, seed=2)
+    write_result(workspace, "tok", pd.concat([frame, frame.iloc[[5]]]), variant="tok")
+    assert main(["compare", ":put", ":tok"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "put compare: error: workspace ., tok: 2 per-image rows share their mode, group, image and sample (e.g. all "
+        "20-40 data/demo/splits/images/test/img_005.png 0): each row is paired by them, so each must be once")

@@ -63,8 +63,8 @@ def as_table(frame: pd.DataFrame, results: Sequence[Result], level: float, left_
     method, size = frame["method"].iloc[0], int(frame["family_size"].iloc[0])
     marks = (f"{MARK}: survives {NAMES[method]} at {1 - level:.0%} over the {size} differences tested "
              f"({CONTROLS[method]})" if size else "none has an interval: no mark")
-    lines.append(f"result - baseline, paired by test image, mask and sample where both values are finite; "
-                 f"{level:.0%} intervals, test images' sources resampled for both at once; {marks}")
+    lines.append(f"result - baseline, paired by test image, mask and sample; {level:.0%} intervals, test images' "
+                 f"sources resampled for both at once; {marks}")
     shown = table_rows(frame)
     if len(results) == 2:
         shown = shown.drop(columns="result")

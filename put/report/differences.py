@@ -30,7 +30,9 @@ def dropped_clause(differences: pd.DataFrame) -> str:
     """How many differences are over fewer pairs than their cell holds (`dropped` > 0: a pair with an infinite or
     missing value on either side is left out of both), the pairs left out and the images those used; "" if
     none."""
-    dropped = differences.get("dropped", pd.Series(dtype=float)).fillna(0)
+    if "dropped" not in differences.columns:  # differences of other statistics (the frontier's): none drops
+        return ""
+    dropped = differences["dropped"].fillna(0)
     shrunk = differences[dropped > 0]
     if not len(shrunk):
         return ""
