@@ -1,8 +1,9 @@
 """Stage `external`: one entry of params.yaml's `external` turned into a samples folder like `put sample`'s, which
 the evaluate stage then scores with the variants' code: a folder of another codebase's completed images, checked
-(every file present, readable, of the image size) and converted, or a built-in classical method run on the frozen
-masks (docs/external.md). A folder whose results hold the ground truth in the hole, on more than a few percent of a
-mask group's images, is refused; fewer copies, and results converted losslessly, are named in one line each."""
+(every file present, readable, of the image size and a pixel format the ground truth allows) and converted, or a
+built-in classical method run on the frozen masks (docs/external.md). A folder whose results hold the ground truth
+in the hole, on more than a few percent of a mask group's images, is refused; fewer copies, groups likely filled
+for other masks and results converted losslessly are named in one line each."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from put.config.params import Params, ParamsError
 from put.data.images import open_image, read_rgb, write_png
 from put.external.builtin import inpaint
 from put.external.folder import check_present, conversion_notice, raise_wrong, read_result
-from put.external.leaks import holds_ground_truth, leak_notice
+from put.external.leaks import Agreements, hole_agreement, leak_notice, other_masks_notice
 from put.external.modes import is_grey
 from put.io.files import atomic_dir, atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
@@ -79,7 +80,7 @@ def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
         check_present(folder, jobs["result"])  # before reading any image
     wrong: dict[str, str] = {}
     converted: dict[str, list[str]] = {}  # lossless conversion -> the results that took it
-    leaked: dict[str, list[str]] = {}  # mask group -> its results that hold the ground truth in the hole
+    agreements: Agreements = {}  # how much of the ground truth each result holds in the hole, by mask group
     with atomic_dir(out) as staging:
         # One row per result file: a pair's mask lies in one group, and only its sample k is the row's.
         for row in tqdm(jobs.itertuples(), total=len(jobs), desc=f"external {label}", unit="img"):
@@ -93,15 +94,15 @@ def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
                 rgb, conversion = read
                 if conversion is not None:
                     converted.setdefault(conversion, []).append(row.result)
-                if holds_ground_truth(rgb, gt, hole):
-                    leaked.setdefault(row.group, []).append(row.result)
+                if (agreement := hole_agreement(rgb, gt, hole)) is not None:
+                    agreements.setdefault(row.group, {})[row.result] = agreement
             else:
                 rgb = inpaint(entry.method, gt, hole)
             write_png(staging / row.output, rgb)
         # nothing half-converted, nothing leaked: the folder is dropped
         raise_wrong(folder, wrong, len(jobs))
-        notices = [leak_notice(folder, leaked, jobs["group"].value_counts().to_dict()),
-                   conversion_notice(folder, converted, len(jobs))]
+        notices = [leak_notice(folder, agreements, jobs["group"].value_counts().to_dict()),
+                   other_masks_notice(folder, agreements), conversion_notice(folder, converted, len(jobs))]
         columns = [c for c in jobs.columns if c != "result"]
         atomic_write_text(staging / SAMPLES_MANIFEST, jobs[columns].to_csv(index=False))
     for notice in filter(None, notices):
