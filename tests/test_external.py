@@ -613,3 +613,15 @@ def test_the_command_refuses_a_folder_in_one_line_with_status_2(masks, tmp_path,
                  "--masks", str(masks), "--out", str(tmp_path / "samples")]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("put external: error: ") and f"{name} (16-bit greyscale: write 8-bit" in error
+
+
+@pytest.mark.parametrize("where", ["results", "results/out", "."])
+def test_an_output_that_is_or_holds_the_results_folder_is_refused(masks, tmp_path, where):
+    """The stage replaces its output whole: an --out on, inside or around the results would delete them."""
+    from put.errors import PathError
+
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    with pytest.raises(PathError, match=r"(is|lies inside|holds) the entry's results folder .*give an --out apart"):
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / where)
+    assert all((results / name).is_file() for name in names.values())

@@ -5,13 +5,14 @@ ones and how many (docs/external.md, "Checks on a folder of results")."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from put.data.images import ImageReadError, image_format, open_image
-from put.errors import FileMismatchError, MissingFileError
+from put.errors import FileMismatchError, MissingFileError, PathError
 from put.external.modes import IHDR, as_rgb, png_header
 
 SHOWN = 5  # files named in an error; the rest are counted
@@ -43,6 +44,17 @@ def _others(folder: Path, expected: set[str]) -> list[str]:
     """The files under `folder` whose names the masks do not call for, sorted."""
     return sorted(name for path in folder.rglob("*") if path.is_file()
                   and (name := path.relative_to(folder).as_posix()) not in expected)
+
+
+def check_apart(folder: Path, out: Path) -> None:
+    """The samples folder the stage writes (and replaces whole) is neither the results folder, nor inside it, nor
+    around it: replacing it would delete the results."""
+    folder, out = Path(folder).resolve(), Path(out).resolve()
+    where = ("is" if out == folder else "lies inside" if out.is_relative_to(folder) else
+             "holds" if folder.is_relative_to(out) else None)
+    if where is not None:
+        raise PathError(errno.EINVAL, f"{where} the entry's results folder {folder}, and the stage replaces its "
+                        "output whole: give an --out apart from it", str(out))
 
 
 def check_present(folder: Path, files: Iterable[str]) -> None:

@@ -17,7 +17,7 @@ from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, ParamsError
 from put.data.images import open_image, read_rgb, write_png
 from put.external.builtin import inpaint
-from put.external.folder import check_present, conversion_notice, raise_wrong, read_result
+from put.external.folder import check_apart, check_present, conversion_notice, raise_wrong, read_result
 from put.external.leaks import Agreements, hole_agreement, leak_notice, other_masks_notice
 from put.external.modes import is_grey
 from put.io.files import atomic_dir, atomic_write_text
@@ -77,6 +77,7 @@ def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
         size = (opened.height, opened.width)
     folder = Path(entry.folder or ".")
     if entry.folder is not None:
+        check_apart(folder, out)
         check_present(folder, jobs["result"])  # before reading any image
     wrong: dict[str, str] = {}
     converted: dict[str, list[str]] = {}  # lossless conversion -> the results that took it
