@@ -21,8 +21,9 @@ from put.compare.results import read_result
 from put.config.evaluation import MetricProtocol
 from put.config.paths import METRICS_FILE, masks_dir, metrics_images_file, metrics_info_file, path_of
 from put.metrics.per_image import PIXEL_METRICS
+from put.report.differences import family_sentence
 from put.stages.evaluate import read_images
-from put.stats.bootstrap import Bootstrap
+from put.stats.bootstrap import Bootstrap, difference_interval
 from put.stats.differences import paired_differences
 from put.stats.multiplicity import adjust
 
@@ -295,3 +296,157 @@ def test_two_dvc_experiments_compared_by_name_as_the_slow_test_does_on_the_demo(
     assert table.loc[("all", "psnr"), "difference"] == pytest.approx(0, abs=0.2)
     assert table.loc[("k50 vs k10", "psnr"), "difference"] == pytest.approx(0.5, abs=0.2)
     assert table.loc[("k50 vs k10", "psnr"), "significant"] and (table["n"] == 120).all()
+
+
+# --------------------------------------------------------------------------------------------- misuse
+
+def cells(frame: pd.DataFrame, *modes: str, bins: bool = False) -> pd.DataFrame:
+    """Only the rows of `modes`, with fine-bin rows (mode `bins`) added from the first cell when asked."""
+    kept = frame[frame["mode"].isin(modes)]
+    fine = frame[(frame["mode"] == "all") & (frame["group"] == "20-40")].assign(mode="bins", group="20-30")
+    return pd.concat([kept, fine]) if bins else kept
+
+
+@pytest.mark.parametrize("options", [[], ["--format", "csv"], ["--format", "json"], ["--mlflow"]],
+                         ids=["table", "csv", "json", "mlflow"])
+def test_results_sharing_no_cell_are_refused_in_every_format(workspace, mlflow_db, capsys, options):
+    """A deterministic method's `all` beside a sampled one's `k50` (both with fine bins): no mode and mask group in
+    common, refused in one line whatever the output, nothing printed and nothing logged."""
+    write_result(workspace, "put", cells(per_image(), "all", bins=True))
+    write_result(workspace, "tok", cells(per_image(shift=0.3, seed=2), "k50", bins=True), variant="tok")
+    assert main(["compare", ":put", ":tok", *options]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert captured.err.strip() == ("put compare: error: cannot pair :put and :tok: no mode and mask group in common "
+                                    "(:put has all 20-40, 40-60, 10-60; :tok has k50 20-40, 40-60, 10-60); both "
+                                    "have the fine hole-ratio bins, which --bins compares")
+
+
+def test_a_partial_overlap_names_the_cells_left_out(workspace, capsys):
+    """A result with the deterministic mode only, against a baseline with both: the shared mode is compared, and
+    every output says which cells were left out (not counted as unpaired samples)."""
+    write_result(workspace, "tok", cells(per_image(shift=0.3, seed=2), "all"), variant="tok")
+    line = "left out: k50 20-40, 40-60, 10-60 of :put (not in :tok)"
+    assert main(["compare", ":put", ":tok"]) == 0
+    table = capsys.readouterr().out
+    assert line in table and "rows of :put and :tok without a counterpart" not in table
+    assert main(["compare", ":put", ":tok", "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == line
+    frame = pd.read_csv(pd.io.common.StringIO(captured.out))
+    assert set(frame["modes"]) == {"all"} and (frame["unpaired"] == 0).all() and len(frame) == 9
+    assert main(["compare", ":put", ":tok", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["left_out"] == [line]
+
+
+def test_an_infinite_psnr_drops_the_pair_from_both_sides(workspace, capsys):
+    """One perfect fill (PSNR inf) on the baseline's side: the difference, both means and the interval are over
+    the 119 pairs where both are finite, n says 119 and the table says one was left out."""
+    frame = per_image()
+    perfect = frame.index[(frame["mode"] == "all") & (frame["group"] == "20-40")][7]
+    frame.loc[perfect, "psnr"] = np.inf
+    write_result(workspace, "put", frame)
+    found = compare([read_result(name, "demo", "put") for name in (":put", ":tok")]).set_index(
+        ["modes", "group", "metric"])
+    row = found.loc[("all", "20-40", "psnr")]
+    a, b = (f[(f["mode"] == "all") & (f["group"] == "20-40")].drop(index=perfect)
+            for f in (per_image(shift=0.3, seed=2), frame))
+    assert row["difference"] == pytest.approx(a["psnr"].mean() - b["psnr"].mean(), abs=1e-12)
+    assert row["mean"] - row["mean_reference"] == pytest.approx(row["difference"], abs=1e-12)
+    assert (row["n"], row["dropped"], row["units"]) == (119, 1, 60)
+    bounds = difference_interval([a["psnr"].to_numpy()], [a["source"].to_numpy()], [b["psnr"].to_numpy()],
+                                 [b["source"].to_numpy()], Bootstrap.of(PROTOCOL), images=119)
+    assert (row["lo"], row["hi"], row["p"]) == pytest.approx((bounds.lo, bounds.hi, bounds.p))
+    others = found.drop(index=("all", "20-40", "psnr"))
+    assert (others["dropped"] == 0).all() and (others["n"] == 120).all()
+    assert main(["compare", ":put", ":tok"]) == 0
+    table = capsys.readouterr().out
+    shown = next(line for line in table.splitlines() if re.match(r"\s*all\s+20-40\s+PSNR", line))
+    assert shown.rstrip().endswith("119 images, 60 sources, 1 not finite")
+    assert "not finite: pairs left out of both sides" in table
+
+
+def test_the_reports_differences_pair_finite_values_and_say_so():
+    """The report's paired differences (Tables 1 and 3, the generations table, differences.csv): a pair with an
+    infinite value on one side or NaN on the other is left out of both; the caption counts what was left out and
+    the n used."""
+    put, tok = per_image(), per_image(shift=0.3, seed=2)
+    cell = put.index[(put["mode"] == "k50") & (put["group"] == "40-60")]
+    put.loc[cell[:2], "psnr"] = np.inf
+    tok.loc[cell[2], "psnr"] = np.nan
+    found = paired_differences({("put", 0): put, ("tok", 0): tok}, PIXEL_METRICS, Bootstrap.of(PROTOCOL))
+    row = found.set_index(["mode", "group", "metric"]).loc[("k50", "40-60", "psnr")]
+    kept = cell[3:]
+    assert row["difference"] == pytest.approx(tok.loc[kept, "psnr"].mean() - put.loc[kept, "psnr"].mean(), abs=1e-12)
+    assert (row["n"], row["dropped"]) == (117, 3)
+    assert int(found["dropped"].sum()) == 3
+    sentence = family_sentence(found, "holm", 0.95, "the ablation differs from PUT")
+    assert sentence.endswith("each difference is over the pairs where both values are finite: 1 of them leave out 3 "
+                             "pairs with an infinite (a perfect fill's PSNR) or missing value, n = 117 images.")
+    assert "leave out" not in family_sentence(found[found["dropped"] == 0], "holm", 0.95, "x")
+
+
+@pytest.mark.parametrize("value", [np.inf, np.nan], ids=["infinite", "nan"])
+def test_a_cell_without_a_finite_pair_has_a_row_saying_why(workspace, capsys, value):
+    """Every PSNR of a cell infinite (a method that copies the ground truth) or missing on one side: that
+    difference has no value, no interval and no mark, and the table says why; the other 17 are tested."""
+    frame = per_image(shift=0.3, seed=2)
+    frame.loc[(frame["mode"] == "all") & (frame["group"] == "20-40"), "psnr"] = value
+    write_result(workspace, "tok", frame, variant="tok")
+    found = compare([read_result(name, "demo", "put") for name in (":put", ":tok")])
+    row = found.set_index(["modes", "group", "metric"]).loc[("all", "20-40", "psnr")]
+    assert np.isnan(row["difference"]) and np.isnan(row["p"]) and not row["significant"]
+    assert (row["n"], row["dropped"]) == (0, 120) and (found["family_size"] == 17).all()
+    reason = "no pair of finite values (120 of 120 pairs: a value is infinite, e.g. a perfect fill's PSNR, or missing"
+    assert row["no_interval"].startswith(reason)
+    assert main(["compare", ":put", ":tok"]) == 0
+    assert f"no interval, no mark: {reason}" in capsys.readouterr().out
+
+
+def test_a_result_compared_with_itself_is_refused(workspace, capsys):
+    """The same result twice, by one name or by two: refused in one line naming both."""
+    assert main(["compare", ":put", ":put"]) == 2
+    assert capsys.readouterr().err.strip() == "put compare: error: a result is named twice: :put :put"
+    assert main(["compare", ":put", ":tok", ".:put"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("put compare: error: :put and .:put are the same result (workspace ., put): a result "
+                           "compared with itself")
+
+
+def test_a_copy_of_the_baseline_differs_by_exactly_zero(workspace, tmp_path):
+    """The baseline's files copied to another folder (another result with the same values): every difference is
+    0 with a zero-width interval, p = 1, nothing marked."""
+    write_result(tmp_path / "copy", "put", per_image())
+    found = compare([read_result(name, "demo", "put") for name in (":put", str(tmp_path / "copy"))])
+    assert len(found) == 18 and (found["difference"] == 0).all() and (found["lo"] == 0).all()
+    assert (found["hi"] == 0).all() and (found["p"] == 1).all() and not found["significant"].any()
+
+
+def test_results_without_a_test_image_in_common_are_refused(workspace, capsys):
+    """Two results on disjoint test images: refused in one line, not an empty comparison."""
+    other = per_image(shift=0.3, seed=2)
+    write_result(workspace, "tok", other.assign(image=other["image"].str.replace("img_", "other_")), variant="tok")
+    assert main(["compare", ":put", ":tok"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("put compare: error: cannot pair :put and :tok: their test images differ (120 of the "
+                          "all/20-40 cell only in :put") and len(err.strip().splitlines()) == 1
+
+
+def test_a_rerun_with_the_same_arguments_prints_the_same(workspace, capsys):
+    """The bootstrap is seeded by the protocol: the same command twice prints the same table and CSV."""
+    outputs = []
+    for options in ([], [], ["--format", "csv"], ["--format", "csv"]):
+        assert main(["compare", ":put", ":tok", *options]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[2] == outputs[3]
+
+
+def test_a_row_repeated_in_a_per_image_file_is_refused(workspace, capsys):
+    """A per-image file holding one row twice (concatenated by hand): pairing by row would count it twice, so it
+    is refused in one line naming the result and the row."""
+    frame = per_image(shift=0.3, seed=2)
+    write_result(workspace, "tok", pd.concat([frame, frame.iloc[[5]]]), variant="tok")
+    assert main(["compare", ":put", ":tok"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "put compare: error: workspace ., tok: 2 per-image rows share their mode, group, image and sample (e.g. all "
+        "20-40 data/demo/splits/images/test/img_005.png 0): each row is paired by them, so each must be once")

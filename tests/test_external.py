@@ -5,6 +5,7 @@ the report's family; the built-in classical baselines; the schema's errors; both
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import yaml
 
 from put.config.params import ParamsError, load_params
 from put.data.images import read_rgb, write_png
+from put.errors import FileMismatchError
 from put.external.builtin import inpaint
 from put.external.folder import ResultsMismatchError, ResultsMissingError
 from put.masks.evaluation import write_eval_masks
@@ -364,3 +366,262 @@ def test_a_result_that_is_not_a_png_is_named(masks, tmp_path):
     with pytest.raises(ResultsMismatchError, match=rf"1 of \d+ expected result file\(s\) not usable: "
                                                    rf"{name} \(not a PNG: its content is JPEG"):
         write_external(params, "external_stand", masks, tmp_path / "samples")
+
+
+# Outside folders off the path: other pixel formats, copies of the ground truth, and a misuse pass (the same folder
+# twice, a re-run, extra, truncated or missing files, an empty folder, names of another mask set, flat images).
+
+
+def filled(masks: Path, mask: str) -> np.ndarray:
+    """A result for `mask`: its ground truth with the hole filled by the known pixels' mean colour."""
+    gt = read_rgb(masks / "gt" / f"{Path(mask).stem}.png")
+    hole = read_mask(masks / mask, "hole-white", (SIZE, SIZE))[0].numpy() == 0
+    return np.where(hole[..., None], gt[~hole].mean(axis=0).astype(np.uint8), gt)
+
+
+def fill_folder(masks: Path, results: Path, fmt: str = "folder") -> dict[str, str]:
+    """Every result the masks call for (layout `fmt`), written by `filled`; returns mask -> result file."""
+    names = result_files(masks, fmt)
+    for mask, name in names.items():
+        write_png(results / name, filled(masks, mask))
+    return names
+
+
+def folder_params(tmp_path: Path, results: Path, *names: str) -> object:
+    return params_with(tmp_path, {name: {"label": name, "citation": "c", "folder": str(results), "format": "folder"}
+                                  for name in names or ("out",)})
+
+
+def save_as(path: Path, rgb: np.ndarray, kind: str) -> None:
+    """`rgb` written to `path` as a PNG of pixel format `kind`."""
+    from PIL import Image
+
+    grey = rgb[..., 0]
+    if kind == "16-bit greyscale":
+        Image.fromarray(grey.astype(np.uint16) * 257).save(path, format="PNG")
+    elif kind == "16-bit RGB":
+        import cv2
+
+        cv2.imwrite(str(path), rgb[..., ::-1].astype(np.uint16) * 257)  # OpenCV writes BGR
+    elif kind in ("8-bit greyscale", "8-bit greyscale with alpha"):
+        Image.fromarray(grey).convert("L" if kind == "8-bit greyscale" else "LA").save(path, format="PNG")
+    elif kind.startswith("8-bit RGBA"):
+        alpha = np.full(grey.shape, 255, np.uint8)
+        alpha[0, 0] = 255 if kind == "8-bit RGBA with opaque alpha" else 128
+        Image.fromarray(np.dstack([rgb, alpha]), "RGBA").save(path, format="PNG")
+    elif kind == "8-bit palette":
+        Image.fromarray(rgb).quantize(256, method=Image.Quantize.FASTOCTREE).save(path, format="PNG")
+    else:
+        raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(("kind", "why"), [
+    ("16-bit greyscale", r"16-bit greyscale: write 8-bit results"),
+    ("16-bit RGB", r"16-bit RGB: write 8-bit results"),
+    ("8-bit greyscale", r"8-bit greyscale, its ground truth is colour"),
+    ("8-bit greyscale with alpha", r"8-bit greyscale with alpha, its ground truth is colour"),
+    ("8-bit RGBA", r"8-bit RGBA with 1 of 1024 pixels not opaque: no rule here composites them"),
+])
+def test_a_result_in_another_pixel_format_is_refused_naming_it(masks, tmp_path, kind, why):
+    """Before, each was converted without a word: 16 bits cut to 8, grey scored against colour, alpha dropped."""
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    mask, name = next(iter(names.items()))
+    save_as(results / name, filled(masks, mask), kind)
+    with pytest.raises(ResultsMismatchError, match=rf"1 of {len(names)} expected result file\(s\) not usable: "
+                                                   rf"{name} \({why}") as raised:
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / "samples")
+    assert "\n" not in str(raised.value) and not (tmp_path / "samples").exists()
+
+
+def test_a_lossless_pixel_format_is_converted_with_one_line_per_folder(masks, tmp_path, capsys):
+    """A palette, opaque alpha, or a grey result of a grey ground truth hold the same pixels as 8-bit RGB: the
+    samples are the same bytes, and one line names what was converted."""
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    params = folder_params(tmp_path, results)
+    write_external(params, "external_out", masks, tmp_path / "rgb")
+    assert "note" not in capsys.readouterr().err  # 8-bit RGB: nothing to say
+    greys = sorted(m for m in names if Path(m).stem == "img1")
+    gt = read_rgb(masks / "gt" / "img1.png")
+    write_png(masks / "gt" / "img1.png", np.repeat(gt[..., :1], 3, axis=-1))  # a grey test image
+    for mask in greys:
+        write_png(results / names[mask], filled(masks, mask))
+    write_external(params, "external_out", masks, tmp_path / "rgb")  # the grey image's RGB results
+    masks_list = sorted(set(names) - set(greys))
+    kinds = {masks_list[0]: "8-bit RGBA with opaque alpha", masks_list[1]: "8-bit RGBA with opaque alpha"}
+    kinds.update(dict.fromkeys(greys, "8-bit greyscale"))
+    for mask, kind in kinds.items():
+        save_as(results / names[mask], filled(masks, mask), kind)
+    write_external(params, "external_out", masks, tmp_path / "converted")
+    for output in read_samples(tmp_path / "rgb")["output"]:
+        assert (tmp_path / "rgb" / output).read_bytes() == (tmp_path / "converted" / output).read_bytes()
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
+    assert len(notes) == 1 and f"{len(kinds)} of {len(names)} result(s) converted losslessly to 8-bit RGB" in notes[0]
+    named = dict(re.findall(r"\d+ (8-bit [a-zA-Z ]+) \(e\.g\. ([^)]+)\)", notes[0]))
+    assert named.keys() == {"8-bit RGBA with opaque alpha", "8-bit greyscale"} and "2 8-bit RGBA with" in notes[0]
+    assert all(kinds[mask] == kind for kind, name in named.items() for mask in names if names[mask] == name)
+    assert f"{len(greys)} 8-bit greyscale (e.g. " in notes[0]
+
+
+def test_a_palette_result_is_read_as_its_colours(masks, tmp_path):
+    from put.external.folder import read_result
+
+    rgb = filled(masks, next(iter(result_files(masks, "folder"))))
+    save_as(tmp_path / "p.png", rgb, "8-bit palette")
+    read, conversion = read_result(tmp_path / "p.png", (SIZE, SIZE), grey_truth=False)
+    from PIL import Image
+
+    np.testing.assert_array_equal(read, np.asarray(Image.open(tmp_path / "p.png").convert("RGB")))
+    assert conversion == "8-bit palette"
+
+
+def test_one_copy_of_the_ground_truth_in_a_mask_group_is_refused_with_its_count(masks, tmp_path):
+    """Before, a group was refused only when more than half of its results were copies."""
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    group = [m for m in names if m.startswith("20-40/")]
+    write_png(results / names[group[0]], read_rgb(masks / "gt" / f"{Path(group[0]).stem}.png"))
+    with pytest.raises(FileMismatchError, match=rf"1 of {len(group)} results of mask group 20-40 hold the ground "
+                                                rf"truth in the hole .*more than the 2% .*: {names[group[0]]} -- "):
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / "samples")
+
+
+def test_copies_within_the_share_are_named_with_their_count():
+    from put.external.leaks import LEAK_SHARE, leak_notice
+
+    counts = {"20-40": 100, "40-60": 100}
+    allowed = int(LEAK_SHARE * 100)
+    files = [f"20-40/{i}.png" for i in range(allowed + 1)]
+    fills = {f"40-60/{i}.png": 0.1 for i in range(100)}  # real fills: far from the ground truth
+    notice = leak_notice(Path("/r"), {"20-40": dict.fromkeys(files[:allowed], 1.0), "40-60": fills}, counts)
+    assert notice == (f"/r: {allowed} result(s) hold the ground truth in the hole (99% of the hole's pixels within 2 "
+                      f"grey levels), within the 2% of a mask group allowed: 20-40: {allowed} of 100 "
+                      f"({', '.join(files[:allowed])})")
+    assert leak_notice(Path("/r"), {"40-60": fills}, counts) is None
+    with pytest.raises(FileMismatchError, match=rf"{allowed + 1} of 100 results of mask group 20-40"):
+        leak_notice(Path("/r"), {"20-40": dict.fromkeys(files, 0.995)}, counts)
+
+
+def test_results_made_on_other_masks_of_the_same_images_are_named(masks, tmp_path, capsys):
+    """Names alone cannot tell another mask set of the same test images: a fill made for other masks keeps the
+    ground truth where those were known, most of our holes; one line names the groups."""
+    other = tmp_path / "other_masks"
+    write_eval_masks(IMAGES, other, (SIZE, SIZE), seed=7, progress=False)
+    (other / "gt").mkdir(exist_ok=True)
+    for name in IMAGES:
+        (other / "gt" / f"{Path(name).stem}.png").write_bytes((masks / "gt" / f"{Path(name).stem}.png").read_bytes())
+    results = tmp_path / "results"
+    names = fill_folder(other, results)
+    assert names == result_files(masks, "folder")  # the same names
+    params = folder_params(tmp_path, results)
+    write_external(params, "external_out", masks, tmp_path / "samples")
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
+    groups = r"(\d\d-\d\d \d+%, )*\d\d-\d\d \d+%"
+    assert len(notes) == 1 and re.search(rf"the median result of mask group\(s\) {groups} holds that share .*more "
+                                         r"than the 30% .*another mask set of the same images", notes[0])
+    fill_folder(masks, results)  # the same fill on our own masks: nothing to say
+    write_external(params, "external_out", masks, tmp_path / "samples")
+    assert "note" not in capsys.readouterr().err
+
+
+def test_flat_images_are_scored_not_taken_for_copies(masks, tmp_path):
+    """Constant test images: any fill from the surroundings is exact, so no copy is counted (before, every result
+    was, and the folder refused); PSNR of a perfect fill is absent with its reason, SSIM 1, MAE 0."""
+    for name in IMAGES:
+        write_png(masks / "gt" / f"{Path(name).stem}.png", np.full((SIZE, SIZE, 3), 90, np.uint8))
+    results = tmp_path / "results"
+    fill_folder(masks, results)
+    params = folder_params(tmp_path, results)
+    write_external(params, "external_out", masks, tmp_path / "samples")
+    metrics = run_evaluate(params, "external_out", tmp_path / "samples", masks, tmp_path / "m" / "external_out.json")
+    info = json.loads((tmp_path / "m" / "external_out_info.json").read_text())
+    assert metrics["all"]["20-40"]["ssim"] == 1.0 and metrics["all"]["20-40"]["mae"] == 0.0
+    assert "psnr" not in metrics["all"]["20-40"] and info["unavailable"]["all/20-40/psnr"] == "no finite value"
+
+
+def test_the_same_folder_twice_and_a_rerun_give_identical_files(masks, tmp_path):
+    results = tmp_path / "results"
+    fill_folder(masks, results)
+    params = folder_params(tmp_path, results, "one", "two")
+    written = {}
+    for label, run in (("external_one", "a"), ("external_two", "b"), ("external_one", "a")):  # the last: a re-run
+        samples, out = tmp_path / run / "samples", tmp_path / run / "metrics" / f"{label}.json"
+        write_external(params, label, masks, samples)
+        run_evaluate(params, label, samples, masks, out)
+        files = sorted(p for p in (tmp_path / run).rglob("*") if p.is_file())
+        written.setdefault(run, []).append({p.relative_to(tmp_path / run): p.read_bytes() for p in files})
+    assert written["a"][0] == written["a"][1]  # every sample, metrics, info, bins and per-image file
+    a, b = written["a"][0], written["b"][0]
+    same = [p for p in a if "info" not in p.name]  # the info file names the variant
+    assert a[Path("metrics/external_one.json")] == b[Path("metrics/external_two.json")]
+    assert all(a[p] == b[p] for p in same if p.parts[0] == "samples")
+
+
+def test_extra_files_in_a_folder_are_not_read(masks, tmp_path):
+    results = tmp_path / "results"
+    fill_folder(masks, results)
+    params = folder_params(tmp_path, results)
+    write_external(params, "external_out", masks, tmp_path / "before")
+    (results / "AP").mkdir()
+    write_png(results / "AP" / "prior.png", np.zeros((4, 4, 3), np.uint8))  # e.g. ICT's priors
+    (results / "20-40" / "notes.txt").write_text("x")
+    write_png(results / "20-40" / "stray.png", np.zeros((SIZE, SIZE, 3), np.uint8))
+    write_external(params, "external_out", masks, tmp_path / "after")
+    before, after = (sorted((tmp_path / d).rglob("*.png")) for d in ("before", "after"))
+    assert [p.read_bytes() for p in before] == [p.read_bytes() for p in after] and len(before) > 0
+
+
+def test_a_truncated_result_is_named(masks, tmp_path):
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    name = list(names.values())[3]
+    (results / name).write_bytes((results / name).read_bytes()[:120])  # the header intact, the pixels cut
+    with pytest.raises(ResultsMismatchError, match=rf"1 of {len(names)} .*not usable: {name} \(unreadable: not a "
+                                                   r"readable image"):
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / "samples")
+
+
+def test_an_empty_folder_is_one_line(masks, tmp_path):
+    (tmp_path / "results").mkdir()
+    total = len(result_files(masks, "folder"))
+    with pytest.raises(ResultsMissingError, match=rf"results: empty: none of the {total} expected result files"):
+        write_external(folder_params(tmp_path, tmp_path / "results"), "external_out", masks, tmp_path / "samples")
+
+
+def test_results_named_for_another_mask_set_are_named(masks, tmp_path):
+    """A folder written for another layout (LaMa's names) or another preset's images: the expected files are
+    missing, and the error names what the folder holds instead."""
+    results = tmp_path / "results"
+    lama = fill_folder(masks, results, fmt="lama")
+    total = len(lama)
+    with pytest.raises(ResultsMissingError, match=rf"{total} of {total} expected result file\(s\) missing: .*; it "
+                                                  rf"holds {total} file\(s\) of other names instead \("
+                                                  rf"{sorted(lama.values())[0]}.*another mask set"):
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / "samples")
+
+
+def test_the_command_refuses_a_folder_in_one_line_with_status_2(masks, tmp_path, capsys):
+    from put.cli import main
+
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    mask, name = next(iter(names.items()))
+    save_as(results / name, filled(masks, mask), "16-bit greyscale")
+    folder_params(tmp_path, results)
+    assert main(["external", "--params", str(tmp_path / "params.yaml"), "--variant", "external_out",
+                 "--masks", str(masks), "--out", str(tmp_path / "samples")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("put external: error: ") and f"{name} (16-bit greyscale: write 8-bit" in error
+
+
+@pytest.mark.parametrize("where", ["results", "results/out", "."])
+def test_an_output_that_is_or_holds_the_results_folder_is_refused(masks, tmp_path, where):
+    """The stage replaces its output whole: an --out on, inside or around the results would delete them."""
+    from put.errors import PathError
+
+    results = tmp_path / "results"
+    names = fill_folder(masks, results)
+    with pytest.raises(PathError, match=r"(is|lies inside|holds) the entry's results folder .*give an --out apart"):
+        write_external(folder_params(tmp_path, results), "external_out", masks, tmp_path / where)
+    assert all((results / name).is_file() for name in names.values())

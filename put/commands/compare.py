@@ -34,15 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from put.commands.common import load_cli_params
     from put.compare.output import as_csv, as_json, as_table
-    from put.compare.pairing import bootstrap_of, compare
+    from put.compare.pairing import bootstrap_of, cells_left_out, compare
     from put.compare.results import read_result
 
     preset = args.preset or load_cli_params(args).preset  # a preset named: no params.yaml to read
     results = [read_result(text, preset, args.variant, Path(args.repo)) for text in args.results]
     frame = compare(results, bins=args.bins, method=args.multiplicity)
-    table = as_table(frame, results, bootstrap_of(results[0])[0].level)
-    formats = {"table": lambda: table, "csv": lambda: as_csv(frame), "json": lambda: as_json(frame, results)}
+    left_out = cells_left_out(results, args.bins)
+    table = as_table(frame, results, bootstrap_of(results[0])[0].level, left_out)
+    formats = {"table": lambda: table, "csv": lambda: as_csv(frame), "json": lambda: as_json(frame, results, left_out)}
     print(formats[args.format]().rstrip("\n"))
+    if args.format == "csv" and left_out:  # a CSV has no place for them: a script's log has
+        print("\n".join(left_out), file=sys.stderr)
     if args.mlflow:
         from put.tracking.comparison import log_comparison
 
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
         rows = frame.drop(columns="modes").assign(result=frame["variant"].map(place)).to_dict("records")
         run_id = log_comparison(preset, results[0].name, [r.name for r in results[1:]], rows,
                                 {"comparison.txt": table + "\n", "comparison.csv": as_csv(frame),
-                                 "comparison.json": as_json(frame, results)},
+                                 "comparison.json": as_json(frame, results, left_out)},
                                 {"baseline": results[0].where, **{f"result_{i}": r.where
                                                                   for i, r in enumerate(results[1:], 1)}},
                                 "put compare " + " ".join(shlex.quote(a) for a in sys.argv[2:]))

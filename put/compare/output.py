@@ -17,8 +17,8 @@ from put.stats.multiplicity import CONTROLS, NAMES
 
 MARK = "*"
 COLUMNS = ["variant", "reference", "modes", "group", "metric", "mean_reference", "mean", "difference", "lo", "hi",
-           "p", "p_adjusted", "significant", "n", "units", "no_interval", "unpaired", "family", "family_size",
-           "method"]
+           "p", "p_adjusted", "significant", "n", "dropped", "units", "no_interval", "unpaired", "family",
+           "family_size", "method"]
 
 
 def changes(base: Result, other: Result) -> str:
@@ -50,17 +50,16 @@ def table_rows(frame: pd.DataFrame) -> pd.DataFrame:
                      "difference": _number(row.difference, digits, True), "interval": interval,
                      "p adj.": "<0.001" if row.p_adjusted < 0.001 else _number(row.p_adjusted, 3),
                      "mark": MARK if row.significant else "",
-                     "n": f"{row.n} images, {row.units} sources"})
+                     "n": f"{row.n} images, {row.units} sources" + (f", {row.dropped} not finite" if row.dropped
+                                                                     else "")})
     return pd.DataFrame(rows)
 
 
-def as_table(frame: pd.DataFrame, results: Sequence[Result], level: float) -> str:
-    """The comparison for a terminal."""
+def as_table(frame: pd.DataFrame, results: Sequence[Result], level: float, left_out: Sequence[str] = ()) -> str:
+    """The comparison for a terminal; `left_out`: lines naming the cells only one side has."""
     base = results[0]
     lines = [f"baseline: {base.name} = {base.where}"]
     lines += [f"result:   {r.name} = {r.where}; against the baseline: {changes(base, r)}" for r in results[1:]]
-    if frame.empty:
-        return "\n".join([*lines, "no metric and mask group that both results measured: nothing to compare"])
     method, size = frame["method"].iloc[0], int(frame["family_size"].iloc[0])
     marks = (f"{MARK}: survives {NAMES[method]} at {1 - level:.0%} over the {size} differences tested "
              f"({CONTROLS[method]})" if size else "none has an interval: no mark")
@@ -73,6 +72,10 @@ def as_table(frame: pd.DataFrame, results: Sequence[Result], level: float) -> st
     left = frame.drop_duplicates("variant")
     lines += [f"left out: {row.unpaired} rows of {row.reference} and {row.variant} without a counterpart in the "
               "other (samples one drew and the other did not)" for row in left.itertuples() if row.unpaired]
+    lines += list(left_out)
+    if frame["dropped"].any():
+        lines.append("not finite: pairs left out of both sides where either value is infinite (a perfect fill's "
+                     "PSNR) or missing; n counts the images of the pairs used")
     reasons = sorted({r for r in frame["no_interval"] if isinstance(r, str) and r})
     lines += [""] + [f"no interval, no mark: {reason}" for reason in reasons] if reasons else []
     return "\n".join(lines)
@@ -83,12 +86,13 @@ def as_csv(frame: pd.DataFrame) -> str:
         index=False)
 
 
-def as_json(frame: pd.DataFrame, results: Sequence[Result]) -> str:
-    """The results compared (what each is and changed) and the differences, one record each."""
+def as_json(frame: pd.DataFrame, results: Sequence[Result], left_out: Sequence[str] = ()) -> str:
+    """The results compared (what each is and changed), the cells only one side has, and the differences, one
+    record each."""
     base = results[0]
     records = json.loads(frame.reindex(columns=COLUMNS).rename(
         columns={"variant": "result", "reference": "baseline"}).to_json(orient="records"))
     return json.dumps({"baseline": {"name": base.name, "where": base.where},
                        "results": [{"name": r.name, "where": r.where, "changes": changes(base, r)}
                                    for r in results[1:]],
-                       "differences": records}, indent=2)
+                       "left_out": list(left_out), "differences": records}, indent=2)

@@ -14,7 +14,7 @@ from put.compare.results import Result
 from put.config.evaluation import MetricProtocol
 from put.errors import FileMismatchError, InputError
 from put.metrics.per_image import PIXEL_METRICS
-from put.stats.bootstrap import Bootstrap, finite_mean
+from put.stats.bootstrap import Bootstrap
 from put.stats.differences import KEYS, mark_family, paired_differences
 
 SAMPLED = "top-K"  # the sampled mode, whatever K each result drew with: `k50` of one is paired with `k10` of another
@@ -77,6 +77,18 @@ def check_pairable(results: Sequence[Result]) -> None:
         raise InputError(f"two results or more are needed (the first is the baseline), got {len(results)}")
     if len(set(names)) < len(names):
         raise InputError(f"a result is named twice: {' '.join(names)}")
+    seen: dict[str, str] = {}
+    for result in results:
+        repeated = result.images[result.images.duplicated(KEYS, keep=False)]
+        if len(repeated):
+            first = repeated.iloc[0]
+            raise FileMismatchError(f"{result.where}: {len(repeated)} per-image rows share their mode, group, image "
+                                    f"and sample (e.g. {' '.join(str(first[k]) for k in KEYS)}): each row is paired "
+                                    "by them, so each must be once")
+        if result.where in seen:
+            raise InputError(f"{seen[result.where]} and {result.name} are the same result ({result.where}): a "
+                             "result compared with itself")
+        seen[result.where] = result.name
     base = results[0]
     for other in results[1:]:
         why = None
@@ -102,41 +114,83 @@ def bootstrap_of(result: Result) -> tuple[Bootstrap, str]:
     return Bootstrap.of(protocol), protocol.multiplicity
 
 
-def _means(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Each side's mean per (mode, group) over the rows both have (what the difference compares)."""
-    shared = a[KEYS].merge(b[KEYS], on=KEYS)
-    return pd.concat({side: frame.merge(shared, on=KEYS).groupby(["mode", "group"], sort=False)[list(PIXEL_METRICS)]
-                      .agg(finite_mean) for side, frame in (("a", a), ("b", b))}, axis=1)
+def compared_rows(result: Result, bins: bool) -> pd.DataFrame:
+    """A result's per-image rows as compared: the sampled mode under its pairing name, the fine bins only when
+    asked."""
+    frame = result.images.assign(mode=result.images["mode"].map(pairing_mode))
+    return frame if bins else frame[frame["mode"] != BINS]
+
+
+def _cells(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(zip(frame["mode"], frame["group"])))
+
+
+def _shown(result: Result, cells: Sequence[tuple[str, str]]) -> str:
+    """Cells as `k50 20-40, 40-60; all 10-60`: each mode by the result's own label, with its groups."""
+    modes = dict.fromkeys(mode for mode, _ in cells)
+    return "; ".join(f"{_mode_label(result, mode)} {', '.join(g for m, g in cells if m == mode)}" for mode in modes)
+
+
+def check_overlap(results: Sequence[Result], bins: bool = False) -> None:
+    """Every result shares a mode and mask group with the baseline (a deterministic method's `all` beside a
+    sampled one's `k50` share none), else an error naming what each has."""
+    base = results[0]
+    mine = set(_cells(compared_rows(base, bins)))
+    for other in results[1:]:
+        theirs = _cells(compared_rows(other, bins))
+        if not mine & set(theirs):
+            hint = ("; both have the fine hole-ratio bins, which --bins compares" if not bins and
+                    {BINS} <= set(base.images["mode"]) & set(other.images["mode"]) else "")
+            raise FileMismatchError(
+                f"cannot pair {base.name} and {other.name}: no mode and mask group in common ({base.name} has "
+                f"{_shown(base, _cells(compared_rows(base, bins))) or 'none'}; {other.name} has "
+                f"{_shown(other, theirs) or 'none'}){hint}")
+
+
+def cells_left_out(results: Sequence[Result], bins: bool = False) -> list[str]:
+    """One line per result whose modes and mask groups are not all the baseline's: the cells compared on one side
+    only, so left out of the comparison."""
+    base = results[0]
+    lines = []
+    for other in results[1:]:
+        cells = {r.name: _cells(compared_rows(r, bins)) for r in (base, other)}
+        for one, two in ((base, other), (other, base)):
+            only = [cell for cell in cells[one.name] if cell not in cells[two.name]]
+            if only:
+                lines.append(f"left out: {_shown(one, only)} of {one.name} (not in {two.name})")
+    return lines
 
 
 def compare(results: Sequence[Result], bins: bool = False, method: str | None = None) -> pd.DataFrame:
     """Each result against the first (`variant` its name, `reference` the baseline's) per mode, group and metric:
-    the paired difference (result - baseline) with its interval, p-value and the mark of the correction over all
-    of them (`method`: default the protocol's), `mean_reference` and `mean` the two means, `modes` the two modes'
-    own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in the report:
-    `unpaired` counts them."""
+    the paired difference (result - baseline) over the pairs where both values are finite, with its interval,
+    p-value and the mark of the correction over all of them (`method`: default the protocol's), `mean_reference`
+    and `mean` the two means over those pairs, `n` their images, `dropped` the pairs left out as not finite, `modes`
+    the two modes' own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in
+    the report: `unpaired` counts them; cells only one has are named by `cells_left_out`. Results that share no
+    cell, or no difference, are refused."""
     check_pairable(results)
+    check_overlap(results, bins)
     boot, protocol_method = bootstrap_of(results[0])
     method = method or protocol_method
-    frames = {}
-    for result in results:
-        frame = result.images.assign(mode=result.images["mode"].map(pairing_mode))
-        frames[result.name] = frame if bins else frame[frame["mode"] != BINS]
-    differences = paired_differences({(name, 0): frame for name, frame in frames.items()}, PIXEL_METRICS, boot,
-                                     method, reference=results[0].name)
-    if differences.empty:
-        return differences
+    frames = {result.name: compared_rows(result, bins) for result in results}
     base = results[0]
+    differences = paired_differences({(name, 0): frame for name, frame in frames.items()}, PIXEL_METRICS, boot,
+                                     method, reference=base.name)
+    if differences.empty:
+        raise FileMismatchError(f"cannot pair {base.name} and {' '.join(r.name for r in results[1:])}: no metric "
+                                f"({', '.join(PIXEL_METRICS)}) measured in a mode and mask group they share")
     by_name = {r.name: r for r in results}
-    means = {name: _means(frames[base.name], frames[name]) for name in differences["variant"].unique()}
-    unpaired = {name: len(frames[base.name]) + len(frames[name])
-                - 2 * len(frames[base.name][KEYS].merge(frames[name][KEYS], on=KEYS)) for name in means}
+    unpaired = {}
+    for name in differences["variant"].unique():
+        cells = frames[base.name][["mode", "group"]].drop_duplicates().merge(
+            frames[name][["mode", "group"]].drop_duplicates())
+        sides = [frames[n].merge(cells) for n in (base.name, name)]
+        unpaired[name] = len(sides[0]) + len(sides[1]) - 2 * len(sides[0][KEYS].merge(sides[1][KEYS], on=KEYS))
     extra = []
     for row in differences.itertuples():
-        cell = means[row.variant].loc[(row.mode, row.group)]
         labels = [_mode_label(by_name[name], row.mode) for name in (base.name, row.variant)]
-        extra.append({"mean_reference": cell[("a", row.metric)], "mean": cell[("b", row.metric)],
-                      "modes": labels[0] if labels[0] == labels[1] else f"{labels[0]} vs {labels[1]}",
+        extra.append({"modes": labels[0] if labels[0] == labels[1] else f"{labels[0]} vs {labels[1]}",
                       "unpaired": unpaired[row.variant]})
     order = {r.name: i for i, r in enumerate(results)}
     frame = pd.concat([differences, pd.DataFrame(extra)], axis=1).sort_values(

@@ -1,27 +1,21 @@
-"""A folder of completed images from another codebase, checked against the files the frozen masks call for:
-every one present, a PNG, readable and of the image size, or an error naming the first wrong ones and how many;
-and refused when most results of a mask group hold the ground truth in the hole (the method saw it: docs/external.md,
-"Checks on a folder of results")."""
+"""A folder of completed images from another codebase, checked against the files the frozen masks call for: every
+one present (when some are not, the files of other names the folder holds are named too), a PNG of the image size
+in a pixel format the ground truth allows (put/external/modes.py) and readable, or an error naming the first wrong
+ones and how many (docs/external.md, "Checks on a folder of results")."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from put.data.images import ImageReadError, image_format, read_rgb
-from put.errors import FileMismatchError, MissingFileError
+from put.data.images import ImageReadError, image_format, open_image
+from put.errors import FileMismatchError, MissingFileError, PathError
+from put.external.modes import IHDR, as_rgb, png_header
 
 SHOWN = 5  # files named in an error; the rest are counted
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # a PNG's first eight bytes
-# A result holds the ground truth in its hole when LEAK_PIXELS of its hole pixels lie within LEAK_TOLERANCE grey
-# levels of it on every channel (the tolerance absorbs 8-bit rounding, e.g. of a round trip through [-1, 1] floats);
-# an inpainter that never saw the hole matches that closely only on a flat hole, so a group is refused when more
-# than LEAK_IMAGES of its results do.
-LEAK_TOLERANCE = 2
-LEAK_PIXELS = 0.99
-LEAK_IMAGES = 0.5
 
 
 class ResultsMissingError(MissingFileError):
@@ -29,26 +23,57 @@ class ResultsMissingError(MissingFileError):
 
 
 class ResultsMismatchError(FileMismatchError):
-    """An external method's results are there but not PNGs, unreadable or of the wrong size."""
+    """An external method's results are there but not PNGs, unreadable, of the wrong size or pixel format."""
 
 
 class ResultsLeakError(FileMismatchError):
-    """An external method's results hold the ground truth in the hole: the method saw the pixels it should fill."""
+    """An external method's results hold the ground truth in the hole: the method saw the pixels it should fill
+    (put/external/leaks.py)."""
+
+
+def shown(names: list[str]) -> str:
+    """The first SHOWN names, and "..." when there are more."""
+    return ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
 
 
 def _listing(problems: list[str], total: int, what: str) -> str:
-    shown = ", ".join(problems[:SHOWN]) + (", ..." if len(problems) > SHOWN else "")
-    return f"{len(problems)} of {total} expected result file(s) {what}: {shown}"
+    return f"{len(problems)} of {total} expected result file(s) {what}: {shown(problems)}"
+
+
+def _others(folder: Path, expected: set[str]) -> list[str]:
+    """The files under `folder` whose names the masks do not call for, sorted."""
+    return sorted(name for path in folder.rglob("*") if path.is_file()
+                  and (name := path.relative_to(folder).as_posix()) not in expected)
+
+
+def check_apart(folder: Path, out: Path) -> None:
+    """The samples folder the stage writes (and replaces whole) is neither the results folder, nor inside it, nor
+    around it: replacing it would delete the results."""
+    folder, out = Path(folder).resolve(), Path(out).resolve()
+    where = ("is" if out == folder else "lies inside" if out.is_relative_to(folder) else
+             "holds" if folder.is_relative_to(out) else None)
+    if where is not None:
+        raise PathError(errno.EINVAL, f"{where} the entry's results folder {folder}, and the stage replaces its "
+                        "output whole: give an --out apart from it", str(out))
 
 
 def check_present(folder: Path, files: Iterable[str]) -> None:
-    """Every expected file exists (a stat each, before any image is read)."""
-    files = list(dict.fromkeys(files))
-    if not Path(folder).is_dir():
+    """Every expected file exists (a stat each, before any image is read); when some do not, the error also names
+    the files of other names the folder holds: results named for another mask set, preset or format."""
+    folder, files = Path(folder), list(dict.fromkeys(files))
+    if not folder.is_dir():
         raise ResultsMissingError(f"{folder}: no such folder of results")
-    missing = [f for f in files if not (Path(folder) / f).is_file()]
-    if missing:
-        raise ResultsMissingError(f"{folder}: {_listing(missing, len(files), 'missing')} (names: docs/external.md)")
+    missing = [f for f in files if not (folder / f).is_file()]
+    if not missing:
+        return
+    others = _others(folder, set(files))
+    if len(missing) == len(files) and not others:
+        raise ResultsMissingError(f"{folder}: empty: none of the {len(files)} expected result files (e.g. "
+                                  f"{files[0]}; names: docs/external.md)")
+    instead = (f"; it holds {len(others)} file(s) of other names instead ({shown(others)}): results named for "
+               "another mask set, preset or format?" if others else "")
+    raise ResultsMissingError(f"{folder}: {_listing(missing, len(files), 'missing')}{instead} (names: "
+                              "docs/external.md)")
 
 
 def _content(path: Path) -> str:
@@ -59,41 +84,34 @@ def _content(path: Path) -> str:
     return f"its content is {found}" + (" (lossy: write the results as PNG)" if found == "JPEG" else "")
 
 
-def read_result(path: Path, size: tuple[int, int]) -> np.ndarray | str:
-    """(H, W, 3) uint8, or why the file cannot be used (a result that is not a PNG, whatever its name, is named:
-    a JPEG's losses would be scored as the method's)."""
+def read_result(path: Path, size: tuple[int, int], grey_truth: bool) -> tuple[np.ndarray, str | None] | str:
+    """(H, W, 3) uint8 and the lossless conversion it took (None: read as it is), or why the file cannot be used:
+    a result that is not a PNG, whatever its name (a JPEG's losses would be scored as the method's), one of
+    another size, a truncated or corrupt one, or one in a pixel format its ground truth (`grey_truth`: grey) does
+    not allow."""
     with open(path, "rb") as file:
-        if file.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:
-            return f"not a PNG: {_content(path)}"
+        header = png_header(file.read(IHDR.stop))
+    if header is None:
+        return f"not a PNG: {_content(path)}"
+    if (header.height, header.width) != tuple(size):
+        return f"{header.width}x{header.height}, expected {size[1]}x{size[0]}"
     try:
-        rgb = read_rgb(path)
+        img = open_image(path)
     except ImageReadError as err:
-        return f"unreadable ({err})"
-    return rgb if rgb.shape[:2] == tuple(size) else f"{rgb.shape[1]}x{rgb.shape[0]}, expected {size[1]}x{size[0]}"
-
-
-def holds_ground_truth(result: np.ndarray, truth: np.ndarray, hole: np.ndarray) -> bool:
-    """Whether LEAK_PIXELS of the hole's pixels of `result` lie within LEAK_TOLERANCE of `truth` (H, W, 3 uint8
-    each; `hole` H, W bool)."""
-    if not hole.any():
-        return False
-    close = (np.abs(result.astype(np.int16) - truth.astype(np.int16)) <= LEAK_TOLERANCE).all(axis=-1)
-    return bool(close[hole].mean() >= LEAK_PIXELS)
-
-
-def raise_leaks(folder: Path, leaked: dict[str, list[str]], counts: dict[str, int]) -> None:
-    """One line for the first mask group most of whose results (more than LEAK_IMAGES) hold the ground truth."""
-    for group, files in leaked.items():
-        if len(files) > LEAK_IMAGES * counts[group]:
-            raise ResultsLeakError(
-                f"{folder}: {len(files)} of {counts[group]} results of mask group {group} hold the ground truth in "
-                f"the hole ({LEAK_PIXELS:.0%} of its pixels within {LEAK_TOLERANCE} grey levels; e.g. {files[0]}): "
-                "the method saw the pixels it should fill -- it read the masks with the wrong polarity (the export's "
-                "--hole-value), or it does not blank the hole itself (export its images with --blank; "
-                "docs/external.md)")
+        return f"unreadable: {str(err).removeprefix(f'{path}: ')}"
+    return as_rgb(img, header, grey_truth)
 
 
 def raise_wrong(folder: Path, wrong: dict[str, str], total: int) -> None:
     if wrong:
         described = [f"{name} ({why})" for name, why in wrong.items()]
         raise ResultsMismatchError(f"{folder}: {_listing(described, total, 'not usable')}")
+
+
+def conversion_notice(folder: Path, converted: dict[str, list[str]], total: int) -> str | None:
+    """One line naming the results converted losslessly to 8-bit RGB, by their format (None: none was)."""
+    if not converted:
+        return None
+    kinds = "; ".join(f"{len(files)} {kind} (e.g. {files[0]})" for kind, files in converted.items())
+    count = sum(len(files) for files in converted.values())
+    return f"{folder}: {count} of {total} result(s) converted losslessly to 8-bit RGB: {kinds}"

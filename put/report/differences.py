@@ -1,5 +1,5 @@
 """Captions of paired differences (computed by put/stats/differences.py): how many of a family were tested and
-marked, under which correction, and why some were not."""
+marked, under which correction, why some were not, and which were over fewer pairs (a value not finite)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from put.stats.multiplicity import CONTROLS, NAMES
 def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str, per: str = "") -> str:
     """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`), or of
     several of one size, one `per` mode: how many were tested and marked, under which method, and why some were
-    not (plain text; the caller escapes it)."""
+    not, and which left out pairs whose value is not finite, with the n they used (plain text; the caller escapes
+    it)."""
     counts = (f"{int(differences['p'].notna().sum())} tested; {int(differences['significant'].sum())} marked; it "
               f"controls the {CONTROLS[method]}")
     families = differences["mode"].nunique() if per else 1
@@ -22,4 +23,20 @@ def family_sentence(differences: pd.DataFrame, method: str, level: float, what: 
     reasons = sorted({r for r in differences["no_interval"] if isinstance(r, str) and r})
     if reasons:
         text += f"; not tested: {'; '.join(reasons)}"
-    return text + "."
+    return text + dropped_clause(differences) + "."
+
+
+def dropped_clause(differences: pd.DataFrame) -> str:
+    """How many differences are over fewer pairs than their cell holds (`dropped` > 0: a pair with an infinite or
+    missing value on either side is left out of both), the pairs left out and the images those used; "" if
+    none."""
+    if "dropped" not in differences.columns:  # differences of other statistics (the frontier's): none drops
+        return ""
+    dropped = differences["dropped"].fillna(0)
+    shrunk = differences[dropped > 0]
+    if not len(shrunk):
+        return ""
+    low, high = int(shrunk["n"].min()), int(shrunk["n"].max())
+    return (f"; each difference is over the pairs where both values are finite: {len(shrunk)} of them leave out "
+            f"{int(dropped.sum())} pairs with an infinite (a perfect fill's PSNR) or missing value, n = "
+            f"{low if low == high else f'{low}--{high}'} images")

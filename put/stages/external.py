@@ -1,11 +1,13 @@
 """Stage `external`: one entry of params.yaml's `external` turned into a samples folder like `put sample`'s, which
 the evaluate stage then scores with the variants' code: a folder of another codebase's completed images, checked
-(every file present, readable, of the image size) and converted, or a built-in classical method run on the frozen
-masks (docs/external.md). A folder whose results hold the ground truth in the hole, on most images of a mask group,
-is refused."""
+(every file present, readable, of the image size and a pixel format the ground truth allows) and converted, or a
+built-in classical method run on the frozen masks (docs/external.md). A folder whose results hold the ground truth
+in the hole, on more than a few percent of a mask group's images, is refused; fewer copies, groups likely filled
+for other masks and results converted losslessly are named in one line each."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,9 @@ from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import Params, ParamsError
 from put.data.images import open_image, read_rgb, write_png
 from put.external.builtin import inpaint
-from put.external.folder import check_present, holds_ground_truth, raise_leaks, raise_wrong, read_result
+from put.external.folder import check_apart, check_present, conversion_notice, raise_wrong, read_result
+from put.external.leaks import Agreements, hole_agreement, leak_notice, other_masks_notice
+from put.external.modes import is_grey
 from put.io.files import atomic_dir, atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.export import result_files
@@ -64,34 +68,44 @@ def log_outputs(tracker: NullTracker, params: Params, label: str, masks: Path) -
 
 
 def write_external(params: Params, label: str, masks: Path, out: Path) -> Path:
-    """The samples folder `out` (written whole, or not at all: a missing or wrong file leaves it as it was)."""
+    """The samples folder `out` (written whole, or not at all: a missing or wrong file leaves it as it was). What
+    was converted, and any copy of the ground truth within the share allowed, is printed in one line each."""
     _, entry = entry_of(params, label)
     jobs = external_jobs(params, entry, masks)
     first_gt = masks / "gt" / f"{Path(jobs['mask'].iloc[0]).stem}.png"
     with open_image(first_gt) as opened:
         size = (opened.height, opened.width)
+    folder = Path(entry.folder or ".")
     if entry.folder is not None:
-        check_present(Path(entry.folder), jobs["result"])  # before reading any image
+        check_apart(folder, out)
+        check_present(folder, jobs["result"])  # before reading any image
     wrong: dict[str, str] = {}
-    leaked: dict[str, list[str]] = {}  # mask group -> its results that hold the ground truth in the hole
+    converted: dict[str, list[str]] = {}  # lossless conversion -> the results that took it
+    agreements: Agreements = {}  # how much of the ground truth each result holds in the hole, by mask group
     with atomic_dir(out) as staging:
         # One row per result file: a pair's mask lies in one group, and only its sample k is the row's.
         for row in tqdm(jobs.itertuples(), total=len(jobs), desc=f"external {label}", unit="img"):
             gt = read_rgb(masks / "gt" / f"{Path(row.mask).stem}.png")
             hole = read_mask(masks / row.mask, "hole-white", size)[0].numpy() == 0
             if entry.folder is not None:
-                rgb = read_result(Path(entry.folder) / row.result, size)
-                if isinstance(rgb, str):
-                    wrong[row.result] = rgb
+                read = read_result(folder / row.result, size, is_grey(gt))
+                if isinstance(read, str):
+                    wrong[row.result] = read
                     continue
-                if holds_ground_truth(rgb, gt, hole):
-                    leaked.setdefault(row.group, []).append(row.result)
+                rgb, conversion = read
+                if conversion is not None:
+                    converted.setdefault(conversion, []).append(row.result)
+                if (agreement := hole_agreement(rgb, gt, hole)) is not None:
+                    agreements.setdefault(row.group, {})[row.result] = agreement
             else:
                 rgb = inpaint(entry.method, gt, hole)
             write_png(staging / row.output, rgb)
         # nothing half-converted, nothing leaked: the folder is dropped
-        raise_wrong(Path(entry.folder or "."), wrong, len(jobs))
-        raise_leaks(Path(entry.folder or "."), leaked, jobs["group"].value_counts().to_dict())
+        raise_wrong(folder, wrong, len(jobs))
+        notices = [leak_notice(folder, agreements, jobs["group"].value_counts().to_dict()),
+                   other_masks_notice(folder, agreements), conversion_notice(folder, converted, len(jobs))]
         columns = [c for c in jobs.columns if c != "result"]
         atomic_write_text(staging / SAMPLES_MANIFEST, jobs[columns].to_csv(index=False))
+    for notice in filter(None, notices):
+        print(f"put external: note: {notice}", file=sys.stderr)
     return out / SAMPLES_MANIFEST

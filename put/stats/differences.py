@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 
 from put.config.evaluation import one_rule
-from put.stats.bootstrap import Bootstrap, Interval, difference_interval, finite_mean
+from put.stats.bootstrap import Bootstrap, Interval, difference_interval
 from put.stats.multiplicity import mark
 
 KEYS = ["mode", "group", "image", "sample"]
-COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "units", "replicates", "difference", "lo", "hi",
-           "p", "p_adjusted", "significant", "family", "family_size", "method", "resamples", "variation",
-           "no_interval", "rule"]
+COLUMNS = ["variant", "reference", "mode", "group", "metric", "n", "dropped", "units", "replicates", "mean_reference",
+           "mean", "difference", "lo", "hi", "p", "p_adjusted", "significant", "family", "family_size", "method",
+           "resamples", "variation", "no_interval", "rule"]
 
 
 def interval_fields(bounds: Interval) -> dict[str, Any]:
@@ -44,6 +44,38 @@ def variation(replicates: tuple[int, int]) -> str:
     return images
 
 
+def finite_pairs(frames: list[pd.DataFrame], metric: str) -> tuple[pd.Index, int]:
+    """The rows (indexed by KEYS) where every frame's `metric` is finite, and how many of the rows of the first
+    frame are left out: an infinite PSNR (a perfect fill) or a missing value on one side drops the pair from both,
+    so that both means are over the same rows."""
+    values = pd.concat([frame[metric].astype(float) for frame in frames], axis=1)  # aligned by row
+    finite = np.isfinite(values.to_numpy()).all(axis=1)
+    return values.index[finite], int(len(frames[0]) - finite.sum())
+
+
+def _paired_row(cells: list[list[pd.DataFrame]], metric: str, boot: Bootstrap) -> dict[str, Any]:
+    """One cell's difference of `metric` (cells: per side, variant then reference, its replicates' rows indexed
+    by KEYS) over the pairs where every value is finite: the means, their difference and its interval, the
+    images used (`n`) and the pairs left out (`dropped`)."""
+    used, dropped = finite_pairs([c for side in cells for c in side], metric)
+    a, b = ([c.loc[used] for c in side] for side in cells)
+    counts = (len(a), len(b))
+    sources = cells[0][0]["source"].nunique()
+    fields = {"n": used.get_level_values("image").nunique(), "dropped": dropped, "replicates": min(counts),
+              "variation": variation(counts)}
+    if not len(used):
+        reason = (f"no pair of finite values ({dropped} of {dropped} pairs: a value is infinite, e.g. a perfect "
+                  "fill's PSNR, or missing on one side)")
+        return {**fields, "units": sources, "mean_reference": np.nan, "mean": np.nan, "difference": np.nan,
+                **interval_fields(Interval.missing(reason, sources))}
+    bounds = difference_interval([c[metric].to_numpy(float) for c in a], [c["source"].to_numpy() for c in a],
+                                 [c[metric].to_numpy(float) for c in b], [c["source"].to_numpy() for c in b], boot,
+                                 images=fields["n"])
+    means = [float(np.mean([c[metric].mean() for c in side])) for side in (a, b)]
+    return {**fields, "units": bounds.units, "mean_reference": means[1], "mean": means[0],
+            "difference": means[0] - means[1], **interval_fields(bounds)}
+
+
 def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
                        method: str = "holm", reference: str = "put", name: str = "") -> pd.DataFrame:
     """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
@@ -51,9 +83,10 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
     p-value, whether it survives the family's correction, which sources of variation the interval covers, and the
     compositing rule of both sides.
     `images`: the per-image values of each (variant, seed); every mode of them is one family (`name` labels it).
-    Rows the two variants do not share, and metrics either lacks, are left out. Frames with a `rule` column (the
-    compositing rule of their evaluation, put.stages.evaluate.read_images) are paired only with frames of the
-    same rule: MixedRulesError otherwise."""
+    Rows the two variants do not share, and metrics neither measured, are left out; a difference is over the pairs
+    where both values are finite (`finite_pairs`; `n` their images, `dropped` the pairs left out). Frames with a
+    `rule` column (the compositing rule of their evaluation, put.stages.evaluate.read_images) are paired only with
+    frames of the same rule: MixedRulesError otherwise."""
     labels = sorted({variant for variant, _ in images})
     if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)
@@ -72,22 +105,12 @@ def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tup
         sides = [[f.merge(shared, on=KEYS) for f in (replicates[v] if both else replicates[v][:1])]
                  for v in (variant, reference)]
         for (mode, group), _ in shared.groupby(["mode", "group"], sort=False):
-            cells = [[f[(f["mode"] == mode) & (f["group"] == group)] for f in side] for side in sides]
+            cells = [[f[(f["mode"] == mode) & (f["group"] == group)].set_index(KEYS) for f in side] for side in sides]
             for metric in metrics:
-                a, b = ([c[[metric, "source", "image"]].dropna() for c in side] for side in cells)
-                if any(c.empty for c in (*a, *b)):
-                    continue
-                values = [[c[metric].to_numpy(float) for c in side] for side in (a, b)]
-                units = [[c["source"].to_numpy() for c in side] for side in (a, b)]
-                bounds = difference_interval(values[0], units[0], values[1], units[1], boot,
-                                             images=a[0]["image"].nunique())
-                counts = (len(a), len(b))
+                if all(c[metric].isna().all() for side in cells for c in side):
+                    continue  # a metric neither measured here (LPIPS of a deterministic mode)
                 rows.append({"variant": variant, "reference": reference, "mode": mode, "group": group,
-                             "metric": metric, "n": a[0]["image"].nunique(), "units": bounds.units,
-                             "replicates": min(counts),
-                             "difference": (np.mean([finite_mean(c[metric]) for c in a])
-                                            - np.mean([finite_mean(c[metric]) for c in b])),
-                             **interval_fields(bounds), "variation": variation(counts), "rule": rule})
+                             "metric": metric, **_paired_row(cells, metric, boot), "rule": rule})
     frame = pd.DataFrame(rows, columns=COLUMNS)
     families = []
     for mode, family in frame.groupby("mode", sort=False):
