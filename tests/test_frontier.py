@@ -79,6 +79,29 @@ def test_diversity_needs_enough_samples_and_is_none_for_argmax():
     assert "frontier.samples = 3 gives 3" in study.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
 
 
+def test_a_frontier_difference_leaves_out_the_images_either_side_filled_perfectly():
+    """One infinite PSNR (a perfect fill) among a setting's results: the difference is over the images both sides
+    have finite, by image (argmax has one sample where its reference has several), not a finite mean per side."""
+    from put.stats.bootstrap import Bootstrap
+
+    rng = np.random.default_rng(0)
+    images = [f"img{i:02d}.png" for i in range(60)]
+
+    def frame(samples: int, shift: float) -> pd.DataFrame:
+        rows = [{"image": im, "source": im, "sample": s, "psnr": 20 + i / 10 + shift + rng.normal(0, 0.1)}
+                for i, im in enumerate(images) for s in range(samples)]
+        return pd.DataFrame(rows)
+
+    exact, argmax = frame(3, 0.0), frame(1, 0.5)
+    argmax.loc[0, "psnr"] = np.inf
+    measured = [study.Measured(f, None, None) for f in (argmax, exact)]
+    boot = Bootstrap.of(MetricProtocol(bootstrap_resamples=2000))
+    value, bounds = study.difference("psnr", *measured, boot, boot)
+    kept = argmax["image"] != images[0]
+    expected = argmax.loc[kept, "psnr"].mean() - exact.loc[exact["image"] != images[0], "psnr"].mean()
+    assert value == pytest.approx(expected) and np.isfinite(bounds.lo) and np.isfinite(bounds.hi)
+
+
 @pytest.mark.parametrize("repeats", [1, 2])  # 1: timed once (a TypeError before; the Slurm suite's setting)
 def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, monkeypatch, repeats):
     samples = 4

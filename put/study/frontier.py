@@ -192,8 +192,19 @@ def difference(metric: str, a: Measured, b: Measured, boot: Bootstrap,
         x, y = a.lpips, b.lpips
     else:
         x, y = a.per_image, b.per_image
+    x, y = finite_images(x, y, metric)
+    if x.empty:
+        return None
     return mean_difference(x[metric], y[metric], x["source"].to_numpy(), y["source"].to_numpy(), boot,
                            x["image"].nunique())
+
+
+def finite_images(x: pd.DataFrame, y: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both sides without the images where either has a non-finite `metric` (a perfect fill's PSNR): the two
+    means are then over the same images. By image, not by row: argmax has one sample where its reference has
+    several."""
+    bad = pd.concat([frame.loc[~np.isfinite(frame[metric].astype(float)), "image"] for frame in (x, y)])
+    return x[~x["image"].isin(bad)], y[~y["image"].isin(bad)]
 
 
 def frontier_differences(measured: dict[tuple[str, str], Measured], references: dict[str, str | None],
