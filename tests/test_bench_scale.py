@@ -261,3 +261,31 @@ def test_appending_to_a_missing_corrupt_or_other_file_is_refused(tmp_path, measu
         code, err = _cli(capsys, *args, "--out", str(out))
         assert code == 2 and message in err and "\n" not in err, (case, err)
     assert measured == []
+
+
+def test_a_rerun_without_append_writes_the_file_afresh(tmp_path, measured):
+    out = tmp_path / "scale.json"
+    for _ in range(2):
+        scale.run_scale([1000, 10000], [100, 300], tmp_path / "work", out)
+    again = json.loads(out.read_text())
+    assert [p["train_images"] for p in again["points"]] == [1000, 10000] and len(again["commands"]) == 1
+    assert again["points"][0]["stages"]["split"]["peak_rss_mib"] == 903.0  # the second run's measurement
+
+
+@pytest.mark.parametrize(("content", "words", "message"), [
+    (None, ["--tables-only"], "file not found"),
+    ("[1, 2]", ["--tables-only"], "benchmark 'list', not 'scale_cpu'"),
+    ({"points": []}, ["--tables-only"], "0 size(s) measured; a fit needs two sizes or more"),
+    (None, ["--append", "--sizes", "1000", "--test-images", "100"], "--append: give the file to append to")])
+def test_tables_only_or_append_without_a_usable_file_is_one_line(tmp_path, measured, capsys, content, words,
+                                                                  message):
+    out = tmp_path / "scale.json"
+    if isinstance(content, dict):
+        _file(tmp_path, **content)
+    elif content is not None:
+        out.write_text(content)
+    page = _page(tmp_path)
+    where = ["--out", str(out), "--page", str(page)] if "--tables-only" in words else ["--work", str(tmp_path)]
+    code, err = _cli(capsys, *words, *where)
+    assert code == 2 and message in err and "\n" not in err, err
+    assert MARKERS[0] + "\nold\n" in page.read_text() and measured == []

@@ -43,7 +43,8 @@ FENCE = re.compile(r"^ {0,3}(```|~~~)")
 MANY_DECIMALS = re.compile(r"(?<![\w.])\d+\.\d{3,}(?![\w.])")
 # what makes a block's figures a claim: it, or the block leading into it, names a committed file of results, or
 # says they were measured or are a command's output
-SOURCE = re.compile(r"\b(?:reports|results)/[\w./-]+\.(?:json|csv)\b|\bmeasured\b|\bmeasurements?\b|\boutput\b", re.I)
+SOURCE = re.compile(r"\b(?:reports|results)/[\w./-]+\.(?:json|csv)\b"
+                    r"|\bmeasured\b|\bmeasurements?\b|\boutput\b|\b(?:gives|shows|prints)\b", re.I)
 
 
 def blocks(text: str) -> list[tuple[int, str]]:
