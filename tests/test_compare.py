@@ -197,7 +197,8 @@ def test_results_read_from_git_revisions_and_experiments_without_checkout(tmp_pa
     expected = paired_differences({("a", 0): per_image(), ("b", 0): per_image(shift=0.3, seed=5)},
                                   PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
     np.testing.assert_allclose(found["difference"], expected["difference"])
-    assert read_result("k10-exp", "demo", "put").where == f"DVC experiment k10-exp ({head[:7]}), put"
+    assert read_result("k10-exp", "demo", "put").where == f"DVC experiment k10-exp ({head[:7]}), put; preset " \
+        "demo (--preset: no params.yaml), rule raw (its evaluate.known_pixels)"
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == \
         f"M {metrics_images_file(metrics).as_posix()}"
 
@@ -225,7 +226,8 @@ def test_a_folder_of_metrics_files_and_an_mlflow_run(workspace, tmp_path, mlflow
     run_id = re.search(r"logged to MLflow: run (\w+)", captured.err).group(1)
     run = MlflowClient(mlflow_db).get_run(run_id)
     assert run.data.tags["put.level"] == "comparison" and run.info.status == "FINISHED"
-    assert run.data.params["result_1"] == f"folder {folder}, tok"
+    assert run.data.params["result_1"] == f"folder {folder}, tok; preset demo (its evaluation record), rule raw " \
+        "(its evaluate.known_pixels)"
     key = "result_1/top-K/10-60/psnr/difference"
     assert run.data.metrics[key] == pytest.approx(compare(
         [read_result(f"{folder}:{v}", "demo", "put") for v in ("put", "tok")]).set_index(

@@ -1,0 +1,70 @@
+"""The preset each result of `put compare` is read under: its own params.yaml's (a revision's or experiment's, as
+committed; a workspace's), or, for one without a params.yaml, `--preset`, else the default the stages run with when
+there is none. A folder of metrics files is read under its evaluation record's. Results of different presets are
+refused in one line naming the result that differs and where each preset came from (docs/statistics.md, "Did a
+change help?")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import yaml
+
+from put.config.params import Params
+from put.config.presets import PRESETS
+from put.errors import FileMismatchError, InputError
+
+DEFAULT_PRESET: str = Params.model_fields["preset"].default
+OWN = "its params.yaml"  # the source of a preset read from the result's own parameter file
+RECORD = "its evaluation record"  # the source of a folder of metrics files' preset
+
+
+@dataclass(frozen=True)
+class OwnPreset:
+    """A result's preset and where it came from (its params.yaml, --preset, the default, its record)."""
+
+    preset: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.preset} ({self.source})"
+
+
+def preset_of(params: bytes | None, shown: str, asked: str | None) -> OwnPreset:
+    """The preset a parameter file's bytes name (`shown`: the file, as errors name it), or for none (None) the one
+    asked for, else the default; a file that is not a mapping, or names an unknown preset, is an error naming it."""
+    if params is None:
+        return OwnPreset(asked, "--preset: no params.yaml") if asked else \
+            OwnPreset(DEFAULT_PRESET, "the default: no params.yaml")
+    try:
+        data = yaml.safe_load(params)
+    except yaml.YAMLError as err:
+        raise FileMismatchError(f"{shown}: not valid YAML ({str(err).splitlines()[0]}); expected parameters such "
+                                "as `preset: demo`") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FileMismatchError(f"{shown}: holds a {type(data).__name__}, not a mapping of parameters such as "
+                                "`preset: demo`")
+    preset = data.get("preset", DEFAULT_PRESET)
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise FileMismatchError(f"{shown}: preset {preset!r} is not a known preset (one of {', '.join(PRESETS)})")
+    return OwnPreset(preset, OWN)
+
+
+def check_presets(names: Sequence[str], presets: Sequence[OwnPreset | None], asked: str | None) -> None:
+    """Every result of one preset: `--preset`, when given, and that of the first with one (the baseline, unless
+    it is not known yet: None, a folder of metrics files before its record is read); else an error naming the
+    result that differs."""
+    known = [(name, own) for name, own in zip(names, presets) if own is not None]
+    if not known:
+        return
+    first, base = known[0]
+    for name, own in known:
+        if asked is not None and own.preset != asked:
+            raise InputError(f"{name}: preset {own} vs --preset {asked}: a result is read under its own "
+                             "params.yaml's preset; compare results of one preset")
+        if own.preset != base.preset:
+            raise FileMismatchError(f"cannot pair {first} and {name}: {name}: preset {own} vs {first}: "
+                                    f"{base}; compare results of one preset")
