@@ -31,9 +31,10 @@ class OwnPreset:
         return f"{self.preset} ({self.source})"
 
 
-def preset_of(params: bytes | None, shown: str, asked: str | None) -> OwnPreset:
-    """The preset a parameter file's bytes name (`shown`: the file, as errors name it), or for none (None) the one
-    asked for, else the default; a file that is not a mapping, or names an unknown preset, is an error naming it."""
+def preset_of(params: bytes | None, shown: str, asked: str | None, source: str = OWN) -> OwnPreset:
+    """The preset a parameter file's bytes name (`shown`: the file, as errors name it; `source`: as the result's
+    preset is shown), or for none (None) the one asked for, else the default; a file that is not a mapping, or
+    names an unknown preset, is an error naming it."""
     if params is None:
         return OwnPreset(asked, "--preset: no params.yaml") if asked else \
             OwnPreset(DEFAULT_PRESET, "the default: no params.yaml")
@@ -50,7 +51,7 @@ def preset_of(params: bytes | None, shown: str, asked: str | None) -> OwnPreset:
     preset = data.get("preset", DEFAULT_PRESET)
     if not isinstance(preset, str) or preset not in PRESETS:
         raise FileMismatchError(f"{shown}: preset {preset!r} is not a known preset (one of {', '.join(PRESETS)})")
-    return OwnPreset(preset, OWN)
+    return OwnPreset(preset, source)
 
 
 def check_presets(names: Sequence[str], presets: Sequence[OwnPreset | None], asked: str | None) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from put.compare.presets import DEFAULT_PRESET, RECORD, OwnPreset, check_presets, preset_of
+from put.compare.presets import DEFAULT_PRESET, OWN, RECORD, OwnPreset, check_presets, preset_of
 from put.compare.rules import check_rules, files_rule
 from put.config.paths import (
     METRICS_FILE,
@@ -86,6 +86,7 @@ class Place:
     described: str
     params: str | None = PARAMS
     by_name: bool = False
+    params_source: str = OWN
 
 
 def _folder(root: Path, label: str, params: Path | None) -> Place:
@@ -101,7 +102,8 @@ def _folder(root: Path, label: str, params: Path | None) -> Place:
 
     shown = lambda path: str(params_file if path == PARAMS else root / path)  # noqa: E731
     return Place(read, shown, lambda path: str((root / path).resolve()),
-                 f"{'folder' if by_name else 'workspace'} {root}", None if by_name else PARAMS, by_name)
+                 f"{'folder' if by_name else 'workspace'} {root}", None if by_name else PARAMS, by_name,
+                 f"--params {params}" if params else OWN)
 
 
 def place_of(where: str, label: str, repo: Path, params: Path | None = None) -> Place:
@@ -196,7 +198,7 @@ def read_results(texts: Sequence[str], variant: str, repo: Path = Path("."), pre
                          "the working directory (`.` or `:VARIANT`); a revision or folder is read under its own")
     places = [place_of(where, label, repo, params) for where, label in named]
     presets = [None if place.params is None else preset_of(place.read(place.params), place.shown(place.params),
-                                                           preset) for place in places]
+                                                           preset, place.params_source) for place in places]
     check_presets(texts, presets, preset)
     chosen, why = files_rule([(text, label) for text, (_, label) in zip(texts, named)], rule)
     results = [_read(text, label, place, own or OwnPreset(preset or "", RECORD), chosen, why)
