@@ -301,9 +301,11 @@ def test_revisions_of_another_preset_than_the_workspace_are_read_under_theirs(tm
 
 @pytest.mark.parametrize("params, message", [
     ("preset: nosuch\n", "old:params.yaml: preset 'nosuch' is not a known preset (one of demo, ffhq, "),
-    ("- preset\n", "old:params.yaml: holds a list, not a mapping of parameters such as `preset: demo`"),
-    ("preset: [demo\n", "old:params.yaml: not valid YAML ("),
-], ids=["unknown preset", "not a mapping", "not YAML"])
+    ("- preset\n", "old:params.yaml: expected a mapping (parameters such as `preset: demo`) at the top level, got "
+                   "list"),
+    ("preset: [demo\n", "old:params.yaml: line 2: not valid YAML: "),
+    ("preset: demo\npreset: ffhq\n", "old:params.yaml: line 2: key 'preset' given twice (first at line 1)"),
+], ids=["unknown preset", "not a mapping", "not YAML", "preset twice"])
 def test_a_revision_whose_params_yaml_cannot_say_its_preset_is_named(tmp_path, monkeypatch, capsys, params,
                                                                        message):
     repo = new_repo(tmp_path / "repo")

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
-
 from put.config.params import Params
 from put.config.presets import PRESETS
 from put.errors import FileMismatchError, InputError
+from put.io.yamlfile import parse_yaml_mapping
 
 DEFAULT_PRESET: str = Params.model_fields["preset"].default
 OWN = "its params.yaml"  # the source of a preset read from the result's own parameter file
-RECORD = "its evaluation record"  # the source of a folder of metrics files' preset
+RECORD = "its evaluation record"
+PARAMS_EXPECTED = "parameters such as `preset: demo`"  # the source of a folder of metrics files' preset
 
 
 @dataclass(frozen=True)
@@ -33,21 +33,12 @@ class OwnPreset:
 
 def preset_of(params: bytes | None, shown: str, asked: str | None, source: str = OWN) -> OwnPreset:
     """The preset a parameter file's bytes name (`shown`: the file, as errors name it; `source`: as the result's
-    preset is shown), or for none (None) the one asked for, else the default; a file that is not a mapping, or
-    names an unknown preset, is an error naming it."""
+    preset is shown), or for none (None) the one asked for, else the default; a file that is not YAML, not a
+    mapping, or names an unknown preset, is an error naming it (an empty one too, as for the stages)."""
     if params is None:
         return OwnPreset(asked, "--preset: no params.yaml") if asked else \
             OwnPreset(DEFAULT_PRESET, "the default: no params.yaml")
-    try:
-        data = yaml.safe_load(params)
-    except yaml.YAMLError as err:
-        raise FileMismatchError(f"{shown}: not valid YAML ({str(err).splitlines()[0]}); expected parameters such "
-                                "as `preset: demo`") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise FileMismatchError(f"{shown}: holds a {type(data).__name__}, not a mapping of parameters such as "
-                                "`preset: demo`")
+    data = parse_yaml_mapping(params, shown, PARAMS_EXPECTED)
     preset = data.get("preset", DEFAULT_PRESET)
     if not isinstance(preset, str) or preset not in PRESETS:
         raise FileMismatchError(f"{shown}: preset {preset!r} is not a known preset (one of {', '.join(PRESETS)})")
