@@ -235,10 +235,10 @@ def new_repo(root: Path) -> Path:
 
 
 def experiment(repo: Path, name: str) -> str:
-    """HEAD kept as a DVC experiment `name` (DVC's layout, refs/exps/<2>/<38>/<name>) and HEAD moved back to its
-    parent, as `dvc exp run` leaves the repository: its commit."""
-    head = git(repo, "rev-parse", "HEAD")
-    git(repo, "update-ref", f"refs/exps/{head[:2]}/{head[2:]}/{name}", head)
+    """HEAD kept as a DVC experiment `name` of its parent (DVC's layout: refs/exps/<baseline's 2>/<38>/<name>) and
+    HEAD moved back to that baseline, as `dvc exp run` leaves the repository: the experiment's commit."""
+    head, base = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")
+    git(repo, "update-ref", f"refs/exps/{base[:2]}/{base[2:]}/{name}", head)
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     return head
 
@@ -340,6 +340,30 @@ def test_a_revision_without_params_yaml_is_read_under_the_default_or_the_preset_
     assert "HEAD: preset demo (its params.yaml) vs --preset ffhq" in capsys.readouterr().err
     assert read_result("HEAD~1", "ffhq", "put").where.endswith("preset ffhq (--preset: no params.yaml), rule raw "
                                                                "(its evaluate.known_pixels)")
+
+
+def test_an_experiment_name_two_baselines_share_is_named_and_its_ref_reads_it(tmp_path, monkeypatch, capsys):
+    """`dvc exp run -n dup` on two baselines: the name alone is refused, listing both refs; a ref reads one. A name
+    that is no experiment, revision or folder is refused naming it."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    commit_params(repo, "preset: demo\n", "demo")
+    refs = []
+    for shift in (0.3, 0.6):
+        write_result(repo, "put", per_image(shift=shift, seed=5))
+        commit_params(repo, "preset: demo\n", f"dup {shift}")
+        base = git(repo, "rev-parse", "HEAD~1")
+        experiment(repo, "dup")
+        refs.append(f"refs/exps/{base[:2]}/{base[2:]}/dup")
+        commit_params(repo, "preset: demo\n# a new baseline\n", "next baseline")
+    monkeypatch.chdir(repo)
+    assert main(["compare", "HEAD", "dup"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"put compare: error: 'dup': 2 DVC experiments have this name ({', '.join(sorted(refs))}); " \
+                          "name one by its ref or commit", err
+    assert read_result(refs[1], None, "put").info["preset"] == "demo"
+    assert main(["compare", "HEAD", "no-such-exp"]) == 2
+    assert "error: 'no-such-exp': not a folder, a git revision or a DVC experiment of" in capsys.readouterr().err
 
 
 def test_the_same_files_named_twice_are_refused(tmp_path, monkeypatch, capsys):
