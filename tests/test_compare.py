@@ -1,6 +1,7 @@
 """`put compare`: the report's paired differences between two results of one preset, read from workspaces, folders,
-git revisions and DVC experiments without checking them out; one family over everything compared; refusals, in one
-line naming what differs, of results with other masks, test images or metric protocols."""
+git revisions and DVC experiments without checking them out, each under its own params.yaml's preset and one
+compositing rule's files; one family over everything compared; refusals, in one line naming what differs, of
+results with other presets, rules, masks, test images or metric protocols, and of the same files twice."""
 
 from __future__ import annotations
 

@@ -45,9 +45,9 @@ class Result:
     info: dict
     images: pd.DataFrame
     masks: dict[str, str]
-    preset: str = ""
-    rule: str = ""
-    read_from: str = ""
+    preset: str
+    rule: str
+    read_from: str
 
 
 def split_name(text: str, variant: str) -> tuple[str, str]:
