@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from put.commands.common import add_params_arguments
+from put.compare.rules import RULES
 
 HELP = ("results of one preset (DVC experiments, git revisions, workspaces, variants) compared with the baseline "
         "(the first), paired by test image and mask: differences with intervals and a family-wise correction")
@@ -18,9 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULT",
                         help="WHERE[:VARIANT]: WHERE a DVC experiment (as `dvc exp show` names it), a git revision or "
                              "a folder (a workspace, or a folder of metrics files); empty or `.`: the working "
-                             "directory. VARIANT: the evaluated label (default --variant). The first is the baseline")
+                             "directory. VARIANT: the evaluated label (default --variant). The first is the baseline. "
+                             "Each is read under its own params.yaml's preset; --preset names the one all must "
+                             "have, and that of a result without a params.yaml")
     add_params_arguments(parser)
-    parser.add_argument("--rule", choices=("pasted", "raw"),
+    parser.add_argument("--rule", choices=RULES,
                         help="the compositing rule whose files every result is read under: pasted (the pasted/ "
                              "files, Table 1's rule) or raw (the main files, scored raw); default: the main files, "
                              "or pasted where PUT meets another method (an external_ label)")
