@@ -357,7 +357,8 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
                     if run:
                         self.client.set_terminated(run, status=status)
                 self.client.set_tag(self.run_id, LAST_STATUS, status)
-                if not (self._follow_own() | self._follow_parent()):
+                moved = self._follow_own()
+                if not (self._follow_parent() or moved):
                     return
 
 
