@@ -69,7 +69,7 @@ class ModelLogging:
         checkpoint = Path(checkpoint)
         sha = file_sha256(checkpoint)
         with self.lock:
-            self._current()  # the kept run, when a racer's run of this stage instance was kept instead
+            self._current(now=True)  # the kept run, when a racer's run of this stage instance was kept instead
             model = next((m for m in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind})
                           if m.source_run_id == self.run_id), None)
             # complete once registered (its last step); PENDING or unregistered: cut short, completed below

@@ -43,6 +43,7 @@ from put.tracking.source import code_version, environment_tags, installed_distri
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
+MARK_CHECK_S = 30.0  # how often a logging call looks whether a racer marked its run (a lookup per call: 2x its cost)
 FROM_OUTPUTS_NOTE = ("Logged by `put track` from this stage's outputs: the stage did not run, because DVC found its "
                      "inputs, code and parameters unchanged since dvc.lock. No system metrics; curves come from the "
                      "files the training wrote.")
@@ -151,6 +152,7 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         self.model_id: str | None = None
         self.attempt = int(time.time() * 1000) if attempt is None else attempt
         self.call_time = threading.local()  # the time of the stage's call being logged (called_at), per thread
+        self.checked = time.monotonic()  # when the run's mark was last looked at (_current)
         command = stage.replace("_", "-")
         files = command_sources(command)
         self.code = code or code_version(files)
@@ -223,11 +225,14 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
             if run_id:
                 self.client.update_run(run_id, status="RUNNING")
 
-    def _current(self) -> str:
+    def _current(self, now: bool = False) -> str:
         """The run a call logs into: this host's, or the kept one once a racer has marked this one (_follow_own),
-        taken over as at a claim."""
-        if self._follow_own():
-            self._claim()
+        taken over as at a claim. Looked up again every MARK_CHECK_S (`now`: at once; a claim and an end always
+        look): what is logged meanwhile into a run just marked goes into the kept one with the move."""
+        if now or time.monotonic() - self.checked >= MARK_CHECK_S:
+            self.checked = time.monotonic()
+            if self._follow_own():
+                self._claim()
         return self.run_id
 
     def _experiment(self, name: str) -> str:
