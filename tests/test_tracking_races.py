@@ -49,11 +49,12 @@ def saved_view_runs(client, experiment: str) -> list:
                                             f"and tags.`{DUPLICATE_OF}` IS NULL")
 
 
-def stage_race(monkeypatch) -> tuple[MlflowTracker, MlflowTracker, str]:
+def stage_race(monkeypatch, stage: str = "evaluate", first=None) -> tuple[MlflowTracker, MlflowTracker, str]:
     """Two hosts run `evaluate conv` of one configuration at once (a requeued job beside its dying predecessor).
     X searched for the stage's run and found none; before its own lands, Y's whole start runs (it finds none
     either, creates one, logs its parameters and a first point). X's run gets the smaller id, so X, which sees both,
-    marks Y's run a duplicate of its own: Y has taken the run that was marked. Returns X, Y and Y's first run."""
+    marks Y's run a duplicate of its own: Y has taken the run that was marked. `first(Y)`: what else Y logs
+    before the mark. Returns X, Y and Y's first run."""
     from mlflow.tracking import MlflowClient
 
     no_lock_and_ids(monkeypatch, "descending")
@@ -62,13 +63,15 @@ def stage_race(monkeypatch) -> tuple[MlflowTracker, MlflowTracker, str]:
     def racing_create(client, experiment_id, start_time=None, tags=None, run_name=None):
         if (tags or {}).get("put.level") == "stage" and not hosts:
             hosts["Y"] = None  # Y's own creation lands at once
-            hosts["Y"] = MlflowTracker("demo", "conv", "evaluate", DAG)
+            hosts["Y"] = MlflowTracker("demo", "conv", stage, DAG)
             hosts["Y"].log_params({"ssim_window": 51})
             hosts["Y"].log_metrics({"k50/10-60/psnr": 20.0}, 0)
+            if first:
+                first(hosts["Y"])
         return create_run(client, experiment_id, start_time=start_time, tags=tags, run_name=run_name)
 
     monkeypatch.setattr(MlflowClient, "create_run", racing_create)
-    x = MlflowTracker("demo", "conv", "evaluate", DAG)
+    x = MlflowTracker("demo", "conv", stage, DAG)
     return x, hosts["Y"], hosts["Y"].run_id
 
 
@@ -97,6 +100,22 @@ def test_a_host_whose_stage_run_was_marked_logs_into_the_kept_run_and_leaves_the
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["demo test masks"]
     shown = saved_view_runs(tracking, run.info.experiment_id)
     assert [r.info.run_id for r in shown] == [kept] and shown[0].data.metrics["k50/10-60/psnr"] == 21.0
+
+
+def test_a_model_logged_into_a_run_marked_later_is_an_output_of_the_kept_run(tracking, monkeypatch, tmp_path):
+    """Y logged its checkpoint before X marked Y's run: the kept run lists the model among its outputs, and the
+    model's registered version keeps the alias `current`."""
+    checkpoint = tmp_path / "pvqvae.pt"
+    checkpoint.write_bytes(b"weights" * 100)
+    models = []
+    x, y, marked = stage_race(monkeypatch, "train_pvqvae",
+                              lambda y: models.append(y.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {}, 1)))
+    y.finish()
+    x.finish()
+    outputs = tracking.get_run(x.run_id).outputs.model_outputs
+    assert [m.model_id for m in outputs] == models
+    assert [(m.step, m.value) for m in tracking.get_metric_history(x.run_id, "eval/loss")] == [(1, 0.5)]
+    assert tracking.get_model_version_by_alias("put-demo-conv-pvqvae", "current").source == f"models:/{models[0]}"
 
 
 def test_the_same_stage_run_resolved_twice_keeps_each_record_once(tracking, monkeypatch, tmp_path):
