@@ -1,6 +1,7 @@
 """`put compare`: the report's paired differences between two results of one preset, read from workspaces, folders,
-git revisions and DVC experiments without checking them out; one family over everything compared; refusals, in one
-line naming what differs, of results with other masks, test images or metric protocols."""
+git revisions and DVC experiments without checking them out, each under its own params.yaml's preset and one
+compositing rule's files; one family over everything compared; refusals, in one line naming what differs, of
+results with other presets, rules, masks, test images or metric protocols, and of the same files twice."""
 
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ import pytest
 
 from put.cli import main
 from put.compare.pairing import compare
-from put.compare.results import read_result
+from put.compare.results import read_result, read_results
 from put.config.evaluation import MetricProtocol
-from put.config.paths import METRICS_FILE, masks_dir, metrics_images_file, metrics_info_file, path_of
+from put.config.paths import (
+    METRICS_FILE,
+    masks_dir,
+    metrics_images_file,
+    metrics_info_file,
+    pasted_metrics_file,
+    path_of,
+)
 from put.metrics.per_image import PIXEL_METRICS
 from put.report.differences import family_sentence
 from put.stages.evaluate import read_images
@@ -53,12 +61,16 @@ def per_image(shift: float = 0.0, seed: int = 0, top_k: int = 50, images: int = 
 
 
 def write_result(root: Path, label: str, frame: pd.DataFrame, protocol: MetricProtocol = PROTOCOL,
-                 masks: str | None = "a1b2", **info) -> Path:
-    """The evaluate stage's per-image file and record of `label`, under `root` as in a workspace."""
-    metrics = root / path_of(METRICS_FILE, "demo", label)
+                 masks: str | None = "a1b2", under: str = "demo", pasted: bool = False, **info) -> Path:
+    """The evaluate stage's per-image file and record of `label`, under `root` as in a workspace, at preset
+    `under`'s paths (`pasted`: its files under the pasted rule, in `pasted/`, as the stage writes them beside the
+    main ones)."""
+    metrics = root / path_of(METRICS_FILE, under, label)
+    if pasted:
+        metrics, protocol = pasted_metrics_file(metrics), protocol.model_copy(update={"known_pixels": "pasted"})
     metrics.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(metrics_images_file(metrics), index=False)
-    record = {"variant": label, "seed": 0, "preset": "demo", "protocol": protocol.model_dump(),
+    record = {"variant": label, "seed": 0, "preset": under, "protocol": protocol.model_dump(),
               "sampling": {"top_k": 50, "temperature": 1.0}, "groups": {"20-40": [0.2, 0.4]},
               **({"masks": {"manifest_sha256": masks}} if masks else {}), **info}
     metrics_info_file(metrics).write_text(json.dumps(record))
@@ -198,7 +210,8 @@ def test_results_read_from_git_revisions_and_experiments_without_checkout(tmp_pa
     expected = paired_differences({("a", 0): per_image(), ("b", 0): per_image(shift=0.3, seed=5)},
                                   PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
     np.testing.assert_allclose(found["difference"], expected["difference"])
-    assert read_result("k10-exp", "demo", "put").where == f"DVC experiment k10-exp ({head[:7]}), put"
+    assert read_result("k10-exp", "demo", "put").where == f"DVC experiment k10-exp ({head[:7]}), put; preset " \
+        "demo (--preset: no params.yaml), rule raw (its evaluate.known_pixels)"
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == \
         f"M {metrics_images_file(metrics).as_posix()}"
 
@@ -214,6 +227,255 @@ def test_results_read_from_git_revisions_and_experiments_without_checkout(tmp_pa
     assert "HEAD~1:results/demo/metrics/tok_images.csv: not found in revision HEAD~1" in capsys.readouterr().err
 
 
+def new_repo(root: Path) -> Path:
+    """An empty git repository at `root`, with a committer."""
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    return root
+
+
+def experiment(repo: Path, name: str) -> str:
+    """HEAD kept as a DVC experiment `name` of its parent (DVC's layout: refs/exps/<baseline's 2>/<38>/<name>) and
+    HEAD moved back to that baseline, as `dvc exp run` leaves the repository: the experiment's commit."""
+    head, base = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")
+    git(repo, "update-ref", f"refs/exps/{base[:2]}/{base[2:]}/{name}", head)
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    return head
+
+
+def commit_params(repo: Path, text: str | None, message: str) -> None:
+    """params.yaml set to `text` (None: removed) and committed."""
+    if text is None:
+        (repo / "params.yaml").unlink(missing_ok=True)
+    else:
+        (repo / "params.yaml").write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message, "--allow-empty")
+
+
+def test_an_experiment_that_changed_the_preset_is_read_under_its_own(tmp_path, monkeypatch, capsys):
+    """`dvc exp run -n tp -S preset=demo_tpami config`: the experiment's commit says demo_tpami and still holds the
+    demo files it was branched from. Compared with a demo experiment it is refused, naming tp and where each preset
+    came from, whether or not --preset names one; never +0 from the stale demo files."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    commit_params(repo, "preset: demo\n", "demo")
+    write_result(repo, "put", per_image(shift=0.3, seed=3))
+    commit_params(repo, "preset: demo\n", "base")
+    experiment(repo, "base")
+    commit_params(repo, "preset: demo_tpami\n", "tp: the config stage only")
+    experiment(repo, "tp")
+    (repo / "params.yaml").write_text("preset: demo_tpami\n")  # dvc exp run leaves the workspace so
+    monkeypatch.chdir(repo)
+    assert main(["compare", "base", "tp", "--preset", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert err == "put compare: error: tp: preset demo_tpami (its params.yaml) vs --preset demo: a result is read " \
+                  "under its own params.yaml's preset; compare results of one preset\n"
+    assert main(["compare", "base", "tp"]) == 2
+    err = capsys.readouterr().err
+    assert err == "put compare: error: cannot pair base and tp: tp: preset demo_tpami (its params.yaml) vs base: " \
+                  "demo (its params.yaml); compare results of one preset\n"
+
+
+def test_revisions_of_another_preset_than_the_workspace_are_read_under_theirs(tmp_path, monkeypatch, capsys):
+    """Two experiments of ffhq compared from a workspace whose params.yaml says demo: each read under its own
+    params.yaml (results/ffhq/...), the preset shown for each."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image(), under="ffhq")
+    commit_params(repo, "preset: ffhq\n", "ffhq")
+    write_result(repo, "put", per_image(shift=0.3, seed=4), under="ffhq")
+    commit_params(repo, "preset: ffhq\noverrides: {}\n", "ffhq, better")
+    experiment(repo, "better")
+    (repo / "params.yaml").write_text("preset: demo\n")
+    monkeypatch.chdir(repo)
+    results = read_results(["HEAD", "better"], "put")
+    assert [r.preset for r in results] == ["ffhq", "ffhq"]
+    assert results[1].where.endswith("put; preset ffhq (its params.yaml), rule raw (its evaluate.known_pixels)")
+    expected = paired_differences({("a", 0): per_image(), ("b", 0): per_image(shift=0.3, seed=4)},
+                                  PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
+    np.testing.assert_allclose(compare(results)["difference"], expected["difference"])
+    assert main(["compare", "HEAD", "better", "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert "preset ffhq (its params.yaml)" in record["baseline"]["where"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ("preset: nosuch\n", "old:params.yaml: preset 'nosuch' is not a known preset (one of demo, ffhq, "),
+    ("- preset\n", "old:params.yaml: expected a mapping (parameters such as `preset: demo`) at the top level, got "
+                   "list"),
+    ("preset: [demo\n", "old:params.yaml: line 2: not valid YAML: "),
+    ("preset: demo\npreset: ffhq\n", "old:params.yaml: line 2: key 'preset' given twice (first at line 1)"),
+], ids=["unknown preset", "not a mapping", "not YAML", "preset twice"])
+def test_a_revision_whose_params_yaml_cannot_say_its_preset_is_named(tmp_path, monkeypatch, capsys, params,
+                                                                       message):
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    commit_params(repo, "preset: demo\n", "demo")
+    commit_params(repo, params, "broken params")
+    git(repo, "tag", "old")
+    monkeypatch.chdir(repo)
+    assert main(["compare", "HEAD~1", "old"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("put compare: error: " + message), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_revision_without_params_yaml_is_read_under_the_default_or_the_preset_named(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """A commit without params.yaml: its stages ran with the defaults, so it is read under the default preset, or
+    under --preset; the source of each side's preset is shown. The workspace's params.yaml is not its."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    write_result(repo, "put", per_image(), under="ffhq")
+    commit_params(repo, None, "no params.yaml")
+    write_result(repo, "put", per_image(shift=0.3, seed=4))
+    commit_params(repo, "preset: demo\n", "demo, better")
+    (repo / "params.yaml").write_text("preset: ffhq\n")
+    monkeypatch.chdir(repo)
+    old, new = read_results(["HEAD~1", "HEAD"], "put")
+    assert old.preset == new.preset == "demo" and "preset demo (the default: no params.yaml)" in old.where
+    assert main(["compare", "HEAD~1", "HEAD"]) == 0
+    assert "preset demo (the default: no params.yaml)" in capsys.readouterr().out
+    assert main(["compare", "HEAD~1", "HEAD", "--preset", "ffhq"]) == 2  # HEAD's own says demo
+    assert "HEAD: preset demo (its params.yaml) vs --preset ffhq" in capsys.readouterr().err
+    assert read_result("HEAD~1", "ffhq", "put").where.endswith("preset ffhq (--preset: no params.yaml), rule raw "
+                                                               "(its evaluate.known_pixels)")
+
+
+def test_an_experiment_name_two_baselines_share_is_named_and_its_ref_reads_it(tmp_path, monkeypatch, capsys):
+    """`dvc exp run -n dup` on two baselines: the name alone is refused, listing both refs; a ref reads one. A name
+    that is no experiment, revision or folder is refused naming it."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    commit_params(repo, "preset: demo\n", "demo")
+    refs = []
+    for shift in (0.3, 0.6):
+        write_result(repo, "put", per_image(shift=shift, seed=5))
+        commit_params(repo, "preset: demo\n", f"dup {shift}")
+        base = git(repo, "rev-parse", "HEAD~1")
+        experiment(repo, "dup")
+        refs.append(f"refs/exps/{base[:2]}/{base[2:]}/dup")
+        commit_params(repo, "preset: demo\n# a new baseline\n", "next baseline")
+    monkeypatch.chdir(repo)
+    assert main(["compare", "HEAD", "dup"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"put compare: error: 'dup': 2 DVC experiments have this name ({', '.join(sorted(refs))}); " \
+                          "name one by its ref or commit", err
+    assert read_result(refs[1], None, "put").info["preset"] == "demo"
+    assert main(["compare", "HEAD", "no-such-exp"]) == 2
+    assert "error: 'no-such-exp': not a folder, a git revision or a DVC experiment of" in capsys.readouterr().err
+
+
+def test_the_same_files_named_twice_are_refused(tmp_path, monkeypatch, capsys):
+    """A commit under two names, the working directory under two names: a result compared with itself (all
+    zeros), refused naming both; the working tree against its own commit is a comparison (it may differ)."""
+    repo = new_repo(tmp_path / "repo")
+    write_result(repo, "put", per_image())
+    commit_params(repo, "preset: demo\n", "demo")
+    git(repo, "branch", "other")
+    monkeypatch.chdir(repo)
+    images = metrics_images_file(path_of(METRICS_FILE, "demo", "put")).as_posix()
+    assert main(["compare", "HEAD", "other"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"put compare: error: HEAD and other: both name {images} of commit "), err
+    assert main(["compare", ":put", f"{repo}:put"]) == 2
+    assert f"error: :put and {repo}:put: both name {repo / images}: a result compared with itself" in \
+        capsys.readouterr().err
+    assert main(["compare", "HEAD", "HEAD"]) == 2
+    assert "error: HEAD and HEAD: both name" in capsys.readouterr().err
+    assert main(["compare", "HEAD", "."]) == 0
+
+
+def pasted_and_raw(root: Path) -> None:
+    """PUT (raw by default) and a classical method that pastes the known pixels itself, each with its pasted files:
+    pasting lifts PUT's PSNR by 1 dB (its known region redrawn), the outside method's not at all."""
+    write_result(root, "put", per_image())
+    write_result(root, "put", per_image(shift=1.0), pasted=True)
+    write_result(root, "external_telea", per_image(shift=1.5, seed=7))
+    write_result(root, "external_telea", per_image(shift=1.5, seed=7), pasted=True)
+    write_result(root, "tok", per_image(shift=0.3, seed=2))
+
+
+def test_put_against_an_outside_method_is_compared_under_the_pasted_rule(tmp_path, monkeypatch, capsys):
+    """`:put :external_telea`: raw PUT against a method that pastes would credit the rule (+1.5 dB); the pasted
+    files on both sides give the methods' difference (+0.5), shown with each side's rule; --rule raw is refused,
+    naming both sides."""
+    pasted_and_raw(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    results = read_results([":put", ":external_telea"], "put")
+    assert [r.rule for r in results] == ["pasted", "pasted"]
+    found = compare(results)
+    expected = paired_differences({("a", 0): per_image(shift=1.0), ("b", 0): per_image(shift=1.5, seed=7)},
+                                  PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
+    np.testing.assert_allclose(found["difference"], expected["difference"])
+    assert (found["rule"] == "pasted").all()
+    assert main(["compare", ":put", ":external_telea"]) == 0
+    out = capsys.readouterr().out
+    assert "baseline: :put = workspace ., put; preset demo (the default: no params.yaml), rule pasted (PUT against " \
+           "another method: Table 1's rule)" in out
+    assert main(["compare", ":put", ":external_telea", "--format", "csv"]) == 0
+    assert set(pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))["rule"]) == {"pasted"}
+    assert main(["compare", ":put", ":external_telea", "--rule", "raw"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("put compare: error: --rule raw: :put (PUT's output as its decoder returns it) against "
+                          ":external_telea (another method's results, the input's known pixels pasted back by the "
+                          "method itself) compares compositing rules"), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_rule_selects_the_files_of_revisions_too(tmp_path, monkeypatch, capsys):
+    """--rule pasted reads every result's pasted/ files (a revision's from git, a folder of metrics files' from its
+    pasted/ folder); a result without them is named; main files of two rules are refused without --rule."""
+    repo = new_repo(tmp_path / "repo")
+    pasted_and_raw(repo)
+    commit_params(repo, "preset: demo\n", "base")
+    write_result(repo, "put", per_image(shift=0.2, seed=9))
+    write_result(repo, "put", per_image(shift=2.0, seed=9), pasted=True)
+    commit_params(repo, "preset: demo\n", "change")
+    monkeypatch.chdir(repo)
+    raw = compare(read_results(["HEAD~1", "HEAD"], "put"))
+    pasted = compare(read_results(["HEAD~1", "HEAD"], "put", rule="pasted"))
+    for found, before, after in ((raw, 0.0, 0.2), (pasted, 1.0, 2.0)):
+        expected = paired_differences({("a", 0): per_image(shift=before), ("b", 0): per_image(shift=after, seed=9)},
+                                      PIXEL_METRICS, Bootstrap.of(PROTOCOL), reference="a")
+        np.testing.assert_allclose(found["difference"], expected["difference"])
+    assert (raw["rule"] == "raw").all() and (pasted["rule"] == "pasted").all()
+    folder = repo / "results" / "demo" / "metrics"
+    by_name = read_results([f"{folder}:put", f"{folder}:external_telea"], "put", rule="pasted")
+    assert [r.rule for r in by_name] == ["pasted", "pasted"]
+    assert main(["compare", "HEAD", "HEAD:tok", "--rule", "pasted"]) == 2
+    assert "error: HEAD:results/demo/metrics/pasted/tok_images.csv: not found in revision HEAD (" in \
+        capsys.readouterr().err
+
+    write_result(repo, "tok", per_image(shift=0.3, seed=2), protocol=PROTOCOL.model_copy(
+        update={"known_pixels": "pasted"}))  # its main files scored pasted
+    assert main(["compare", ":put", ":tok"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("put compare: error: cannot pair :put and :tok: :tok: rule pasted (its "
+                          "evaluate.known_pixels) vs :put: raw -- compare under one rule"), err
+    assert main(["compare", ":put", ":tok", "--rule", "raw"]) == 2
+    assert f"error: :tok: {Path('.') / 'results/demo/metrics/tok_images.csv'} is scored under rule pasted" in \
+        capsys.readouterr().err
+    assert [r.rule for r in read_results([":put", ":tok"], "put", rule="pasted")] == ["pasted", "pasted"]
+
+
+def test_the_working_directorys_params_file_applies_to_it_only(workspace, capsys):
+    """--params replaces the working directory's params.yaml (for `.` only: a revision or folder has its own)."""
+    (workspace / "mine.yaml").write_text("preset: ffhq\n")
+    assert main(["compare", ":put", ":tok", "--params", "mine.yaml"]) == 2
+    assert "error: results/ffhq/metrics/put_images.csv: not found in workspace . (expected the evaluation of 'put' " \
+           "for preset ffhq (--params mine.yaml) (is it evaluated there" in capsys.readouterr().err
+    assert main(["compare", ":put", ":tok", "--params", "none.yaml"]) == 2
+    assert "error: none.yaml: parameter file not found (--params, the working directory's)" in \
+        capsys.readouterr().err
+    folder = workspace / "results" / "demo" / "metrics"
+    assert main(["compare", f"{folder}:put", f"{folder}:tok", "--params", "mine.yaml"]) == 2
+    assert "error: --params mine.yaml: the working directory's parameter file, but no result is read from the " \
+           "working directory" in capsys.readouterr().err
+
+
 def test_a_folder_of_metrics_files_and_an_mlflow_run(workspace, tmp_path, mlflow_db, capsys):
     """A folder holding the metrics files themselves (no workspace around them) compares too, and --mlflow logs the
     comparison as a run of the preset's experiment with each difference as a metric."""
@@ -226,7 +488,8 @@ def test_a_folder_of_metrics_files_and_an_mlflow_run(workspace, tmp_path, mlflow
     run_id = re.search(r"logged to MLflow: run (\w+)", captured.err).group(1)
     run = MlflowClient(mlflow_db).get_run(run_id)
     assert run.data.tags["put.level"] == "comparison" and run.info.status == "FINISHED"
-    assert run.data.params["result_1"] == f"folder {folder}, tok"
+    assert run.data.params["result_1"] == f"folder {folder}, tok; preset demo (its evaluation record), rule raw " \
+        "(its evaluate.known_pixels)"
     key = "result_1/top-K/10-60/psnr/difference"
     assert run.data.metrics[key] == pytest.approx(compare(
         [read_result(f"{folder}:{v}", "demo", "put") for v in ("put", "tok")]).set_index(
@@ -405,12 +668,13 @@ def test_a_cell_without_a_finite_pair_has_a_row_saying_why(workspace, capsys, va
 
 def test_a_result_compared_with_itself_is_refused(workspace, capsys):
     """The same result twice, by one name or by two: refused in one line naming both."""
+    images = metrics_images_file(workspace / path_of(METRICS_FILE, "demo", "put"))
     assert main(["compare", ":put", ":put"]) == 2
-    assert capsys.readouterr().err.strip() == "put compare: error: a result is named twice: :put :put"
+    assert capsys.readouterr().err.strip() == f"put compare: error: :put and :put: both name {images}: a result " \
+        "compared with itself"
     assert main(["compare", ":put", ":tok", ".:put"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("put compare: error: :put and .:put are the same result (workspace ., put): a result "
-                           "compared with itself")
+    assert err.strip() == f"put compare: error: :put and .:put: both name {images}: a result compared with itself"
 
 
 def test_a_copy_of_the_baseline_differs_by_exactly_zero(workspace, tmp_path):
@@ -447,6 +711,7 @@ def test_a_row_repeated_in_a_per_image_file_is_refused(workspace, capsys):
     frame = per_image(shift=0.3, seed=2)
     write_result(workspace, "tok", pd.concat([frame, frame.iloc[[5]]]), variant="tok")
     assert main(["compare", ":put", ":tok"]) == 2
+    images = metrics_images_file(workspace / path_of(METRICS_FILE, "demo", "tok"))
     assert capsys.readouterr().err.strip() == (
-        "put compare: error: workspace ., tok: 2 per-image rows share their mode, group, image and sample (e.g. all "
+        f"put compare: error: {images} (:tok): 2 per-image rows share their mode, group, image and sample (e.g. all "
         "20-40 data/demo/splits/images/test/img_005.png 0): each row is paired by them, so each must be once")

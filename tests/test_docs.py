@@ -166,3 +166,14 @@ def test_the_checks_catch_what_they_should(tmp_path):
                                                        "docs/gone.md (no such page)"]
     assert {"demo", "lock", "record", "measure-gpu", "test", "test-slow", "test-slurm"} <= makefile_targets()
     assert "nosuchtarget" not in makefile_targets()
+
+
+def test_every_test_a_docs_page_names_exists():
+    """A page that lists cases with their tests (docs/reliability.md's misuse cases, testing.md) names tests that
+    exist: a renamed or removed test fails here, not silently in the docs."""
+    defined = {m for path in (ROOT / "tests").rglob("test_*.py")
+               for m in re.findall(r"^(?:async )?def (test_\w+)", path.read_text(), re.M)}
+    named = {(page.name, m) for page in (ROOT / "docs").glob("*.md")
+             for m in re.findall(r"(?:::|`)(test_\w+)\b(?!\.py)", page.read_text())}
+    missing = sorted(f"{page}: {name}" for page, name in named if name not in defined)
+    assert not missing, "tests named in the docs that do not exist:\n" + "\n".join(missing)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from put.bench.scale_data import fabricate, write_params
+from put.bench.scale_points import BENCHMARK, check_sizes, earlier_file, merged, read_scale_file
 from put.bench.scale_run import NICE, STAGES, folder_bytes, measured_run, output_of
 from put.config.params import load_params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
@@ -122,34 +123,41 @@ def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | N
               append: bool = False) -> dict:
     """Every size in turn (the smallest first), then the fit; writes `out` (JSON) and the docs table of `page`.
     `only`: these stages (split among them, which the others read); `append`: the sizes join those of `out`'s
-    earlier runs (their commands kept in `commands`)."""
+    earlier runs (their commands kept in `commands`), a size measured before replacing its earlier point."""
     from put.bench.common import environment
     from put.bench.scale_fit import fit, with_scale_tables
 
-    if load_params(None, preset=preset).resolved().data.dataset != "imagenet":
+    config = load_params(None, preset=preset).resolved()
+    if config.data.dataset != "imagenet":
         raise InputError(f"--preset {preset}: the scale benchmark fabricates ImageNet's layout, which takes any "
                          "number of images; choose imagenet, imagenet_tpami256 or imagenet_tpami512")
-    if len(test_sizes) != len(sizes):
-        raise InputError(f"--test-images: {len(test_sizes)} values for {len(sizes)} sizes; give one per --sizes")
+    check_sizes(sizes, test_sizes)
+    if only is not None and "split" not in only:
+        raise InputError(f"--only {' '.join(only)}: the other stages read the split; add split")
+    earlier = earlier_file(out, preset, config.model.image_size) if append else {}
+    points = list(earlier.get("points", []))
+    if page is not None and len({p["train_images"] for p in points} | set(sizes)) < 2:
+        raise InputError(f"--page {page}: its tables fit a line through two sizes or more; give another size "
+                         "(--sizes), or --append to a file that holds one")
     import torch
 
     repo = Path(__file__).resolve().parents[2]
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    if only is not None and "split" not in only:
-        raise InputError(f"--only {' '.join(only)}: the other stages read the split; add split")
-    earlier = read_json(out, "the file `put bench scale` writes") if append and out and Path(out).is_file() else {}
-    points, commands = list(earlier.get("points", [])), list(earlier.get("commands", [earlier.get("command")]))
+    here = environment(torch.device("cpu"), False)
+    # this run's command once, last: a re-run with the same arguments does not list it twice
+    commands = [c for c in earlier.get("commands", [earlier.get("command")]) if c and c != here["command"]]
     for train, test in sorted(zip(sizes, test_sizes)):
         print(f"{preset}: {train} training and {test} test images", flush=True)
-        points.append(measure_size(work, repo, preset, train, test, keep=keep, only=only))
-        points.sort(key=lambda p: (p["train_images"], p["test_images"]))
+        points, replaced = merged(points, measure_size(work, repo, preset, train, test, keep=keep, only=only))
+        if replaced is not None:
+            print(f"  replaces the point of {replaced['train_images']:,} + {replaced['test_images']:,} images "
+                  f"measured before (one point per size)", flush=True)
         here = environment(torch.device("cpu"), False)
-        result = {"benchmark": "scale_cpu", "preset": preset, "nice": NICE, "points": points,
-                  **(fit(points) if len(points) > 1 else {}), **here,
-                  "commands": [c for c in commands if c] + [here["command"]]}
+        result = {"benchmark": BENCHMARK, "preset": preset, "nice": NICE, "points": points,
+                  **(fit(points) if len(points) > 1 else {}), **here, "commands": [*commands, here["command"]]}
         if out is not None:  # after every size: a run cut short keeps what it measured
-            Path(out).write_text(json.dumps(result, indent=2) + "\n")
+            atomic_write_text(Path(out), json.dumps(result, indent=2) + "\n")
     shutil.rmtree(work / "data", ignore_errors=True)
     if page is not None:
         Path(page).write_text(with_scale_tables(Path(page).read_text(), result, str(page)))
@@ -161,8 +169,9 @@ def rewrite_tables(out: Path, page: Path) -> dict:
     (`refit_by` says so), and the tables of `page` from it, measuring nothing."""
     from put.bench.scale_fit import fit, with_scale_tables
 
-    result = read_json(out, "the file `put bench scale` writes")
-    result.update(fit(result["points"]), refit_by=" ".join(["python -m put", *sys.argv[1:]]))
-    Path(out).write_text(json.dumps(result, indent=2) + "\n")
-    page.write_text(with_scale_tables(page.read_text(), result, str(page)))
+    result = read_scale_file(out)
+    result.update(fit(result["points"], str(out)), refit_by=" ".join(["python -m put", *sys.argv[1:]]))
+    text = with_scale_tables(page.read_text(), result, str(page))  # before the file is written: both or neither
+    atomic_write_text(Path(out), json.dumps(result, indent=2) + "\n")
+    page.write_text(text)
     return result

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 
 from put.bench.scale_data import METHOD
+from put.bench.scale_points import check_points
 from put.config import VARIANTS
 from put.config import preset as load_preset
 from put.config.bins import FINE_BINS, TABLE_GROUPS
 from put.data.sources import FFHQ_SIZE, FFHQ_TEST_START, IMAGENET_EVAL_COUNT, PLACES2_NATURE_CATEGORIES
-from put.errors import FileMismatchError
+from put.errors import FileMismatchError, InputError
 
 # The paper presets' data (published counts): training and test images. Places2 as the preset runs it (the
 # authors' 8 natural-scene categories of Places365-challenge: about 238,000 training images, 100 validation
@@ -57,30 +58,38 @@ def exponent(n1: float, c1: float, n2: float, c2: float) -> float | None:
 
 def extrapolate(n1: float, c1: float, n2: float, c2: float, n: float) -> tuple[float, str]:
     """The cost at n from the two largest sizes: fixed + linear through both (the fixed part at least 0), or a
-    power law where the cost grew faster than POWER_ABOVE."""
+    power law where the cost grew faster than POWER_ABOVE. Two equal sizes draw no line: refused."""
+    if n1 == n2:
+        raise InputError(f"sizes {n1:,} and {n2:,}: equal; a line through two points needs two different sizes")
     e = exponent(n1, c1, n2, c2)
     if e is not None and e > POWER_ABOVE:
         return c2 * (n / n2) ** e, f"power law, exponent {e:.2f}"
-    slope = (c2 - c1) / (n2 - n1) if n2 != n1 else c2 / n2
+    slope = (c2 - c1) / (n2 - n1)
     fixed = max(c2 - slope * n2, 0.0)
     return fixed + max(slope, 0.0) * n, "fixed + linear"
 
 
 def _rows(points: list[dict]) -> dict[str, list[tuple[int, dict]]]:
-    """Per stage (and bookkeeping row), its (items, row) at each size, smallest first."""
-    found: dict[str, list[tuple[int, dict]]] = {}
+    """Per stage (and bookkeeping row), its (items, row) at each distinct item count, smallest first. Two sizes
+    can give a stage the same items (the masks of two sizes with the same test images): the larger size's row is
+    kept, so that no exponent or line is drawn between equal item counts."""
+    found: dict[str, dict[int, dict]] = {}
     for point in sorted(points, key=lambda p: p["train_images"]):
         for key, row in point["stages"].items():
-            found.setdefault(key, []).append((row["items"], row))
+            found.setdefault(key, {})[row["items"]] = row
         for key, row in point["bookkeeping"].items():
             items = point["stages"][row.get("serves") or "split"]["items"]  # planning: the images listed
-            found.setdefault(key, []).append((items, row))
-    return found
+            found.setdefault(key, {})[items] = row
+    return {key: sorted(rows.items(), key=lambda item: item[0]) for key, rows in found.items()}
 
 
-def fit(points: list[dict]) -> dict:
+def fit(points: list[dict], name: str = "the scale benchmark's points") -> dict:
     """Per stage: CPU ms per item at each size, the exponents of CPU time and peak memory between consecutive
-    sizes; per paper preset, the extrapolated CPU hours and peak memory of each stage (labelled)."""
+    sizes; per paper preset, the extrapolated CPU hours and peak memory of each stage (labelled). `points` are
+    checked first (check_points; `name`: where they come from); a fit needs two sizes or more."""
+    check_points(points, name)
+    if len(points) < 2:
+        raise InputError(f"{name}: {len(points)} size(s) measured; a fit needs two sizes or more")
     by_stage = _rows(points)
     stages = {}
     for key, series in by_stage.items():

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from put.commands.common import add_params_arguments
+from put.compare.rules import RULES
 
 HELP = ("results of one preset (DVC experiments, git revisions, workspaces, variants) compared with the baseline "
         "(the first), paired by test image and mask: differences with intervals and a family-wise correction")
@@ -18,8 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULT",
                         help="WHERE[:VARIANT]: WHERE a DVC experiment (as `dvc exp show` names it), a git revision or "
                              "a folder (a workspace, or a folder of metrics files); empty or `.`: the working "
-                             "directory. VARIANT: the evaluated label (default --variant). The first is the baseline")
+                             "directory. VARIANT: the evaluated label (default --variant). The first is the baseline. "
+                             "Each is read under its own params.yaml's preset; --preset names the one all must "
+                             "have, and that of a result without a params.yaml")
     add_params_arguments(parser)
+    parser.add_argument("--rule", choices=RULES,
+                        help="the compositing rule whose files every result is read under: pasted (the pasted/ "
+                             "files, Table 1's rule) or raw (the main files, scored raw); default: the main files, "
+                             "or pasted where PUT meets another method (an external_ label)")
     parser.add_argument("--variant", default="put", help="the variant of a RESULT that names none (default put)")
     parser.add_argument("--repo", default=".", help="the git repository revisions and experiments are read from")
     parser.add_argument("--format", choices=FORMATS, default="table", help="a table (default), or CSV or JSON")
@@ -32,13 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.commands.common import load_cli_params
     from put.compare.output import as_csv, as_json, as_table
     from put.compare.pairing import bootstrap_of, cells_left_out, compare
-    from put.compare.results import read_result
+    from put.compare.results import read_results
 
-    preset = args.preset or load_cli_params(args).preset  # a preset named: no params.yaml to read
-    results = [read_result(text, preset, args.variant, Path(args.repo)) for text in args.results]
+    # each result under its own params.yaml's preset (--preset: the one they must have, or for one without it)
+    results = read_results(args.results, args.variant, Path(args.repo), args.preset, args.rule,
+                           Path(args.params) if args.params else None)
+    preset = results[0].preset
     frame = compare(results, bins=args.bins, method=args.multiplicity)
     left_out = cells_left_out(results, args.bins)
     table = as_table(frame, results, bootstrap_of(results[0])[0].level, left_out)

@@ -18,7 +18,7 @@ from put.stats.multiplicity import CONTROLS, NAMES
 MARK = "*"
 COLUMNS = ["variant", "reference", "modes", "group", "metric", "mean_reference", "mean", "difference", "lo", "hi",
            "p", "p_adjusted", "significant", "n", "dropped", "units", "no_interval", "unpaired", "family",
-           "family_size", "method"]
+           "family_size", "method", "rule"]
 
 
 def changes(base: Result, other: Result) -> str:

@@ -77,18 +77,14 @@ def check_pairable(results: Sequence[Result]) -> None:
         raise InputError(f"two results or more are needed (the first is the baseline), got {len(results)}")
     if len(set(names)) < len(names):
         raise InputError(f"a result is named twice: {' '.join(names)}")
-    seen: dict[str, str] = {}
     for result in results:
         repeated = result.images[result.images.duplicated(KEYS, keep=False)]
         if len(repeated):
             first = repeated.iloc[0]
-            raise FileMismatchError(f"{result.where}: {len(repeated)} per-image rows share their mode, group, image "
-                                    f"and sample (e.g. {' '.join(str(first[k]) for k in KEYS)}): each row is paired "
-                                    "by them, so each must be once")
-        if result.where in seen:
-            raise InputError(f"{seen[result.where]} and {result.name} are the same result ({result.where}): a "
-                             "result compared with itself")
-        seen[result.where] = result.name
+            row = " ".join(str(first[k]) for k in KEYS)
+            raise FileMismatchError(f"{result.read_from} ({result.name}): {len(repeated)} per-image rows share "
+                                    f"their mode, group, image and sample (e.g. {row}): each row is paired by them, "
+                                    "so each must be once")
     base = results[0]
     for other in results[1:]:
         why = None

@@ -1,30 +1,43 @@
 """The results `put compare` reads: one variant's evaluation (its per-image values and its record, `_info.json`)
 in a workspace or a folder of metrics files, or in a git revision or DVC experiment, read from git's objects
-without checking it out (put/io/revisions.py). A result is named `WHERE[:VARIANT]`: WHERE a folder, a revision or
-an experiment (empty: the working directory), VARIANT its evaluated label (default `--variant`)."""
+without checking it out (put/io/revisions.py), each under its own params.yaml's preset (presets.py) and one
+compositing rule's files (rules.py). A result is named `WHERE[:VARIANT]`: WHERE a folder, a revision or an
+experiment (empty: the working directory), VARIANT its evaluated label (default `--variant`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from put.config.paths import METRICS_FILE, masks_dir, metrics_images_file, metrics_info_file, path_of
-from put.errors import FileMismatchError, MissingFileError
+from put.compare.presets import DEFAULT_PRESET, OWN, RECORD, OwnPreset, check_presets, preset_of
+from put.compare.rules import check_rules, files_rule
+from put.config.paths import (
+    METRICS_FILE,
+    masks_dir,
+    metrics_images_file,
+    metrics_info_file,
+    pasted_metrics_file,
+    path_of,
+)
+from put.errors import FileMismatchError, InputError, MissingFileError
 from put.io.revisions import resolve
-from put.metrics.per_image import read_per_image, recorded_masks
+from put.metrics.per_image import read_per_image, recorded_masks, rule_of
 
 DVC_LOCK = "dvc.lock"
+PARAMS = "params.yaml"
 
 
 @dataclass(frozen=True)
 class Result:
-    """One evaluated result: what the user called it, where it was read, its label, its evaluation record and
-    per-image values, and what identifies its masks (by kind: the record's digest, dvc.lock's hash)."""
+    """One evaluated result: what the user called it, where it was read (the place, label, preset and rule, each
+    with where it came from), its label, its evaluation record and per-image values (a `rule` column: the
+    compositing rule they were scored under), what identifies its masks (by kind: the record's digest, dvc.lock's
+    hash), its preset and rule, and what identifies the file its values were read from (a commit's path, a file)."""
 
     name: str
     where: str
@@ -32,6 +45,9 @@ class Result:
     info: dict
     images: pd.DataFrame
     masks: dict[str, str]
+    preset: str
+    rule: str
+    read_from: str
 
 
 def split_name(text: str, variant: str) -> tuple[str, str]:
@@ -40,12 +56,6 @@ def split_name(text: str, variant: str) -> tuple[str, str]:
         return text or ".", variant
     where, label = text.rsplit(":", 1)
     return where or ".", label or variant
-
-
-def _files(preset: str, label: str) -> tuple[str, str, str]:
-    """The metrics file, its record and its per-image values, relative to a workspace's root."""
-    metrics = path_of(METRICS_FILE, preset, label)
-    return metrics.as_posix(), metrics_info_file(metrics).as_posix(), metrics_images_file(metrics).as_posix()
 
 
 def _masks_from_lock(lock: bytes | None, metrics: str, masks: str) -> str | None:
@@ -63,44 +73,143 @@ def _masks_from_lock(lock: bytes | None, metrics: str, masks: str) -> str | None
     return None
 
 
-def _folder(root: Path, images_file: str) -> tuple[Callable[[str], bytes | None], Callable[[str], str], str]:
-    """Reading a workspace (the files under their paths), or a folder of metrics files (the files by name; no
-    dvc.lock): how to read a file, how to name it, how to name the folder."""
-    workspace = (root / images_file).is_file() or not (root / Path(images_file).name).is_file()
+@dataclass(frozen=True)
+class Place:
+    """Where a result's files are read: how to read one (its bytes, None when absent), name it and identify it
+    (the same file read under two names: a commit's path, a file's resolved path), what the place is, its parameter
+    file and whether it is a folder of metrics files (the files by name, not by their paths in a workspace; no
+    dvc.lock, no params.yaml)."""
 
-    def locate(path: str) -> Path | None:
-        return root / path if workspace else None if path == DVC_LOCK else root / Path(path).name
+    read: Callable[[str], bytes | None]
+    shown: Callable[[str], str]
+    identity: Callable[[str], str]
+    described: str
+    params: str | None = PARAMS
+    by_name: bool = False
+    params_source: str = OWN
+
+
+def _folder(root: Path, label: str, params: Path | None) -> Place:
+    """A workspace (the files under their paths), or a folder of metrics files: one with `label`'s per-image
+    values at its top and no params.yaml."""
+    name = metrics_images_file(path_of(METRICS_FILE, "", label)).name
+    by_name = params is None and (root / name).is_file() and not (root / PARAMS).is_file()
+    params_file = params or root / PARAMS
 
     def read(path: str) -> bytes | None:
-        file = locate(path)
-        return file.read_bytes() if file is not None and file.is_file() else None
+        file = params_file if path == PARAMS else root / path
+        return file.read_bytes() if file.is_file() else None
 
-    return read, lambda path: str(locate(path) or root / path), f"{'workspace' if workspace else 'folder'} {root}"
+    shown = lambda path: str(params_file if path == PARAMS else root / path)  # noqa: E731
+    return Place(read, shown, lambda path: str((root / path).resolve()),
+                 f"{'folder' if by_name else 'workspace'} {root}", None if by_name else PARAMS, by_name,
+                 f"--params {params}" if params else OWN)
 
 
-def read_result(text: str, preset: str, variant: str, repo: Path = Path(".")) -> Result:
-    """The result `text` names (WHERE[:VARIANT]) of `preset`; a missing file is an error naming it and where it was
-    looked for."""
-    where, label = split_name(text, variant)
-    metrics, info_file, images_file = _files(preset, label)
+def place_of(where: str, label: str, repo: Path, params: Path | None = None) -> Place:
+    """The place WHERE names: a folder, else a git revision or DVC experiment of `repo`. `params`: the working
+    directory's parameter file (--params), for `.`."""
     if Path(where).is_dir():
-        read, shown, described = _folder(Path(where), images_file)
-    else:
-        revision = resolve(where, repo)
-        read, shown, described = revision.read, revision.shown, revision.describe()
-    raw_images, raw_info = read(images_file), read(info_file)
-    for raw, path in ((raw_images, images_file), (raw_info, info_file)):
-        if raw is None:
-            raise MissingFileError(f"{shown(path)}: not found in {described} (expected the evaluation of {label!r} "
-                                   f"for preset {preset!r}: is it evaluated there, and is the variant right?)")
+        own = params if params is not None and Path(where).resolve() == Path(".").resolve() else None
+        if own is not None and not own.is_file():
+            raise MissingFileError(f"{own}: parameter file not found (--params, the working directory's)")
+        return _folder(Path(where), label, own)
+    revision = resolve(where, repo)
+    return Place(revision.read, revision.shown, lambda path: f"{path} of commit {revision.commit[:7]}",
+                 revision.describe())
+
+
+def _files(preset: str, label: str, pasted: bool, by_name: bool) -> tuple[str, str, str]:
+    """The metrics file, its record and its per-image values under the main or the pasted rule, relative to a
+    workspace's root (or, `by_name`, to the folder of metrics files)."""
+    main = path_of(METRICS_FILE, preset, label)
+    metrics = pasted_metrics_file(main) if pasted else main
+    files = [metrics, metrics_info_file(metrics), metrics_images_file(metrics)]
+    return tuple((f.relative_to(main.parent) if by_name else f).as_posix() for f in files)  # type: ignore[return-value]
+
+
+def _read_files(place: Place, preset: str, label: str, pasted: bool) -> tuple[bytes, dict, str] | None:
+    """The per-image values, the record and the per-image file's path of one rule's files; None when absent."""
+    _, info_file, images_file = _files(preset, label, pasted, place.by_name)
+    raw_images, raw_info = place.read(images_file), place.read(info_file)
+    if raw_images is None or raw_info is None:
+        return None
     try:
         info = json.loads(raw_info)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FileMismatchError(f"{shown(info_file)}: not valid JSON ({err}); expected the record `put evaluate` "
-                                "writes") from None
+        raise FileMismatchError(f"{place.shown(info_file)}: not valid JSON ({err}); expected the record `put "
+                                "evaluate` writes") from None
     if not isinstance(info, dict) or not isinstance(info.get("protocol"), dict):
-        raise FileMismatchError(f"{shown(info_file)}: no metric protocol recorded -- re-run the evaluate stage")
+        raise FileMismatchError(f"{place.shown(info_file)}: no metric protocol recorded -- re-run the evaluate "
+                                "stage")
+    return raw_images, info, images_file
+
+
+def _missing(place: Place, preset: OwnPreset, label: str, pasted: bool) -> MissingFileError:
+    _, info_file, images_file = _files(preset.preset, label, pasted, place.by_name)
+    path = next(p for p in (images_file, info_file) if place.read(p) is None)
+    what = "under the pasted rule (the evaluate stage writes them beside its main files: re-run it)" if pasted \
+        else "(is it evaluated there, and is the variant right?)"
+    return MissingFileError(f"{place.shown(path)}: not found in {place.described} (expected the evaluation of "
+                            f"{label!r} for preset {preset} {what})")
+
+
+def read_result(text: str, preset: str | None, variant: str, repo: Path = Path("."), rule: str | None = None,
+                params: Path | None = None) -> Result:
+    """The one result `text` names (WHERE[:VARIANT]), as `read_results` reads it."""
+    return read_results([text], variant, repo, preset, rule, params)[0]
+
+
+def _read(name: str, label: str, place: Place, own: OwnPreset, rule: str | None, why: str) -> Result:
+    """One result's files under `own` preset and `rule` (None: its main files), checked."""
+    pasted = rule == "pasted"
+    found = _read_files(place, own.preset, label, pasted)
+    if found is None and pasted:  # main files scored pasted are the pasted files
+        main = _read_files(place, own.preset, label, False)
+        found = main if main is not None and rule_of(main[1]) == "pasted" else None
+    if found is None:
+        raise _missing(place, own, label, pasted)
+    raw_images, info, images_file = found
+    recorded = rule_of(info)
+    if rule is not None and recorded != rule:
+        raise FileMismatchError(f"{name}: {place.shown(images_file)} is scored under rule {recorded} (its "
+                                f"evaluate.known_pixels), not {rule}: no {rule} files to compare -- compare under "
+                                f"--rule {recorded}")
+    if place.by_name:  # no params.yaml: the preset its record names (checked against the others' by the caller)
+        own = OwnPreset(str(info.get("preset", own.preset or DEFAULT_PRESET)), RECORD)
+    metrics = path_of(METRICS_FILE, own.preset, label).as_posix()
     masks = {"record": recorded_masks(info),
-             DVC_LOCK: _masks_from_lock(read(DVC_LOCK), metrics, masks_dir(preset).as_posix())}
-    return Result(text, f"{described}, {label}", label, info, read_per_image(raw_images, shown(images_file)),
-                  {kind: value for kind, value in masks.items() if value})
+             DVC_LOCK: None if place.by_name else _masks_from_lock(place.read(DVC_LOCK), metrics,
+                                                                   masks_dir(own.preset).as_posix())}
+    images = read_per_image(raw_images, place.shown(images_file)).assign(rule=recorded)
+    return Result(name, f"{place.described}, {label}; preset {own}, rule {recorded} ({why})", label, info, images,
+                  {kind: value for kind, value in masks.items() if value}, own.preset, recorded,
+                  place.identity(images_file))
+
+
+def read_results(texts: Sequence[str], variant: str, repo: Path = Path("."), preset: str | None = None,
+                 rule: str | None = None, params: Path | None = None) -> list[Result]:
+    """The results `texts` name, each under its own preset (one for all: else an error naming the result that
+    differs) and one compositing rule's files (rules.py); the same files named twice are an error."""
+    named = [split_name(text, variant) for text in texts]
+    if params is not None and not any(Path(where).resolve() == Path(".").resolve() for where, _ in named
+                                      if Path(where).is_dir()):
+        raise InputError(f"--params {params}: the working directory's parameter file, but no result is read from "
+                         "the working directory (`.` or `:VARIANT`); a revision or folder is read under its own")
+    places = [place_of(where, label, repo, params) for where, label in named]
+    presets = [None if place.params is None else preset_of(place.read(place.params), place.shown(place.params),
+                                                           preset, place.params_source) for place in places]
+    check_presets(texts, presets, preset)
+    chosen, why = files_rule([(text, label) for text, (_, label) in zip(texts, named)], rule)
+    results = [_read(text, label, place, own or OwnPreset(preset or "", RECORD), chosen, why)
+               for text, (_, label), place, own in zip(texts, named, places, presets)]
+    check_presets(texts, [OwnPreset(r.preset, RECORD if p is None else p.source) for r, p in zip(results, presets)],
+                  preset)
+    check_rules(texts, [r.rule for r in results])
+    seen: dict[str, str] = {}
+    for result in results:
+        if result.read_from in seen:
+            raise InputError(f"{seen[result.read_from]} and {result.name}: both name {result.read_from}: a result "
+                             "compared with itself")
+        seen[result.read_from] = result.name
+    return results

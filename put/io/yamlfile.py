@@ -44,7 +44,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def _decode(path: Path, raw: bytes) -> str:
+def _decode(path: str | os.PathLike, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -60,23 +60,36 @@ def read_yaml(path: str | os.PathLike, expected: str) -> Any:
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"{path}: file not found (expected {expected})")
-    text = _decode(path, path.read_bytes())
+    return parse_yaml(path.read_bytes(), path, expected)
+
+
+def parse_yaml(raw: bytes, where: str | os.PathLike, expected: str) -> Any:
+    """`read_yaml` of a file's bytes read elsewhere (a git revision's copy); `where` names it in the errors."""
+    text = _decode(where, raw)
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        where = f"line {mark.line + 1}: " if mark is not None else ""
+        line = f"line {mark.line + 1}: " if mark is not None else ""
         what = err.problem if isinstance(err, _DuplicateKey) else f"not valid YAML: {err.problem or err.context}"
-        raise YamlFileError(f"{path}: {where}{what} (expected {expected})") from None
+        raise YamlFileError(f"{where}: {line}{what} (expected {expected})") from None
     except yaml.YAMLError as err:
-        raise YamlFileError(f"{path}: not valid YAML: {err} (expected {expected})") from None
+        raise YamlFileError(f"{where}: not valid YAML: {err} (expected {expected})") from None
 
 
 def read_yaml_mapping(path: str | os.PathLike, expected: str, empty_ok: bool = False) -> dict:
     """A YAML file whose top level is a mapping. An empty file is an error unless `empty_ok` (then {})."""
-    data = read_yaml(path, expected)
+    return _mapping(read_yaml(path, expected), path, expected, empty_ok)
+
+
+def parse_yaml_mapping(raw: bytes, where: str | os.PathLike, expected: str, empty_ok: bool = False) -> dict:
+    """`read_yaml_mapping` of a file's bytes read elsewhere (a git revision's copy); `where` names it."""
+    return _mapping(parse_yaml(raw, where, expected), where, expected, empty_ok)
+
+
+def _mapping(data: Any, where: str | os.PathLike, expected: str, empty_ok: bool) -> dict:
     if data is None and not empty_ok:
-        raise YamlFileError(f"{path}: the file is empty (expected {expected})")
+        raise YamlFileError(f"{where}: the file is empty (expected {expected})")
     if data is not None and not isinstance(data, dict):
-        raise YamlFileError(f"{path}: expected a mapping ({expected}) at the top level, got {type(data).__name__}")
+        raise YamlFileError(f"{where}: expected a mapping ({expected}) at the top level, got {type(data).__name__}")
     return data or {}

@@ -41,3 +41,10 @@ def recorded_masks(info: dict) -> str | None:
     record = info.get(MASKS)
     return f"manifest sha256 {record['manifest_sha256']}" if isinstance(record, dict) and \
         "manifest_sha256" in record else None
+
+
+def rule_of(info: dict) -> str:
+    """The compositing rule an evaluation's info record says its numbers were scored under (one written before
+    the rule was recorded scored the results as returned: raw)."""
+    protocol = info.get("protocol")
+    return str(protocol.get("known_pixels", "raw")) if isinstance(protocol, dict) else "raw"

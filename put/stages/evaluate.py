@@ -27,7 +27,7 @@ from put.metrics.cells import BOUNDS, Cells
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
 from put.metrics.image import metrics_table, paste_known
-from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image
+from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image, rule_of
 from put.metrics.summary import PIXEL_METRICS, fid_summary, mean_summary, pixel_summaries, unmeasured
 from put.stages.sample import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
@@ -188,13 +188,6 @@ def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
     columns = ["variant", "bin", "hole_ratio", *(f"{m}{end}" for m in (*PIXEL_METRICS, "fid", "lpips")
                                                 for end in ("", *(f"_{b}" for b in BOUNDS)))]
     return pd.DataFrame(rows, columns=columns)
-
-
-def rule_of(info: dict) -> str:
-    """The compositing rule an evaluation's info record says its numbers were scored under (one written before
-    the rule was recorded scored the results as returned: raw)."""
-    protocol = info.get("protocol")
-    return str(protocol.get("known_pixels", "raw")) if isinstance(protocol, dict) else "raw"
 
 
 def read_images(metrics: Path) -> pd.DataFrame:

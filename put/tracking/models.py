@@ -52,6 +52,7 @@ class ModelLogging:
     dag_id: str
     seed: int
     model_id: str | None
+    _current: Any  # the run a call logs into (MlflowTracker._current)
 
     def _models(self, **tags: str) -> list:
         found = self.client.search_logged_models([self.experiment], filter_string=tag_filter(tags), max_results=100)
@@ -68,6 +69,7 @@ class ModelLogging:
         checkpoint = Path(checkpoint)
         sha = file_sha256(checkpoint)
         with self.lock:
+            self._current(now=True)  # the kept run, when a racer's run of this stage instance was kept instead
             model = next((m for m in self._models(**{"put.checkpoint_sha256": sha, "put.kind": kind})
                           if m.source_run_id == self.run_id), None)
             # complete once registered (its last step); PENDING or unregistered: cut short, completed below
@@ -166,6 +168,7 @@ class ModelLogging:
         from mlflow.entities import LoggedModelInput
 
         with self.lock:
+            self._current()
             found = self._models(**{"put.dag_id": self.dag_id, "put.variant": self.variant or "", "put.kind": kind,
                                     "put.seed": str(self.seed)})
             if found:

@@ -38,11 +38,12 @@ from put.tracking.names import (
     tag_filter,
     variants_view,
 )
+from put.tracking.races import PARENT_TAG, RaceResolution
 from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's nesting of a stage's run under its DAG's
 RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
+MARK_CHECK_S = 30.0  # how often a logging call looks whether a racer marked its run (a lookup per call: 2x its cost)
 FROM_OUTPUTS_NOTE = ("Logged by `put track` from this stage's outputs: the stage did not run, because DVC found its "
                      "inputs, code and parameters unchanged since dvc.lock. No system metrics; curves come from the "
                      "files the training wrote.")
@@ -56,6 +57,40 @@ def _lock(uri: str):
         db.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(db) + ".lock", timeout=600)
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def locked_client(uri: str | None = None):
+    """A client of the store `uri` (default: tracking_uri()) for the block, which holds the store's lock (_lock):
+    every MLflow call of every process goes through it (docs/mlflow.md, "Many writers")."""
+    from mlflow.tracking import MlflowClient
+
+    uri = uri or tracking_uri()
+    with _lock(uri):
+        yield MlflowClient(uri)
+
+
+class TrackerLock:
+    """A tracker's lock: its threads one at a time (the system metrics' beside the stage's: a call that found
+    the run unmarked is not overtaken by another's move out of it, _follow_own), and the store's (_lock)."""
+
+    def __init__(self, uri: str):
+        self.threads, self.store = threading.RLock(), _lock(uri)
+
+    def __enter__(self) -> TrackerLock:
+        self.threads.acquire()
+        try:
+            self.store.__enter__()
+        except BaseException:
+            self.threads.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.store.__exit__(*exc)
+        finally:
+            self.threads.release()
 
 
 def lineage_tags(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> dict[str, str]:
@@ -81,14 +116,10 @@ def run_name(stage: str, variant: str | None, seed: int = 0) -> str:
 def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> str | None:
     """The id of this stage instance's finished run at the current code version, or None (`put track` logs the
     runs that are missing)."""
-    from mlflow.tracking import MlflowClient
-
-    uri = tracking_uri()
     code = stage_code(stage)
     query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
-            "attributes.status = 'FINISHED'"
-    with _lock(uri):
-        client = MlflowClient(uri)
+            f"attributes.status = 'FINISHED' and tags.`{DUPLICATE_OF}` IS NULL"  # a duplicate is no instance's run
+    with locked_client() as client:
         experiment = client.get_experiment_by_name(experiment_name(preset))
         if experiment is None:
             return None
@@ -96,7 +127,7 @@ def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed
     return found[0].info.run_id if found else None
 
 
-class MlflowTracker(ModelLogging, NullTracker):
+class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
                  seed: int = 0, from_outputs: bool = False, code: str | None = None, run_id: str | None = None,
@@ -117,13 +148,16 @@ class MlflowTracker(ModelLogging, NullTracker):
 
         self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
         self.uri = uri or tracking_uri()
-        self.lock = _lock(self.uri)
+        self.lock = TrackerLock(self.uri)
         self.model_id: str | None = None
         self.attempt = int(time.time() * 1000) if attempt is None else attempt
         self.call_time = threading.local()  # the time of the stage's call being logged (called_at), per thread
+        self.checked = time.monotonic()  # when the run's mark was last looked at (_current)
         command = stage.replace("_", "-")
         files = command_sources(command)
         self.code = code or code_version(files)
+        self.identity = lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: self.code}
+        self.parent_identity = {"put.dag_id": dag_id, "put.preset": preset, "put.level": "dag"}
         with self.lock:  # a client opens (and may create) the SQLite store
             self.client = MlflowClient(self.uri)
             rejoined = run_id is not None and self._rejoin(run_id)
@@ -141,8 +175,7 @@ class MlflowTracker(ModelLogging, NullTracker):
             own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
         with self.lock:
             self.experiment = self._experiment(experiment_name(preset))
-            self.parent = self._run({"put.dag_id": dag_id, "put.preset": preset, "put.level": "dag"},
-                                    parent_name(preset, dag_id, labels), None)
+            self.parent = self._run(self.parent_identity, parent_name(preset, dag_id, labels), None)
             if labels is not None:
                 self.client.set_tag(self.parent, "put.variants", ",".join(labels))
             self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed),
@@ -183,6 +216,7 @@ class MlflowTracker(ModelLogging, NullTracker):
     def _claim(self) -> None:
         """The run (and its parent) RUNNING, unless a later attempt has taken it over: a replay of an earlier
         attempt only adds its records."""
+        self._follow_own()
         if self._superseded():
             return
         self._follow_parent()
@@ -190,6 +224,16 @@ class MlflowTracker(ModelLogging, NullTracker):
         for run_id in (self.run_id, self.parent):
             if run_id:
                 self.client.update_run(run_id, status="RUNNING")
+
+    def _current(self, now: bool = False) -> str:
+        """The run a call logs into: this host's, or the kept one once a racer has marked this one (_follow_own),
+        taken over as at a claim. Looked up again every MARK_CHECK_S (`now`: at once; a claim and an end always
+        look): what is logged meanwhile into a run just marked goes into the kept one with the move."""
+        if now or time.monotonic() - self.checked >= MARK_CHECK_S:
+            self.checked = time.monotonic()
+            if self._follow_own():
+                self._claim()
+        return self.run_id
 
     def _experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -201,50 +245,6 @@ class MlflowTracker(ModelLogging, NullTracker):
         if found.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
             self.client.set_experiment_tag(found.experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
         return found.experiment_id
-
-    def _search(self, tags: dict[str, str]) -> list:
-        return sorted(self.client.search_runs([self.experiment], tag_filter(tags), max_results=100),
-                      key=lambda r: (r.info.start_time, r.info.run_id))
-
-    def _run(self, tags: dict[str, str], name: str, parent: str | None) -> str:
-        """The run with `tags`, found or created. Runs created twice by a race (hosts writing to a tracking server,
-        no lock) resolve to the smallest run id: stored with the run, so every client computes the same one, where
-        start_time is each creator's own clock. Whoever sees more than one marks the others as duplicates of it and
-        moves their children to it; a host that took one of them before the mark follows it (_follow_parent). No
-        racer deletes a run: any run it can see, another may be using."""
-        found = self._search(tags)
-        if not found:
-            extra = {PARENT_TAG: parent} if parent else {}
-            own = self.client.create_run(self.experiment, tags={**tags, **extra}, run_name=name)
-            found = self._search(tags) or [own]
-        kept = min(found, key=lambda r: r.info.run_id)
-        for run in found:
-            if run is not kept and run.data.tags.get(DUPLICATE_OF) != kept.info.run_id:
-                self._mark_duplicate(run.info.run_id, kept.info.run_id)
-        if kept.info.run_name != name:  # e.g. the parent, once the variant set is known
-            self.client.set_tag(kept.info.run_id, "mlflow.runName", name)
-        return kept.info.run_id
-
-    def _mark_duplicate(self, run_id: str, kept: str) -> None:
-        """`run_id` lost a creation race to `kept`: marked (out of the saved view), ended, its children moved."""
-        self.client.set_tag(run_id, DUPLICATE_OF, kept)  # before the children's search: see _follow_parent
-        self.client.set_terminated(run_id, status="KILLED")
-        for child in self.client.search_runs([self.experiment], f"tags.`{PARENT_TAG}` = '{run_id}'",
-                                             max_results=5000):
-            self.client.set_tag(child.info.run_id, PARENT_TAG, kept)
-
-    def _follow_parent(self) -> None:
-        """This run under its DAG's kept parent. A racing host may mark the parent this process took as a
-        duplicate after this run was made under it, too late for the mark's move of the children: the mark is
-        then visible here (it is set before that move's search)."""
-        if not self.parent:
-            return
-        parent = self.client.get_run(self.parent)
-        while DUPLICATE_OF in parent.data.tags:  # ids only decrease along the marks: no cycle
-            parent = self.client.get_run(parent.data.tags[DUPLICATE_OF])
-        self.parent = parent.info.run_id
-        if self.client.get_run(self.run_id).data.tags.get(PARENT_TAG) != self.parent:
-            self.client.set_tag(self.run_id, PARENT_TAG, self.parent)
 
     def _stage_run(self, lineage: dict[str, str], name: str) -> str:
         """The run of this stage instance at this code version (tag put.code): found again, or created. One run
@@ -277,7 +277,7 @@ class MlflowTracker(ModelLogging, NullTracker):
         from mlflow.entities import Param
 
         with self.lock:
-            logged = self.client.get_run(self.run_id).data.params
+            logged = self.client.get_run(self._current()).data.params
             batch = [Param(k, str(v)[:6000]) for k, v in flatten(params).items() if k not in logged]
             for start in range(0, len(batch), 100):
                 self.client.log_batch(self.run_id, params=batch[start:start + 100])
@@ -290,16 +290,17 @@ class MlflowTracker(ModelLogging, NullTracker):
         stamp = getattr(self.call_time, "ms", None) or int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, step, **links) for k, v in metrics.items() if np.isfinite(v)]
         with self.lock:
+            run_id = self._current()
             for start in range(0, len(batch), 500):
-                self.client.log_batch(self.run_id, metrics=batch[start:start + 500])
+                self.client.log_batch(run_id, metrics=batch[start:start + 500])
 
     def log_image(self, image: np.ndarray, name: str) -> None:
         with self.lock:
-            self.client.log_image(self.run_id, image, artifact_file=name)
+            self.client.log_image(self._current(), image, artifact_file=name)
 
     def log_artifact(self, path: Path) -> None:
         with self.lock:
-            self.client.log_artifact(self.run_id, str(path))
+            self.client.log_artifact(self._current(), str(path))
 
     def log_dataset(self, path: Path, name: str, context: str) -> dict[str, str]:
         """A CSV file (a split, the evaluation masks' manifest) as the run's dataset input, its digest the
@@ -315,7 +316,7 @@ class MlflowTracker(ModelLogging, NullTracker):
             dataset = mlflow.data.from_pandas(pd.read_csv(path), source=str(path.resolve()), name=name, digest=digest)
             entity = DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])
         with self.lock:
-            self.client.log_inputs(self.run_id, datasets=[entity])
+            self.client.log_inputs(self._current(), datasets=[entity])
         return {"dataset_name": name, "dataset_digest": digest}
 
     def log_evaluation(self, metrics: dict[str, Any], manifest: Path) -> None:
@@ -349,26 +350,30 @@ class MlflowTracker(ModelLogging, NullTracker):
 
     def finish(self, status: str = "FINISHED") -> None:
         """The run's end, unless a later attempt has started on it (a spooled KILLED of attempt 1, replayed,
-        must not overwrite what attempt 2 is writing or has written)."""
+        must not overwrite what attempt 2 is writing or has written). A racer's mark that lands while this runs
+        (the mark comes before its KILLED) is followed after: the run left is KILLED again, the kept one ended."""
         with self.lock:
-            if self._superseded():
-                return
-            self._follow_parent()
-            for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
-                if run:
-                    self.client.set_terminated(run, status=status)
-            self.client.set_tag(self.run_id, LAST_STATUS, status)
+            while True:
+                self._follow_own()
+                self._follow_parent()
+                if self._superseded():
+                    return
+                for run in (self.run_id, self.parent):  # the parent's state: that of its latest stage
+                    if run:
+                        self.client.set_terminated(run, status=status)
+                self.client.set_tag(self.run_id, LAST_STATUS, status)
+                moved = self._follow_own()
+                if not (self._follow_parent() or moved):
+                    return
 
 
 def experiment_link(preset: str, server: str | None = None) -> str | None:
     """The link that opens the preset's training runs in the saved view of the variants (names.runs_link) on
     `server`: by default the tracking server when MLFLOW_TRACKING_URI names one, else where `put ui` serves the
     local store. None while the experiment does not exist."""
-    from mlflow.tracking import MlflowClient
-
     uri = tracking_uri()
-    with _lock(uri):
-        experiment = MlflowClient(uri).get_experiment_by_name(experiment_name(preset))
+    with locked_client(uri) as client:
+        experiment = client.get_experiment_by_name(experiment_name(preset))
     if experiment is None:
         return None
     if server is None:
