@@ -17,9 +17,10 @@ from put.config.params import load_params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
+from put.metrics.files import read_metrics
 from put.sampling.schedules import SamplingOptions
 from put.stages import frontier as stage
-from put.stages.evaluate import evaluate_variant, read_metrics
+from put.stages.evaluate import evaluate_variant
 from put.stages.sample import sample_variant
 from put.study import frontier as study
 from tests.conftest import TINY

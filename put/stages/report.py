@@ -21,6 +21,8 @@ from put.data.images import read_rgb
 from put.io.files import atomic_dir, atomic_write_text, read_json
 from put.io.versions import versions
 from put.masks.io import read_mask
+from put.metrics.files import read_images, read_metrics
+from put.metrics.summary import PIXEL_METRICS
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
@@ -39,8 +41,7 @@ from put.report.replicates import seed_summary, seeds_table
 from put.report.speed import speed_summary, speed_table
 from put.report.table1 import MeasuredMethod, table1
 from put.report.tables import latex_escape, reason_latex, table3, write_latex
-from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
-from put.stages.sample import read_samples
+from put.sampling.jobs import read_samples
 from put.stats.bootstrap import Bootstrap
 from put.stats.differences import paired_differences
 from put.tracking.base import NullTracker, tracked
