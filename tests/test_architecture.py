@@ -107,3 +107,22 @@ def test_the_check_finds_a_wrong_arrow(source, target, monkeypatch):
     monkeypatch.setitem(GRAPH, source, GRAPH[source] | {target})
     with pytest.raises(AssertionError, match=f"{re.escape(source)} -> {re.escape(target)}"):
         test_every_import_runs_down_the_layers()
+
+
+def stage_importers() -> list[str]:
+    """`importer -> stage` for every stage module imported by another stage, a benchmark or the report: a stage
+    reads its inputs, calls the domain modules and writes its outputs, so nothing else builds on one."""
+    return sorted(f"{src} -> {dst}" for src, targets in GRAPH.items() for dst in targets
+                  if dst.startswith("put.stages.") and package_of(src) in {"stages", "bench", "report"}
+                  and dst != "put.stages" and src != "put.stages")
+
+
+def test_no_stage_is_imported_by_another_stage_a_benchmark_or_the_report():
+    wrong = stage_importers()
+    assert not wrong, "stage modules others build on (move what they share to a domain module):\n" + "\n".join(wrong)
+
+
+def test_the_thin_stage_check_finds_a_stage_importing_another(monkeypatch):
+    monkeypatch.setitem(GRAPH, "put.stages.report", GRAPH["put.stages.report"] | {"put.stages.frontier"})
+    with pytest.raises(AssertionError, match=re.escape("put.stages.report -> put.stages.frontier")):
+        test_no_stage_is_imported_by_another_stage_a_benchmark_or_the_report()

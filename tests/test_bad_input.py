@@ -27,11 +27,12 @@ from put.io.files import atomic_dir
 from put.masks.evaluation import read_manifest, write_eval_masks
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.metrics.diversity import _load_group
+from put.metrics.files import read_images, read_metrics
 from put.metrics.image import metrics_table
 from put.models.checkpoint import CheckpointError
-from put.stages.evaluate import read_images, read_metrics
+from put.sampling.jobs import read_samples
 from put.stages.report import grid_rows
-from put.stages.sample import read_samples, sample_variant
+from put.stages.sample import sample_variant
 from tests.test_checkpoint import Payload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,9 +28,9 @@ from put.config.paths import (
     pasted_metrics_file,
     path_of,
 )
+from put.metrics.files import read_images
 from put.metrics.per_image import PIXEL_METRICS
 from put.report.differences import family_sentence
-from put.stages.evaluate import read_images
 from put.stats.bootstrap import Bootstrap, difference_interval
 from put.stats.differences import paired_differences
 from put.stats.multiplicity import adjust

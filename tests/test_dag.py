@@ -295,6 +295,22 @@ def test_a_null_override_keeps_the_presets_value_unless_the_setting_may_be_null(
     assert resolved.masks.pconv_root is None  # ffhq's is data/raw/pconv_masks: null sets it to none
 
 
+def test_the_preset_is_merged_and_validated_once_per_load_and_replicates_shift_only_their_seeds(tmp_path,
+                                                                                                 monkeypatch):
+    import put.config.params as params_module
+
+    path = tmp_path / "params.yaml"
+    path.write_text("preset: demo\noverrides: {sample: {top_k: 10}}\nseeds: [1]\n")
+    params = load_params(path)
+    validated = []
+    real = params_module.Preset.model_validate
+    monkeypatch.setattr(params_module.Preset, "model_validate", lambda data: validated.append(1) or real(data))
+    base, again, shifted = params.resolved(), params.resolved(), params.replicate(1).resolved()
+    assert not validated and base is again  # made by the check at load, then reused
+    assert base.sample.top_k == shifted.sample.top_k == 10 and shifted.sample.seed == base.sample.seed + 1
+    assert params.replicate(1).resolved().data == base.data  # the split and masks are every replicate's
+
+
 def test_the_repository_params_file_is_valid():
     params = load_params(ROOT / "params.yaml")
     assert params.preset == "demo"
@@ -678,9 +694,9 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
     The replicate gets its own seeds and files, and the report's aggregation gives each metric's spread over the
     seeds beside the image bootstrap's. (The paired differences and the report's tables are tested fast, in
     test_frontier and test_intervals.)"""
+    from put.metrics.files import read_metrics
     from put.report.replicates import seed_summary, seeds_table
     from put.report.tables import render_latex
-    from put.stages.evaluate import read_metrics
     from put.stats.bootstrap import seed_interval
 
     demo_made(demo)

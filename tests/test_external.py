@@ -21,9 +21,9 @@ from put.external.folder import ResultsMismatchError, ResultsMissingError
 from put.masks.evaluation import write_eval_masks
 from put.masks.export import export_masks, read_export_table, result_files
 from put.masks.io import read_mask
+from put.sampling.jobs import SAMPLES_MANIFEST, read_samples, sampling_jobs
 from put.stages.evaluate import run_evaluate
 from put.stages.external import external_jobs, write_external
-from put.stages.sample import SAMPLES_MANIFEST, read_samples, sampling_jobs
 
 SIZE = 32
 IMAGES = [f"img{i}.png" for i in range(3)]

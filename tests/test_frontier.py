@@ -17,10 +17,12 @@ from put.config.params import load_params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file
 from put.data.images import write_image
 from put.masks.evaluation import write_eval_masks
+from put.metrics.files import read_metrics
 from put.sampling.schedules import SamplingOptions
 from put.stages import frontier as stage
-from put.stages.evaluate import evaluate_variant, read_metrics
+from put.stages.evaluate import evaluate_variant
 from put.stages.sample import sample_variant
+from put.study import frontier as study
 from tests.conftest import TINY
 
 IMAGES = [f"img{i}.png" for i in range(3)]
@@ -54,11 +56,11 @@ def only_numbers(node) -> bool:
 
 def test_settings_names_and_forward_passes():
     config = FrontierConfig(tokens_per_step=[1, 4], schedule_steps=[3], top_k=[50, 200])
-    chosen = stage.settings(config, SamplingOptions())
+    chosen = study.settings(config, SamplingOptions())
     assert [s.name for s in chosen] == ["argmax", "tps1_k50", "tps4_k50", "cosine3_k50", "tps1_k200", "tps4_k200",
                                         "cosine3_k200"]
     masked = torch.tensor([1, 2, 9])
-    passes = {s.name: stage.forward_passes(masked, s).tolist() for s in chosen}
+    passes = {s.name: study.forward_passes(masked, s).tolist() for s in chosen}
     assert passes["argmax"] == [1, 1, 1] and passes["tps1_k50"] == [1, 2, 9]
     assert passes["tps4_k50"] == [1, 1, 3] and passes["cosine3_k200"] == [1, 2, 3]
 
@@ -72,10 +74,33 @@ def test_bad_frontier_config_names_the_value():
 
 def test_diversity_needs_enough_samples_and_is_none_for_argmax():
     config = FrontierConfig(tokens_per_step=[1], schedule_steps=[], top_k=[50])
-    argmax, sampled = stage.settings(config, SamplingOptions())
+    argmax, sampled = study.settings(config, SamplingOptions())
     protocol = MetricProtocol()  # 5 pairs per input
-    assert "deterministic" in stage.diversity(argmax, [], protocol, samples=10, seed=0).unavailable
-    assert "frontier.samples = 3 gives 3" in stage.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
+    assert "deterministic" in study.diversity(argmax, [], protocol, samples=10, seed=0).unavailable
+    assert "frontier.samples = 3 gives 3" in study.diversity(sampled, [], protocol, samples=3, seed=0).unavailable
+
+
+def test_a_frontier_difference_leaves_out_the_images_either_side_filled_perfectly():
+    """One infinite PSNR (a perfect fill) among a setting's results: the difference is over the images both sides
+    have finite, by image (argmax has one sample where its reference has several), not a finite mean per side."""
+    from put.stats.bootstrap import Bootstrap
+
+    rng = np.random.default_rng(0)
+    images = [f"img{i:02d}.png" for i in range(60)]
+
+    def frame(samples: int, shift: float) -> pd.DataFrame:
+        rows = [{"image": im, "source": im, "sample": s, "psnr": 20 + i / 10 + shift + rng.normal(0, 0.1)}
+                for i, im in enumerate(images) for s in range(samples)]
+        return pd.DataFrame(rows)
+
+    exact, argmax = frame(3, 0.0), frame(1, 0.5)
+    argmax.loc[0, "psnr"] = np.inf
+    measured = [study.Measured(f, None, None) for f in (argmax, exact)]
+    boot = Bootstrap.of(MetricProtocol(bootstrap_resamples=2000))
+    value, bounds = study.difference("psnr", *measured, boot, boot)
+    kept = argmax["image"] != images[0]
+    expected = argmax.loc[kept, "psnr"].mean() - exact.loc[exact["image"] != images[0], "psnr"].mean()
+    assert value == pytest.approx(expected) and np.isfinite(bounds.lo) and np.isfinite(bounds.hi)
 
 
 @pytest.mark.parametrize("repeats", [1, 2])  # 1: timed once (a TypeError before; the Slurm suite's setting)
@@ -90,7 +115,7 @@ def test_frontier_stage_end_to_end(tmp_path, masks, params, tiny_checkpoints, mo
     Path(params.source).write_text(yaml.safe_dump(raw))
     params = load_params(params.source)
     # LPIPS's VGG16 weights are not here: a stand-in distance, so that the table's mixed column is exercised.
-    monkeypatch.setattr(stage, "diversity_lpips_per_input", lambda groups, protocol, seed: np.full(len(groups), 0.125))
+    monkeypatch.setattr(study, "diversity_lpips_per_input", lambda groups, protocol, seed: np.full(len(groups), 0.125))
     out, samples_dir = tmp_path / "frontier", tmp_path / "frontier_samples"
     frame = stage.run_frontier(params, "put", transformer, masks, out, samples_dir, device="cpu")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from put.metrics.files import read_metrics
 from put.report.html import latex_to_html, render_html
 from put.report.table1 import table1
 from put.report.tables import table3
-from put.stages.evaluate import read_metrics
 from tests.helpers import ROOT
 
 

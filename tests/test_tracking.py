@@ -336,7 +336,7 @@ def test_code_version_follows_the_files_and_dirty_ignores_the_pipelines_products
 def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp_path):
     from put.config import VARIANT_COLOURS
     from put.config.params import load_params
-    from put.stages.evaluate import log_outputs
+    from put.metrics.files import log_evaluation as log_outputs
     from put.tracking.runs import finished_run
 
     params = load_params(None, preset="demo")

@@ -104,7 +104,7 @@ def test_put_track_and_the_replay_in_either_order_leave_one_point_per_step_and_t
     from put.cli import main
     from put.config.params import load_params
     from put.dag import graph
-    from put.stages.evaluate import log_outputs
+    from put.metrics.files import log_evaluation as log_outputs
     from put.tracking.spool import stage_tracker
 
     params = load_params(None, preset="demo")

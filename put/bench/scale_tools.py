@@ -20,18 +20,6 @@ DVC_OUTPUTS = ("split", "prepare", "masks", "external")
 # what `snakemake -n` needs beside params.yaml in a workspace: the Snakefile and what it reads (copies: the DAG's
 # code inputs are paths under the Snakefile's folder)
 SNAKEMAKE_FILES = ("Snakefile", "workflow", "slurm", "put", "reports/benchmarks")  # the last: the report's input
-LOG_EVALUATION = """
-import sys
-from pathlib import Path
-from put.config.params import load_params
-from put.stages.evaluate import log_outputs
-from put.tracking.base import tracked
-from put.tracking.spool import stage_tracker
-params = load_params("params.yaml")
-with tracked(stage_tracker(params.preset, sys.argv[1], "evaluate", params.dag_id(), {"bench": "scale"},
-                           labels=params.evaluated_labels(), seed=params.seed, from_outputs=True)) as tracker:
-    log_outputs(tracker, params, Path(sys.argv[2]), Path(sys.argv[3]))
-"""
 
 
 def _tool(name: str) -> str:
@@ -51,7 +39,7 @@ def bookkeeping(workspace: Path, params_file: Path, repo: Path, log: Path, env: 
     evaluate = instance_command(stage("evaluate_external"), "telea", params.preset, params)
     masks = evaluate[evaluate.index("--masks") + 1]
     if "evaluate" in ran:
-        rows["mlflow_log_evaluation"] = {**measured_run([sys.executable, "-c", LOG_EVALUATION, LABEL, masks,
+        rows["mlflow_log_evaluation"] = {**measured_run([sys.executable, "-m", "put.bench.scale_log", LABEL, masks,
                                                          output_of(evaluate)], workspace, log, env),
                                          "serves": "evaluate", "command": "the evaluate stage's log_outputs"}
     # Snakemake: planning the whole DAG with these outputs on disk

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from put.config import PRESETS
@@ -64,6 +66,11 @@ def evaluated_label(text: str) -> str:
         return text
     raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}), {OFFICIAL_PREFIX}NAME "
                                      f"or {EXTERNAL_PREFIX}NAME")
+
+
+def recorded_command(name: str) -> str:
+    """The command line that made an output, as its tables record it (`put NAME` when not run from a shell)."""
+    return "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else f"put {name}"
 
 
 def optional_path(value: str | None) -> Path | None:

@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> None:
 
 def log_outputs(tracker, params, args: argparse.Namespace) -> None:
     """`put track`: this stage's MLflow run from its files (put/commands/track.py)."""
-    from put.stages.evaluate import log_outputs
+    from put.metrics.files import log_evaluation
 
-    log_outputs(tracker, params, Path(args.masks), Path(args.out))
+    log_evaluation(tracker, params, Path(args.masks), Path(args.out))

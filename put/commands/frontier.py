@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from put.commands.common import add_params_arguments, device_name, load_cli_params, optional_path, parse_tags
+from put.commands.common import (
+    add_params_arguments,
+    device_name,
+    load_cli_params,
+    optional_path,
+    parse_tags,
+    recorded_command,
+)
 from put.config import VARIANTS
 
 HELP = ("quality against sampling cost: tokens per step, cosine schedules, top-K and argmax on the evaluation "
@@ -28,7 +35,8 @@ def run(args: argparse.Namespace) -> None:
     from put.stages.frontier import run_frontier
 
     frame = run_frontier(load_cli_params(args), args.variant, Path(args.checkpoint), Path(args.masks), Path(args.out),
-                         Path(args.samples), args.device, parse_tags(args.tag), optional_path(args.pvqvae))
+                         Path(args.samples), args.device, parse_tags(args.tag), optional_path(args.pvqvae),
+                         command=recorded_command("frontier"))
     for row in frame.itertuples():
         print(f"{row.group:>6} {row.label:<22} K={'--' if row.top_k != row.top_k else int(row.top_k):<4} "
               f"{row.forward_passes:7.1f} forwards/image {1000 * row.seconds_per_image:9.2f} ms/image  "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from put.commands.common import add_params_arguments, load_cli_params, optional_path, parse_tags
+from put.commands.common import add_params_arguments, load_cli_params, optional_path, parse_tags, recorded_command
 from put.config.paths import benchmark_dir
 
 HELP = "LaTeX tables, plots, sample grids and the report document"
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> None:
     out = run_report(params, metrics, Path(args.samples), Path(args.masks), optional_path(args.benchmarks),
                      Path(args.out), parse_tags(args.tag), optional_path(args.frontier),
                      resolved_params=optional_path(args.resolved_params), measured=optional_path(args.measured),
-                     frontier_tpami=optional_path(args.frontier_tpami))
+                     frontier_tpami=optional_path(args.frontier_tpami), command=recorded_command("report"))
     print(f"report written to {out}")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.model import TPAMI_VARIANT, VARIANTS, ModelConfig, StrictModel, Variant, apply_variant
@@ -130,6 +130,8 @@ class Params(StrictModel):
     seeds: list[int] = Field(default_factory=list)
     seed: int = Field(0, ge=0, exclude=True)  # the replicate this process runs (a stage's --seed)
     source: str = Field("built-in defaults", exclude=True)
+    # The merged and validated preset, with what it was made from: computed once per load, shared by replicates.
+    _merged: tuple[str, Preset] | None = PrivateAttr(None)
 
     @field_validator("seeds")
     @classmethod
@@ -221,6 +223,14 @@ class Params(StrictModel):
         return preset.model_copy(update=shifted)
 
     def resolved(self) -> Preset:
+        return self._replicated(self._merged_preset())
+
+    def _merged_preset(self) -> Preset:
+        """The preset with the overrides merged and validated (any replicate's), made once per preset and
+        overrides."""
+        key = json.dumps([self.preset, self.overrides], sort_keys=True, default=str)
+        if self._merged is not None and self._merged[0] == key:
+            return self._merged[1]
         if self.preset not in PRESETS:
             raise ParamsError(f"{self.source}: preset: unknown preset {self.preset!r}; "
                               f"expected one of {', '.join(PRESETS)}")
@@ -229,7 +239,8 @@ class Params(StrictModel):
                                                       without_unset(self.overrides, Preset)))
         except ValidationError as err:
             raise ParamsError(describe(err, "overrides", self.source)) from None
-        return self._replicated(preset)
+        self._merged = (key, preset)
+        return preset
 
     def variant_config(self, variant: str) -> ModelConfig:
         if variant not in VARIANTS:

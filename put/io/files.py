@@ -243,6 +243,21 @@ def read_csv(path: str | os.PathLike, expected: str, **options: Any) -> pd.DataF
         raise FileMismatchError(f"{path}: not a readable CSV file ({err}); expected {expected}") from None
 
 
+def read_manifest_csv(path: Path, name: str, writer: str, hint: str, columns: tuple[str, ...], dtype: dict,
+                      error: type[Exception] | None = None) -> pd.DataFrame:
+    """A stage's manifest (a CSV of string columns) with every column of `columns`; a missing file or column is an
+    error naming it (`error` for both, else MissingFileError and FileMismatchError), the file's by `name`, what
+    writes it and `hint`."""
+    if not path.is_file():
+        raise (error or MissingFileError)(f"{path}: no {name} ({hint})")
+    frame = read_csv(path, f"the {name} {writer} writes", keep_default_na=False, dtype=dtype)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise (error or FileMismatchError)(f"{path}: manifest lacks column(s) {', '.join(missing)}; "
+                                           f"expected {', '.join(columns)}")
+    return frame
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from put.config.bins import EVAL_GROUPS, hole_ratio
 from put.errors import InputError
-from put.io.files import atomic_write_text, read_csv
+from put.io.files import atomic_write_text, read_manifest_csv
 from put.masks.generate import mask_with_ratio
 from put.masks.io import MaskError, MaskFolder, write_mask
 
@@ -118,13 +118,9 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
 def read_manifest(out_dir: Path) -> pd.DataFrame:
     """The manifest of an evaluation-mask folder; an error names a missing manifest, column or mask file."""
     path = Path(out_dir) / MANIFEST
-    if not path.is_file():
-        raise MaskError(f"{path}: no evaluation-mask manifest (run the `put masks` stage first)")
-    frame = read_csv(path, "the manifest `put masks` writes", keep_default_na=False,
-                     dtype={"image": str, "mask": str, "group": str, "source": str, "image_source": str})
-    missing = [c for c in COLUMNS if c not in frame.columns]
-    if missing:
-        raise MaskError(f"{path}: manifest lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+    frame = read_manifest_csv(path, "evaluation-mask manifest", "`put masks`", "run the `put masks` stage first",
+                              COLUMNS, {"image": str, "mask": str, "group": str, "source": str, "image_source": str},
+                              MaskError)
     frame["ratio"] = frame["ratio"].astype(float)
     absent = [m for m in frame["mask"] if not (path.parent / m).is_file()]
     if absent:

@@ -19,65 +19,26 @@ from put.config.params import Params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
 from put.data.images import read_rgb, write_png
 from put.errors import FileMismatchError
-from put.io.files import atomic_write_text, read_json
+from put.io.files import atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.metrics import MetricValue
+from put.metrics.cells import BOUNDS, Cells
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
+from put.metrics.files import BINS, log_evaluation
 from put.metrics.image import metrics_table, paste_known
-from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record, read_per_image, rule_of
-from put.metrics.summary import PIXEL_METRICS, Summary, fid_summary, mean_summary, pixel_summaries, unmeasured
-from put.stages.sample import TABLE_MODES, read_samples
+from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record
+from put.metrics.summary import PIXEL_METRICS, fid_summary, mean_summary, pixel_summaries, unmeasured
+from put.sampling.jobs import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
-from put.tracking.base import NullTracker, tracked
+from put.tracking.base import tracked
 from put.tracking.spool import stage_tracker
-
-METRICS = ("fid", "lpips", *PIXEL_METRICS)
-BINS = "bins"  # the key of the fine-bin curves in the metrics file
-BOUNDS = ("lo", "hi")  # <metric>_lo, <metric>_hi: the interval's ends beside each value
-NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
 def mode_label(mode: str, top_k: int) -> str:
     """Column labels of the paper: `all` (deterministic) and `k50` (top-K sampling, K = 50)."""
     return "all" if mode == "all" else f"k{top_k}"
-
-
-class Cells:
-    """Numbers by key path (for the metrics file), each with its interval's bounds when there is one; for each
-    value that could not be measured, why; for each interval, what it resampled or why there is none; and the
-    number of test images behind each cell."""
-
-    def __init__(self) -> None:
-        self.values: dict = {}
-        self.unavailable: dict[str, str] = {}
-        self.intervals: dict[str, dict] = {}
-        self.counts: dict = {}
-
-    def put(self, keys: tuple[str, ...], name: str, value: float | MetricValue | Summary) -> None:
-        interval = value.interval if isinstance(value, Summary) else None
-        value = value.value if isinstance(value, Summary) else value
-        if isinstance(value, MetricValue):
-            if not value.available:
-                self.unavailable["/".join((*keys, name))] = value.unavailable
-                return
-            value = value.value
-        if np.isfinite(value):
-            node = self.values
-            for key in keys:
-                node = node.setdefault(key, {})
-            node[name] = value if isinstance(value, int) else float(value)
-            if interval is not None:
-                self.intervals["/".join((*keys, name))] = interval.record()
-                if interval.available:
-                    node.update({f"{name}_{end}": float(b) for end, b in zip(BOUNDS, (interval.lo, interval.hi))})
-
-    def count(self, keys: tuple[str, ...], n: int) -> None:
-        node = self.counts
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = int(n)
 
 
 def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: Path,
@@ -90,20 +51,8 @@ def run_evaluate(params: Params, variant: str, samples: Path, masks: Path, out: 
         evaluate_variant(params, variant, samples, masks, pasted_metrics_file(out), rule=RANKED_RULE,
                          fine_bins=False)
         tracker.log_metrics({"stage/wall_seconds": time.perf_counter() - started}, step=0)
-        log_outputs(tracker, params, Path(masks), Path(out))
+        log_evaluation(tracker, params, Path(masks), Path(out))
         return metrics
-
-
-def log_outputs(tracker: NullTracker, params: Params, masks: Path, out: Path) -> None:
-    """The evaluation's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
-    parameters, the metrics named <mode>/<group>/<metric> (k50/10-60/psnr) on the frozen masks' manifest as
-    dataset, and the four files."""
-    tracker.log_params(params.resolved().evaluate.model_dump())
-    tracker.log_evaluation(read_json(out, "the metrics file `put evaluate` writes"), masks / MANIFEST)
-    for main in (out, pasted_metrics_file(out)):
-        for path in (main, metrics_info_file(main), metrics_bins_file(main), metrics_images_file(main)):
-            if path.is_file() or main == out:  # an evaluation of before the pasted files has none
-                tracker.log_artifact(Path(path))
 
 
 def evaluation_jobs(samples: Path, masks: Path) -> pd.DataFrame:
@@ -226,59 +175,3 @@ def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def read_images(metrics: Path) -> pd.DataFrame:
-    """The per-image values written beside a metrics file, with the compositing rule they were scored under
-    (`rule`, from the info file's protocol: put/stats/differences.py pairs only values of one rule)."""
-    frame = read_per_image(metrics_images_file(metrics))
-    info = read_json(metrics_info_file(metrics), f"the `put evaluate` record written beside {Path(metrics).name}")
-    return frame.assign(rule=rule_of(info) if isinstance(info, dict) else "raw")
-
-
-def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The evaluate stage's files (all of `preset`, when given) -> (table rows, curve rows) for the report: one
-    row per variant x seed x group x mode (resp. fine bin) with the compositing rule it was scored under (`rule`),
-    each metric, its interval (`<metric>_lo`,
-    `<metric>_hi`), the Monte-Carlo error of its bounds (`<metric>_mc`) and the units it resampled
-    (`<metric>_units`), the number of test images `n`, NaN where absent, `<metric>_unavailable` saying why a value
-    is absent and `<metric>_no_interval` why a value has no interval."""
-    table, curves = [], []
-    for path in map(Path, files):
-        values = read_json(path, "a metrics file written by `put evaluate`")
-        info = read_json(metrics_info_file(path), f"the `put evaluate` record written beside {path.name}")
-        if not (isinstance(values, dict) and isinstance(info, dict) and isinstance(info.get("unavailable"), dict)
-                and isinstance(info.get("n"), dict)):
-            raise FileMismatchError(f"{path}: not a metrics file of `put evaluate` "
-                                    f"(or its {metrics_info_file(path).name} "
-                             "is not) -- re-run the evaluate stage")
-        if preset is not None and info.get("preset") != preset:
-            raise FileMismatchError(f"{path}: metrics of the {info.get('preset')!r} preset, expected {preset!r}")
-        reasons: dict[tuple[str, str], dict] = {}
-        for key, reason in info["unavailable"].items():
-            *cell, metric = key.split("/")
-            reasons.setdefault(tuple(cell), {})[f"{metric}_unavailable"] = reason
-        for key, record in info.get("intervals", {}).items():
-            *cell, metric = key.split("/")
-            reasons.setdefault(tuple(cell), {}).update(
-                {f"{metric}_units": record.get("units"), f"{metric}_mc": record.get("mc_error"),
-                 f"{metric}_{NO_INTERVAL}": record.get("reason") or ""})
-        cells = {tuple(cell) for cell in reasons} | {(mode, group) for mode, groups in values.items()
-                                                      for group in groups}
-        for mode, group in sorted(cells):
-            row = {"variant": info["variant"], "seed": int(info.get("seed", 0)), "rule": rule_of(info),
-                   **values.get(mode, {}).get(group, {}),
-                   **reasons.get((mode, group), {}), "n": info["n"].get(mode, {}).get(group, np.nan)}
-            if mode == BINS:
-                curves.append({**row, "bin": group})
-            else:
-                table.append({**row, "group": group, "mode": mode})
-    return _complete(pd.DataFrame(table), ("fid", *PIXEL_METRICS)), _complete(pd.DataFrame(curves), METRICS)
-
-
-def _complete(frame: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """Every metric, bound and reason column present (NaN / "" where nothing was recorded)."""
-    for metric in metrics:
-        for column in (metric, *(f"{metric}_{end}" for end in (*BOUNDS, "mc", "units"))):
-            frame[column] = frame[column].astype(float) if column in frame else np.nan
-        for reason in (f"{metric}_unavailable", f"{metric}_{NO_INTERVAL}"):
-            frame[reason] = frame[reason].fillna("") if reason in frame else ""
-    return frame

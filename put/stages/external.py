@@ -25,7 +25,7 @@ from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.export import result_files
 from put.masks.io import read_mask
 from put.masks.layouts import sample_file
-from put.stages.sample import SAMPLES_MANIFEST, sampling_jobs
+from put.sampling.jobs import SAMPLES_MANIFEST, sampling_jobs
 from put.tracking.base import NullTracker, tracked
 from put.tracking.spool import stage_tracker
 

@@ -6,9 +6,7 @@ report")."""
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,8 @@ from put.data.images import read_rgb
 from put.io.files import atomic_dir, atomic_write_text, read_json
 from put.io.versions import versions
 from put.masks.io import read_mask
+from put.metrics.files import read_images, read_metrics
+from put.metrics.summary import PIXEL_METRICS
 from put.report.benchmarks import COST_FILE, read_benchmark_rows
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LATEX_PACKAGES, compile_pdf, write_document
@@ -41,8 +41,7 @@ from put.report.replicates import seed_summary, seeds_table
 from put.report.speed import speed_summary, speed_table
 from put.report.table1 import MeasuredMethod, table1
 from put.report.tables import latex_escape, reason_latex, table3, write_latex
-from put.stages.evaluate import PIXEL_METRICS, read_images, read_metrics
-from put.stages.sample import read_samples
+from put.sampling.jobs import read_samples
 from put.stats.bootstrap import Bootstrap
 from put.stats.differences import paired_differences
 from put.tracking.base import NullTracker, tracked
@@ -141,13 +140,12 @@ def measured_methods(external: dict[str, ExternalMethod]) -> list[MeasuredMethod
 def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: Path, benchmarks: Path | None,
                out_dir: Path, tags: dict[str, str] | None = None, frontier: Path | None = None,
                resolved_params: Path | None = None, measured: Path | None = None,
-               frontier_tpami: Path | None = None) -> Path:
+               frontier_tpami: Path | None = None, command: str = "put report") -> Path:
     """Tables, figures and report.tex in `out_dir` (written whole, or not at all); the PDF, when pdflatex
     exists, at paths.REPORT_PDF, outside `out_dir`, which the DAG clears before this stage runs: a machine
     without pdflatex never deletes a committed PDF."""
     preset = params.preset
     out_dir = Path(out_dir)
-    command = "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "put report"
     commit = git_commit() or "unknown"
     # Every input is read before anything is written: a bad one leaves the previous report as it was.
     metrics, curves = read_metrics(metrics_files, preset)

@@ -14,55 +14,22 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from put.config.bins import FINE_BINS, TABLE_GROUPS
 from put.config.params import Params
 from put.data.images import read_image, read_rgb, write_image
-from put.errors import FileMismatchError, MissingFileError
-from put.io.files import atomic_dir, atomic_write_text, read_csv
+from put.io.files import atomic_dir, atomic_write_text
 from put.masks.evaluation import MANIFEST, read_manifest
 from put.masks.io import read_mask
 from put.models.checkpoint import load_put_model
 from put.models.device import autocast
 from put.models.seeding import derive_seed
 from put.sampling.engine import Sampler, inpaint_batch
+from put.sampling.jobs import SAMPLES_MANIFEST, TABLE_MODES, read_samples, sampling_jobs
 from put.sampling.schedules import SamplingOptions
 from put.tracking.base import NullTracker, tracked
 from put.tracking.spool import stage_tracker
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
 MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
-TABLE_MODES = ("all", "topk")
-SAMPLES_MANIFEST = "samples.csv"
-SAMPLE_COLUMNS = ("image", "mask", "group", "mode", "sample", "output")
-
-
-def sampling_jobs(manifest: pd.DataFrame, diversity_samples: int, diversity_images: int | None) -> pd.DataFrame:
-    """One row per result to produce: image, mask, group, mode, sample, output (relative path)."""
-    stems = manifest["mask"].map(lambda m: Path(m).stem)
-    table = manifest[manifest["group"].isin(TABLE_GROUPS)].assign(stem=stems)
-    jobs = [table.assign(mode=mode, sample=0) for mode in TABLE_MODES]
-    fine = manifest[manifest["group"].isin(FINE_BINS)].assign(stem=stems)
-    if diversity_images is not None:
-        fine = fine[fine["image"].isin(fine["image"].drop_duplicates().head(diversity_images))]
-    jobs += [fine.assign(mode="diversity", sample=i) for i in range(diversity_samples)]
-    jobs = pd.concat(jobs, ignore_index=True)
-    jobs["output"] = [f"{m}/{g}/{s}_{i:02d}.png" if m == "diversity" else f"{m}/{g}/{s}.png"
-                      for m, g, s, i in zip(jobs["mode"], jobs["group"], jobs["stem"], jobs["sample"])]
-    return jobs.drop(columns=["stem"])
-
-
-def read_samples(samples: Path) -> pd.DataFrame:
-    """The manifest of a samples folder; an error names a missing manifest or column."""
-    path = Path(samples) / SAMPLES_MANIFEST
-    if not path.is_file():
-        raise MissingFileError(f"{path}: no samples manifest (expected the folder written by `put sample`)")
-    jobs = read_csv(path, "the samples manifest `put sample` writes", keep_default_na=False,
-                    dtype={"image": str, "mask": str, "group": str, "mode": str, "output": str})
-    missing = [c for c in SAMPLE_COLUMNS if c not in jobs.columns]
-    if missing:
-        raise FileMismatchError(f"{path}: manifest lacks column(s) {', '.join(missing)}; "
-                                f"expected {', '.join(SAMPLE_COLUMNS)}")
-    return jobs
 
 
 def preview(jobs: pd.DataFrame, masks: Path, out_dir: Path, rows: int = 4) -> np.ndarray:

@@ -29,6 +29,7 @@ from put.io.files import atomic_path, link_or_copy, recover_leftovers
 from put.models.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.models.seeding import derive_seed
 from put.tracking.base import NullTracker
+from put.tracking.names import flatten
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
 
@@ -127,12 +128,6 @@ def finite_or_raise(losses: dict[str, torch.Tensor], step: int, dist: Distribute
                                "rate or check the data, then re-run to resume from that checkpoint.")
 
 
-def flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix: data}
-    return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}.{key}" if prefix else key).items()}
-
-
 def identity_digest(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -150,7 +145,7 @@ def check_identity(ckpt: Checkpoint, identity: dict) -> None:
     if saved is None:
         changes = "it records no settings (written by an older version of this code)"
     else:
-        old, new = flat(saved), flat(identity)
+        old, new = flatten(saved), flatten(identity)
         changed = [f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
                    for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
         changes = "changed: " + "; ".join(changed)
@@ -182,6 +177,125 @@ def write_curves(folder: Path, history: dict[str, list[dict]]) -> None:
             writer.writerows(rows)
 
 
+@dataclass
+class Resumed:
+    """Where a training starts: its step, the file it resumed from (None: afresh) and its curves so far."""
+
+    step: int = 0
+    source: Path | None = None
+    history: dict[str, list[dict]] | None = None
+
+    def __post_init__(self) -> None:
+        self.history = self.history or {"train": [], "eval": []}
+
+
+def drop_stale_states(out: Path, final: Path, partial: Path, restart: bool, dist: Distributed) -> None:
+    """Final states of other code go (a re-run after an edit trains anew: DVC deleted `out` first), and with
+    `restart` the resumable state too."""
+    if dist.is_main:
+        for other in out.parent.glob(final_state_path(out, "*").name):
+            if other != final or restart:
+                other.unlink()
+                print(f"removed {other}: the final state of an earlier training by other code")
+        if restart:
+            partial.unlink(missing_ok=True)
+    dist.barrier()
+
+
+def resume(task: Task, candidates: tuple[Path, ...], final: Path, identity: dict, dist: Distributed) -> Resumed:
+    """The first of `candidates` (`out`, the final state, the resumable state) made with these settings, restored
+    into `task`; a state with other settings is refused, except a final state (its `out` was deleted after a
+    change of settings, which trains afresh)."""
+    for candidate in candidates:
+        if not candidate.exists():
+            continue
+        try:
+            ckpt = load_checkpoint(candidate, kind=task.kind)
+        except CheckpointError as err:
+            raise CheckpointError(f"{err}; this run would resume from it: move it away to start afresh") from None
+        if candidate == final and not same_identity(ckpt, identity):
+            if dist.is_main:
+                print(f"{final}: the final state of an earlier training with other settings; training afresh")
+            continue
+        check_identity(ckpt, identity)
+        task.restore(ckpt)
+        return Resumed(int(ckpt.training.get("step", 0)), candidate, ckpt.training.get("history"))
+    return Resumed()
+
+
+def write_finished(out: Path, resumed: Resumed, curves: Path | None, dist: Distributed) -> None:
+    """A training already complete: `out` again from its kept state when a kill came after training."""
+    if dist.is_main:
+        print(f"{out}: already trained for {resumed.step} iterations with these settings; "
+              + ("nothing to do" if resumed.source == out else f"written again from {resumed.source}"))
+        if resumed.source != out:
+            link_or_copy(resumed.source, out)
+        if curves is not None:
+            write_curves(curves, resumed.history)
+    dist.barrier()
+
+
+@dataclass
+class Saver:
+    """Writes the training's state, or stops every process with a DiskFullError (before writing, when the free
+    space is short) that names the last good state, which stays intact."""
+
+    task: Task
+    config: TrainConfig
+    dist: Distributed
+    identity: dict
+    history: dict[str, list[dict]]
+    labels: dict[str, str]
+    last_good: Path | None
+    last_step: int
+    progress: tqdm
+
+    def save(self, path: Path, step: int) -> None:
+        problem = None
+        if self.dist.is_main:
+            ckpt = self.task.checkpoint({
+                "step": step, "iterations": self.config.iterations,
+                "identity": json.dumps(self.identity, sort_keys=True), "history": self.history,
+                "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": self.config.seed}, **self.labels})
+            kept = (f"the last good state {self.last_good} (step {self.last_step}) is intact; the "
+                    f"{step - self.last_step} steps since are not saved" if self.last_good else
+                    "no state had been saved yet, so the next run starts afresh")
+            try:
+                require_space(path, state_bytes(ckpt, self.task), kept)
+                save_checkpoint(path, ckpt, kept)
+            except DiskFullError as err:
+                problem = err
+        if not self.dist.all_true(problem is None):
+            self.progress.close()  # the error on a line of its own
+            raise problem if problem is not None else SystemExit(2)  # the main process says why
+        self.dist.barrier()
+
+    def save_resumable(self, path: Path, step: int) -> None:
+        self.save(path, step)
+        self.last_good, self.last_step = path, step
+
+
+@dataclass
+class StepTimes:
+    """Since the last log: seconds waiting for batches and seconds in the steps. A starved GPU shows as the share
+    of the time the step waited for its batch (the loader's workers); wall clock, so MLflow and the progress bar
+    only: the curves (and the state) stay reproducible."""
+
+    waited: float = 0.0
+    computed: float = 0.0
+    steps: int = 0
+
+    def add(self, wait: float, compute: float) -> None:
+        self.waited, self.computed, self.steps = self.waited + wait, self.computed + compute, self.steps + 1
+
+    def take(self) -> dict[str, float]:
+        found = {"train/data_wait_s": self.waited / self.steps,
+                 "train/data_wait_fraction": self.waited / max(self.waited + self.computed, 1e-12)}
+        self.waited = self.computed = 0.0
+        self.steps = 0
+        return found
+
+
 def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
                  labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
                  restart: bool = False, code: str) -> LoopResult:
@@ -190,83 +304,33 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     out = Path(out)
     partial, final = resume_path(out), final_state_path(out, code)
     floor = min_step_seconds()
-    if dist.is_main:  # final states of other code: a re-run after an edit trains anew (DVC deleted `out` first)
-        for other in out.parent.glob(final_state_path(out, "*").name):
-            if other != final or restart:
-                other.unlink()
-                print(f"removed {other}: the final state of an earlier training by other code")
-        if restart:
-            partial.unlink(missing_ok=True)
-    dist.barrier()
-    start, source, history = 0, None, {"train": [], "eval": []}
-    for candidate in () if restart else (out, final, partial):
-        if candidate.exists():
-            try:
-                ckpt = load_checkpoint(candidate, kind=task.kind)
-            except CheckpointError as err:
-                raise CheckpointError(f"{err}; this run would resume from it: move it away to start afresh") from None
-            if candidate == final and not same_identity(ckpt, identity):  # `out` deleted after a change of settings
-                if dist.is_main:
-                    print(f"{final}: the final state of an earlier training with other settings; training afresh")
-                continue
-            check_identity(ckpt, identity)
-            task.restore(ckpt)
-            start, source = int(ckpt.training.get("step", 0)), candidate
-            history = ckpt.training.get("history", history)
-            break
-    if source is not None and start >= config.iterations:  # finished: `out`, or its state kept when a kill
-        if dist.is_main:                                         # came after training (see the module docstring)
-            print(f"{out}: already trained for {start} iterations with these settings; "
-                  + ("nothing to do" if source == out else f"written again from {source}"))
-            if source != out:
-                link_or_copy(source, out)
-            if curves is not None:
-                write_curves(curves, history)
-        dist.barrier()
+    drop_stale_states(out, final, partial, restart, dist)
+    resumed = Resumed() if restart else resume(task, (out, final, partial), final, identity, dist)
+    start, history = resumed.step, resumed.history
+    if resumed.source is not None and start >= config.iterations:  # finished (see the module docstring)
+        write_finished(out, resumed, curves, dist)
         return LoopResult(out, start, {})
-    if source is not None and dist.is_main:
-        print(f"resuming from {source} at step {start}")
     if dist.is_main:
+        if resumed.source is not None:
+            print(f"resuming from {resumed.source} at step {start}")
         for line in recover_leftovers(partial) + recover_leftovers(final):  # a copy of the final state killed
             print(f"recovered: {line}", file=sys.stderr)
         warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
 
-    def save(path: Path, step: int) -> None:
-        """Writes the state, or stops every process with a DiskFullError (before writing, when the free space
-        is short) that names the last good state, which stays intact."""
-        problem = None
-        if dist.is_main:
-            ckpt = task.checkpoint({
-                "step": step, "iterations": config.iterations, "identity": json.dumps(identity, sort_keys=True),
-                "history": history, "rng": {"scheme": "derive_seed(seed, step, rank)", "seed": config.seed},
-                **(labels or {})})
-            kept = (f"the last good state {last_good} (step {last_step}) is intact; the {step - last_step} steps since "
-                    "are not saved" if last_good else "no state had been saved yet, so the next run starts afresh")
-            try:
-                require_space(path, state_bytes(ckpt, task), kept)
-                save_checkpoint(path, ckpt, kept)
-            except DiskFullError as err:
-                problem = err
-        if not dist.all_true(problem is None):
-            progress.close()  # the error on a line of its own
-            raise problem if problem is not None else SystemExit(2)  # the main process says why
-        dist.barrier()
-
-    last_good, last_step = source, start
     metrics: dict[str, float] = {}
     progress = tqdm(total=config.iterations, initial=start, desc=f"train {task.kind}", disable=not dist.is_main,
                     dynamic_ncols=True)
+    saver = Saver(task, config, dist, identity, history, labels or {}, resumed.source, start, progress)
+    times = StepTimes()
     with StopSignal() as stop:
         step = start
-        waited = computed = 0.0  # since the last log: seconds waiting for batches, seconds in the steps
-        steps_timed = 0
         for batch, wait in timed(task.batches(start)):
             began = time.perf_counter()
             # Dropout and any other global-RNG use: a pure function of (seed, step, rank), so resumable.
             torch.manual_seed(derive_seed(config.seed, step, dist.rank))
             losses = task.train_step(batch, step)
-            finite_or_raise(losses, step, dist, last_good)  # reads the losses: the device has finished the step
-            waited, computed, steps_timed = waited + wait, computed + time.perf_counter() - began, steps_timed + 1
+            finite_or_raise(losses, step, dist, saver.last_good)  # reads the losses: the device has finished
+            times.add(wait, time.perf_counter() - began)
             if floor:
                 time.sleep(max(0.0, floor - (time.perf_counter() - began)))
             step += 1
@@ -274,27 +338,16 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
             progress.update(1)
             if step % config.log_every == 0 or step == config.iterations:
                 history["train"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in metrics.items()}})
-                # A starved GPU: the share of the time the step waited for its batch (the loader's workers). Wall
-                # clock, so MLflow and the progress bar only: the curves (and the state) stay reproducible.
-                metrics.update({"train/data_wait_s": waited / steps_timed,
-                                "train/data_wait_fraction": waited / max(waited + computed, 1e-12)})
-                waited = computed = 0.0
-                steps_timed = 0
+                metrics.update(times.take())
                 progress.set_postfix({k.split("/")[-1]: f"{v:.4g}" for k, v in metrics.items()}, refresh=False)
                 tracker.log_metrics(metrics, step)
             if step % config.eval_every == 0 or step == config.iterations:
-                evaluation = task.evaluate()
-                metrics.update(evaluation)
-                tracker.log_metrics(evaluation, step)
-                history["eval"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in evaluation.items()}})
-                if dist.is_main:
-                    progress.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in evaluation.items()))
+                metrics.update(evaluate(task, step, history, tracker, progress, dist))
             if step == config.iterations:
                 break
             stop_now = not dist.all_true(stop.received is None)
             if stop_now or step % config.checkpoint_every == 0:
-                save(partial, step)
-                last_good, last_step = partial, step
+                saver.save_resumable(partial, step)
             if stop_now:
                 progress.close()
                 raise TrainingStopped(f"stopped by signal at step {step}: state saved to {partial}; "
@@ -304,10 +357,21 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
         raise RuntimeError(f"training stopped at step {step} of {config.iterations}: the data loader ended early")
     if curves is not None and dist.is_main:
         write_curves(curves, history)
-    save(out, step)
+    saver.save(out, step)
     if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Training resumes")
         keep_final_state(out, final, partial)
     return LoopResult(out, step, metrics)
+
+
+def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: NullTracker, progress: tqdm,
+             dist: Distributed) -> dict[str, float]:
+    """The task's evaluation at `step`: logged, added to the curves and shown."""
+    evaluation = task.evaluate()
+    tracker.log_metrics(evaluation, step)
+    history["eval"].append({"step": step, **{k.split("/", 1)[1]: v for k, v in evaluation.items()}})
+    if dist.is_main:
+        progress.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in evaluation.items()))
+    return evaluation
 
 
 def keep_final_state(out: Path, final: Path, partial: Path) -> None:

@@ -1,0 +1,1 @@
+"""Studies the DAG runs over a trained model: the speed/quality frontier."""
