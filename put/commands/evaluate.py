@@ -23,12 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from put.config.bins import BINS
     from put.stages.evaluate import run_evaluate
 
     result = run_evaluate(load_cli_params(args), args.variant, Path(args.samples), Path(args.masks), Path(args.out),
                           parse_tags(args.tag))
-    cells = sum(len(groups) for mode, groups in result.items() if mode != "bins")
-    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get('bins', {}))} fine bins; "
+    cells = sum(len(groups) for mode, groups in result.items() if mode != BINS)
+    print(f"metrics of {args.variant}: {args.out} ({cells} table cells, {len(result.get(BINS, {}))} fine bins; "
           "pasted: pasted/ beside it)")
 
 

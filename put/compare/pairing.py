@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from put.compare.results import Result
+from put.config.bins import BINS
 from put.config.evaluation import MetricProtocol
 from put.errors import FileMismatchError, InputError
 from put.metrics.per_image import PIXEL_METRICS
@@ -18,7 +19,6 @@ from put.stats.bootstrap import Bootstrap
 from put.stats.differences import KEYS, mark_family, paired_differences
 
 SAMPLED = "top-K"  # the sampled mode, whatever K each result drew with: `k50` of one is paired with `k10` of another
-BINS = "bins"  # the fine hole-ratio bins (the curves' cells), compared only when asked
 SAMPLED_MODE = re.compile(r"k\d+")
 
 

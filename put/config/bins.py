@@ -22,6 +22,7 @@ def _bin(lo_pct: int, hi_pct: int) -> tuple[str, Bounds]:
 
 
 # Fine bins for the curves, table groups for the paper's Table 1.
+BINS = "bins"  # the fine bins' key in an evaluation's metrics file (beside the table groups' modes)
 FINE_BINS: dict[str, Bounds] = dict(_bin(lo, lo + 10) for lo in range(10, 60, 10))
 TABLE_GROUPS: dict[str, Bounds] = dict(_bin(lo, hi) for lo, hi in ((20, 40), (40, 60), (10, 60)))
 EVAL_GROUPS: dict[str, Bounds] = {**TABLE_GROUPS, **FINE_BINS}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from put.config.bins import BINS
 from put.config.params import Params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
 from put.errors import FileMismatchError
@@ -20,7 +21,6 @@ from put.metrics.summary import PIXEL_METRICS
 from put.tracking.base import NullTracker
 
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
-BINS = "bins"  # the key of the fine-bin curves in the metrics file
 NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 

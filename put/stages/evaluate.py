@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from put.config.bins import FINE_BINS, TABLE_GROUPS
+from put.config.bins import BINS, FINE_BINS, TABLE_GROUPS
 from put.config.evaluation import RANKED_RULE, MetricProtocol
 from put.config.params import Params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
@@ -26,7 +26,7 @@ from put.metrics import MetricValue
 from put.metrics.cells import BOUNDS, Cells
 from put.metrics.diversity import diversity_lpips_per_input
 from put.metrics.fid import fid_features
-from put.metrics.files import BINS, log_evaluation
+from put.metrics.files import log_evaluation
 from put.metrics.image import metrics_table, paste_known
 from put.metrics.per_image import IMAGE_COLUMNS, MASKS, masks_record
 from put.metrics.summary import PIXEL_METRICS, fid_summary, mean_summary, pixel_summaries, unmeasured

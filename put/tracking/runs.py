@@ -102,9 +102,14 @@ def lineage_tags(preset: str, variant: str | None, stage: str, dag_id: str, seed
     return tags
 
 
+def stage_command(stage: str) -> str:
+    """The `put` subcommand of a stage (train_pvqvae -> train-pvqvae)."""
+    return stage.replace("_", "-")
+
+
 def stage_code(stage: str) -> str:
     """The code version (tag put.code) of the stage's run: a hash of the files its subcommand runs."""
-    return code_version(command_sources(stage.replace("_", "-")))
+    return code_version(command_sources(stage_command(stage)))
 
 
 def run_name(stage: str, variant: str | None, seed: int = 0) -> str:
@@ -153,7 +158,7 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         self.attempt = int(time.time() * 1000) if attempt is None else attempt
         self.call_time = threading.local()  # the time of the stage's call being logged (called_at), per thread
         self.checked = time.monotonic()  # when the run's mark was last looked at (_current)
-        command = stage.replace("_", "-")
+        command = stage_command(stage)
         files = command_sources(command)
         self.code = code or code_version(files)
         self.identity = lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: self.code}
