@@ -39,6 +39,7 @@ from put.tracking.names import (
     variants_view,
 )
 from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
+from put.tracking.workspace import artifact_location
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's nesting of a stage's run under its DAG's
@@ -195,7 +196,8 @@ class MlflowTracker(ModelLogging, NullTracker):
         found = self.client.get_experiment_by_name(name)
         if found is None:
             try:
-                return self.client.create_experiment(name, tags={"mlflow.experimentKind": EXPERIMENT_KIND})
+                return self.client.create_experiment(name, artifact_location(self.uri, name),
+                                                     tags={"mlflow.experimentKind": EXPERIMENT_KIND})
             except Exception:  # created meanwhile by another process (tracking server, no lock)
                 found = self.client.get_experiment_by_name(name)
         if found.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
