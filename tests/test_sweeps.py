@@ -156,3 +156,33 @@ def test_a_colleague_compares_the_sweep_after_dvc_exp_pull(sweep, tmp_path):
     pd.testing.assert_frame_equal(mine, theirs)
     dvc(colleague, "exp", "apply", names[0])  # its cached output, from the DVC remote (not in the clone's cache)
     assert (colleague / "samples.txt").read_text() == "samples of top_k 10\n"
+
+
+def test_a_stage_in_a_temporary_copy_resolves_to_the_workspace_dvc_names(tmp_path, monkeypatch):
+    """The default store, its lock and the spool in the workspace DVC_ROOT names, whatever the working directory;
+    in a temporary copy that names none, one line saying what to set."""
+    from put.errors import InputError
+    from put.tracking.source import tracking_uri
+    from put.tracking.spool import spool_folder
+
+    copy = tmp_path / "ws" / ".dvc" / "tmp" / "exps" / "tmpabc"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    for name in ("MLFLOW_TRACKING_URI", "PUT_MLFLOW_SPOOL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "ws"))
+    assert tracking_uri() == f"sqlite:///{tmp_path / 'ws' / 'mlflow.db'}"
+    assert spool_folder() == tmp_path / "ws" / "mlflow-unsent"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///runs/store.db")  # relative: the workspace's too
+    assert tracking_uri() == f"sqlite:///{tmp_path / 'ws' / 'runs' / 'store.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://10.1.2.3:5000")
+    assert tracking_uri() == "http://10.1.2.3:5000"
+
+    monkeypatch.delenv("DVC_ROOT")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(InputError, match=rf"temporary experiment copy {copy}.*set MLFLOW_TRACKING_URI=sqlite:///"
+                                         rf"{tmp_path / 'ws' / 'mlflow.db'}"):
+        tracking_uri()
+    monkeypatch.chdir(tmp_path)  # outside DVC: the working directory, as before
+    assert tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
+

@@ -26,8 +26,8 @@ from tests.helpers import BIN, ROOT
 from tests.test_compare import per_image, write_result
 
 SCRIPT = ROOT / "workflow" / "tracking_server.sh"
-pytestmark = pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/postgres"),
-                                reason="PostgreSQL is not installed (workflow/tracking_server.sh install, as root)")
+postgres = pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+                              reason="PostgreSQL is not installed (workflow/tracking_server.sh install, as root)")
 
 
 def script(folder: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
@@ -72,6 +72,7 @@ def server():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@postgres
 def test_a_request_without_a_login_is_refused_and_writes_nothing(server):
     folder, started, uri, password = server["folder"], server["started"], server["uri"], server["password"]
     assert f"export MLFLOW_TRACKING_URI={uri}" in started.stdout
@@ -96,6 +97,7 @@ def put_compare(workspace: Path, uri: str, user: str, password: str) -> subproce
                           cwd=workspace, capture_output=True, text=True, env=env, timeout=300)
 
 
+@postgres
 def test_put_logs_with_the_login_and_a_wrong_password_is_one_line(server, tmp_path, monkeypatch):
     """A stage's run (the DAG's tracker) and `put compare --mlflow` with the admin's login; the password in no tag or
     parameter; with a wrong one, `put compare --mlflow` fails in one line naming the server and what to set."""
@@ -129,6 +131,7 @@ def test_put_logs_with_the_login_and_a_wrong_password_is_one_line(server, tmp_pa
                                      "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"), refused.stderr
 
 
+@postgres
 def test_a_lab_member_gets_an_account_of_their_own(server, tmp_path):
     """`add-user NAME` with PASSWORD_FILE: the password into that 0600 file, never printed; the account logs in."""
     folder, uri = server["folder"], server["uri"]
@@ -145,3 +148,24 @@ def test_beyond_loopback_a_server_without_logins_is_refused(tmp_path):
     refused = script(tmp_path, "start-mlflow", PUT_TRACKING_HOST="10.255.255.1", PUT_TRACKING_AUTH="0")
     assert refused.returncode != 0 and "beyond loopback the server has logins" in refused.stderr, refused.stderr
     assert not (tmp_path / "mlflow.pid").exists()
+
+
+def test_a_refused_login_is_one_line_from_put(monkeypatch):
+    """MLflow's 401 and 403 (its error codes) as the package's error; any other error is left alone."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import PERMISSION_DENIED, RESOURCE_DOES_NOT_EXIST, UNAUTHENTICATED
+
+    from put.errors import ServiceError
+    from put.tracking.login import login_refused
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://10.1.2.3:5000")
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    refused = login_refused(MlflowException("failed with error code 401 != 200", error_code=UNAUTHENTICATED))
+    assert isinstance(refused, ServiceError) and "\n" not in str(refused)
+    assert str(refused).startswith("MLflow at http://10.1.2.3:5000 refused the login (401) with no login "
+                                   "(MLFLOW_TRACKING_USERNAME unset): set MLFLOW_TRACKING_USERNAME")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")
+    denied = login_refused(MlflowException("403", error_code=PERMISSION_DENIED))
+    assert "refused the account's access (403) as ada" in str(denied)
+    assert login_refused(MlflowException("no such run", error_code=RESOURCE_DOES_NOT_EXIST)) is None
+    assert login_refused(ValueError("x")) is None

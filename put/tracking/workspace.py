@@ -19,7 +19,7 @@ TEMP_COPIES = (".dvc", "tmp", "exps")  # where DVC makes its temporary copies (d
 
 EXPERIMENT_TAG = "put.dvc.experiment"  # the DVC experiment a run was made by (its name, as `dvc exp show` prints)
 BASELINE_TAG = "put.dvc.baseline"  # the commit that experiment was queued from
-ARTIFACTS = "mlruns"  # a local store's artefacts, in its workspace (MLflow's default folder name)
+ARTIFACTS = "mlruns"  # a local store's artefacts, beside it (MLflow's default folder name)
 
 
 def temporary_copy(folder: Path) -> Path | None:
@@ -58,9 +58,10 @@ def experiment_tags() -> dict[str, str]:
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:
-    """Where a new experiment of a local SQLite store keeps its artefacts: `mlruns/<experiment>` in the
-    workspace (MLflow would take the working directory, a temporary copy's in a queued run); None for a
-    server, which decides."""
-    if not uri.startswith("sqlite:///"):
+    """Where a new experiment of a local SQLite store (an absolute address) keeps its artefacts: `mlruns/<experiment>`
+    beside the database, the workspace's for the default store (MLflow would take the working directory: a queued
+    run's temporary copy); None for a server, which decides."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
         return None
-    return (workspace() / ARTIFACTS / experiment).as_uri()
+    return (Path(uri[len(prefix):]).parent / ARTIFACTS / experiment).as_uri()
