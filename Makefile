@@ -116,14 +116,17 @@ test-slurm: $(STAMP)
 	  status=$$?; $(stop-slurm-tracking); tests/slurm/cluster.sh down; exit $$status
 
 # An MLflow tracking server on PostgreSQL for cluster runs (workflow/tracking_server.sh; Debian's postgresql is
-# installed when missing, as root): prints the MLFLOW_TRACKING_URI to export. TRACKING_DIR holds the database and
-# the artefacts; TRACKING_HOST is the address it listens on (127.0.0.1: this machine only).
+# installed when missing, as root): prints what jobs export (MLFLOW_TRACKING_URI, and its login). TRACKING_DIR holds
+# the database, the artefacts and the admin's password (0600); TRACKING_HOST is the address it listens on
+# (127.0.0.1: this machine only). Beyond loopback it has logins (docs/mlflow.md, "Logins"); TRACKING_AUTH=1 gives
+# them on loopback too.
 TRACKING_DIR ?= .mlflow-server
 TRACKING_HOST ?= 127.0.0.1
+TRACKING_AUTH ?=
 tracking-server: $(STAMP)
 	workflow/tracking_server.sh install
-	PUT_TRACKING_DIR=$(TRACKING_DIR) PUT_TRACKING_HOST=$(TRACKING_HOST) MLFLOW=$(CURDIR)/$(BIN)/mlflow \
-	  workflow/tracking_server.sh start
+	PUT_TRACKING_DIR=$(TRACKING_DIR) PUT_TRACKING_HOST=$(TRACKING_HOST) PUT_TRACKING_AUTH=$(TRACKING_AUTH) \
+	  MLFLOW=$(CURDIR)/$(BIN)/mlflow workflow/tracking_server.sh start
 
 tracking-server-stop:
 	PUT_TRACKING_DIR=$(TRACKING_DIR) workflow/tracking_server.sh stop

@@ -17,6 +17,7 @@ from put.errors import BUG_REPORT, PutError, describe
 from put.io.diskspace import as_disk_full
 from put.io.files import check_output, tee_output
 from put.io.output_lock import HANDED_OVER_ENV, OutputLock, sigterm_as_exit
+from put.tracking.login import login_refused
 from put.train.launch import launch, needs_launch, processes_per_node, threads_per_process
 from put.train.torchrun import launched_worker, report_error, worker_rank
 
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             with OutputLock(outputs, handed_over) if outputs and worker_rank() == 0 else nullcontext():
                 args.func(args)
         except Exception as err:
-            # the package's own errors (put/errors.py), and a full disk met by a write that did not translate it:
-            # one line, exit 2 (under torchrun: one for all workers). Anything else is a bug: its traceback, a line
-            # saying so, exit 1.
-            known = err if isinstance(err, PutError) else as_disk_full(
+            # the package's own errors (put/errors.py), a tracking server's refused login, and a full disk met by a
+            # write that did not translate it: one line, exit 2 (under torchrun: one for all workers). Anything else
+            # is a bug: its traceback, a line saying so, exit 1.
+            known = err if isinstance(err, PutError) else login_refused(err) or as_disk_full(
                 err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
             if known is not None:
                 report_error(f"put {args.command}: error: {describe(known)}")

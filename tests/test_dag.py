@@ -771,3 +771,57 @@ def test_two_dvc_experiments_of_the_demo_compared_by_name(demo):
     # argmax does not depend on K: re-sampled on the same machine, the same results (measured: exactly 0)
     assert (table.loc[table["modes"] == "all", "difference"].abs() < 1e-9).all(), table
     assert done["seconds"]["compare experiments"] < 60
+
+
+# ----------------------------------------------------------------------------------------- a queued sweep
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_queued_sweep_of_the_demo_keeps_every_run_in_the_workspaces_store(demo, tmp_path):
+    """What a lab sweeping K does (docs/dvc-snakemake.md, "Sweeps"), in a copy of the workspace `make repro` built,
+    tracking to its mlflow.db: `dvc exp run --queue -S 'overrides.sample.top_k=choice(20,30)'` of PUT's sampling
+    and evaluation, run by `dvc queue start -j 2` in DVC's temporary copies. The workspace's store holds each
+    experiment's sampling and evaluation runs once, tagged with its experiment and the commit it was queued from;
+    nothing of MLflow's is left in .dvc/tmp; `put compare` of the commit and the sweep is one family. (On a loaded
+    2-core machine, the same sweep took 482 s and 544 s by hand.)"""
+    from mlflow.tracking import MlflowClient
+
+    from put.tracking.workspace import BASELINE_TAG, EXPERIMENT_TAG
+
+    demo_made(demo)
+    repo = tmp_path / "repo"
+    shutil.copytree(demo["copy"], repo, symlinks=True)  # as `make repro` left it (the other tests' experiments aside)
+    git(repo, "checkout", "HEAD", "--", "params.yaml")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the demo made")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    before = mlflow_run_count(repo)
+    # K values no other test ran: DVC's run cache would restore their outputs, and a restored stage logs no run
+    queued = dvc(repo, "exp", "run", "--queue", "-n", "k", "-S", "overrides.sample.top_k=choice(20,30)",
+                 "sample@put", "evaluate@put")
+    assert queued.returncode == 0, queued.stdout[-3000:] + queued.stderr[-3000:]
+    start = time.monotonic()
+    assert dvc(repo, "queue", "start", "-j", "2").returncode == 0
+    while re.search(r"Queued|Running", status := dvc(repo, "queue", "status").stdout):
+        assert time.monotonic() - start < 1500, status
+        time.sleep(5)
+    print(f"\nqueued sweep: 2 experiments of sample@put and evaluate@put, 2 workers, {time.monotonic() - start:.0f} s")
+    names = ["k-1", "k-2"]
+    assert all(re.search(rf"{name}\s.*Success", status) for name in names), status
+    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("put-demo")
+    runs = client.search_runs([experiment.experiment_id], f"tags.`{EXPERIMENT_TAG}` LIKE 'k-%'", max_results=100)
+    found = sorted((r.data.tags[EXPERIMENT_TAG], r.data.tags["put.stage"]) for r in runs)
+    assert found == [(name, stage) for name in names for stage in ("evaluate", "sample")], found
+    assert {r.data.tags[BASELINE_TAG] for r in runs} == {commit}
+    assert all(r.info.status == "FINISHED" and "put.variant" in r.data.tags for r in runs)
+    assert mlflow_run_count(repo) == before + 2 * 3  # and a parent run per experiment (its DAG configuration)
+    left = [p for p in (repo / ".dvc" / "tmp").rglob("*") if p.name.startswith(("mlflow", "mlruns"))]
+    assert left == []
+    done = subprocess.run([str(BIN / "python"), "-m", "put", "compare", commit, *names, "--preset", "demo", "--format",
+                           "csv"], cwd=repo, capture_output=True, text=True, env={**ENV, "PUT_TRACKING": "0"},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = pd.read_csv(io.StringIO(done.stdout))
+    assert table["family"].nunique() == 1 and sorted(set(table["result"])) == names, table

@@ -40,6 +40,7 @@ from put.tracking.names import (
 )
 from put.tracking.races import PARENT_TAG, RaceResolution
 from put.tracking.source import code_version, environment_tags, installed_distributions, tracking_uri
+from put.tracking.workspace import artifact_location
 
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's value for model training (not GenAI)
 RUN_COLOUR_TAG = "mlflow.runColor"  # the colour the UI draws a run in (the runs table's dot, the charts' lines)
@@ -244,7 +245,8 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         found = self.client.get_experiment_by_name(name)
         if found is None:
             try:
-                return self.client.create_experiment(name, tags={"mlflow.experimentKind": EXPERIMENT_KIND})
+                return self.client.create_experiment(name, artifact_location(self.uri, name),
+                                                     tags={"mlflow.experimentKind": EXPERIMENT_KIND})
             except Exception:  # created meanwhile by another process (tracking server, no lock)
                 found = self.client.get_experiment_by_name(name)
         if found.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
-from pathlib import Path
 
 from put.io.code import ROOT
+from put.tracking.workspace import experiment_tags, resolve
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 
@@ -24,17 +24,18 @@ def tracking_enabled() -> bool:
 
 
 def tracking_uri() -> str:
-    """The store runs log to (MLFLOW_TRACKING_URI, else ./mlflow.db), as an address independent of the directory:
-    MLflow keeps one store per address string, so a relative `sqlite:///mlflow.db` met earlier in the process in
-    another directory would be that directory's file."""
+    """The store runs log to (MLFLOW_TRACKING_URI, else the workspace's mlflow.db), as an address independent of
+    the directory: MLflow keeps one store per address string, so a relative `sqlite:///mlflow.db` met earlier in
+    the process in another directory would be that directory's file."""
     return store_address(os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI)
 
 
 def store_address(uri: str) -> str:
-    """`uri` as the same store from any directory: a relative SQLite path made absolute, no trailing slash."""
+    """`uri` as the same store from any directory: a relative SQLite path made absolute against the workspace (a
+    DVC experiment's, when the stage runs in its temporary copy: put/tracking/workspace.py), no trailing slash."""
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        return prefix + str(Path(uri[len(prefix):]).resolve())
+        return prefix + str(resolve(uri[len(prefix):]))
     return uri.rstrip("/")
 
 
@@ -69,8 +70,9 @@ def git_dirty(files: Sequence[str]) -> bool:
 
 def environment_tags(command: str, code: Sequence[str] = ()) -> dict[str, str]:
     """Where and with what this stage ran: source (command, git commit, branch, remote), host, Slurm job,
-    library versions. `put.git.dirty`: whether the stage's `code` files or its parameters (params.yaml, the
-    presets) differ from the commit; the pipeline's own products, which every run rewrites, do not count."""
+    library versions, the DVC experiment. `put.git.dirty`: whether the stage's `code` files or its parameters
+    (params.yaml, the presets) differ from the commit; the pipeline's own products, which every run rewrites, do
+    not count."""
     from put.config.presets import PRESET_FILE
     from put.io.versions import versions
 
@@ -85,6 +87,7 @@ def environment_tags(command: str, code: Sequence[str] = ()) -> dict[str, str]:
     for var, tag in (("SLURM_JOB_ID", "put.slurm_job_id"), ("SLURM_ARRAY_JOB_ID", "put.slurm_array_job_id")):
         if os.environ.get(var):
             tags[tag] = os.environ[var]
+    tags |= experiment_tags()
     tags |= {f"put.version.{name}": value[:5000] for name, value in versions().items()}  # and the lock's state
     if "torch" in sys.modules:  # the CUDA/cuDNN the stage's torch was built with, when any
         torch = sys.modules["torch"]

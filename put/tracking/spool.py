@@ -24,9 +24,10 @@ from put.io.files import atomic_write_text
 from put.io.output_lock import node_local_locks
 from put.tracking.base import NullTracker
 from put.tracking.source import store_address, tracking_enabled, tracking_uri
+from put.tracking.workspace import resolve
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
-SPOOL_DIR = "mlflow-unsent"  # beside the workspace's outputs (a cluster's shared file system)
+SPOOL_DIR = "mlflow-unsent"  # in the workspace, beside its outputs (a cluster's shared file system)
 
 
 def unreachable(err: BaseException) -> bool:
@@ -49,7 +50,7 @@ def outage(err: BaseException) -> str:
 
 
 def spool_folder() -> Path:
-    return Path(os.environ.get(SPOOL_ENV, SPOOL_DIR)).resolve()
+    return resolve(os.environ.get(SPOOL_ENV, SPOOL_DIR))
 
 
 class NotASpool(Exception):
