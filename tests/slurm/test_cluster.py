@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -156,6 +157,9 @@ def set_resources(repo: Path, rule: str, **values: int) -> None:
     path.write_text(yaml.safe_dump(table, sort_keys=False))
 
 
+LOGIN = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": secrets.token_urlsafe(24)}
+
+
 class TrackingServer:
     """workflow/tracking_server.sh on this host's bridge address (the nodes' only way to it). It starts in the
     background (the cluster run's data stages run meanwhile); `uri` waits for it."""
@@ -171,7 +175,9 @@ class TrackingServer:
 
     @property
     def uri(self) -> str:
-        return re.search(r"MLFLOW_TRACKING_URI=(\S+)", self.started.result()).group(1)
+        exports = self.started.result()
+        assert "MLFLOW_TRACKING_USERNAME=admin" in exports and LOGIN["MLFLOW_TRACKING_PASSWORD"] not in exports
+        return re.search(r"MLFLOW_TRACKING_URI=(\S+)", exports).group(1)
 
     def call(self, command: str) -> str:
         done = subprocess.run([str(ROOT / "workflow/tracking_server.sh"), command], env=self.env,
@@ -196,6 +202,13 @@ def tracking_server(variable: str) -> Iterator[TrackingServer]:
     folder = Path(os.environ.get(variable) or tempfile.mkdtemp(prefix="put-tracking-"))
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)  # PostgreSQL runs as the postgres user, which must reach its data folder
+    # Beyond loopback the server has logins: the admin's password, made here once for both servers (the script
+    # keeps one it finds), reaches every job as users pass it: in the environment sbatch exports.
+    password = folder / "admin-password"
+    if not password.is_file():
+        password.touch(mode=0o600)
+        password.write_text(LOGIN["MLFLOW_TRACKING_PASSWORD"] + "\n")
+    os.environ.update(LOGIN)
     server = None
     try:
         server = TrackingServer(folder)
@@ -685,6 +698,29 @@ def spools_named_in_logs(repo: Path) -> dict[Path, str]:
     return found
 
 
+def check_logins(uri: str) -> None:
+    """The server listens beyond loopback, so it has logins: a request without one, or with a wrong password, is
+    refused (401) and creates nothing; the jobs logged with the admin's login from their environment."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    def create(headers: dict[str, str]) -> int:
+        request = urllib.request.Request(f"{uri}/api/2.0/mlflow/experiments/create", method="POST",
+                                         data=json.dumps({"name": "intruder"}).encode(),
+                                         headers={"Content-Type": "application/json", **headers})
+        try:
+            return urllib.request.urlopen(request, timeout=30).status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    wrong = base64.b64encode(b"admin:not-the-password").decode()
+    assert create({}) == 401 and create({"Authorization": f"Basic {wrong}"}) == 401
+    from mlflow.tracking import MlflowClient
+
+    assert MlflowClient(uri).get_experiment_by_name("intruder") is None  # with the login: nothing was created
+
+
 def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_record_once_on_the_server(
         cluster_run, tracking):
     """The cluster's configuration of tracking (MLFLOW_TRACKING_URI naming a server on PostgreSQL), end to end: the
@@ -701,6 +737,7 @@ def test_after_the_outages_replays_and_put_track_in_both_orders_leave_every_reco
     spools = sorted((repo / SPOOL_DIR).glob("*.jsonl"))
     named = spools_named_in_logs(repo)
     assert set(named) <= set(spools) and set(named.values()) == {tracking.uri}, (named, spools)
+    check_logins(tracking.uri)
     recorded = {json.loads(p.read_text().splitlines()[0])["uri"] for p in spools}
     assert recorded == {tracking.uri}, recorded  # each spool names the server as its store, never a local file
     # Of the spools, those of attempts that never reached the server (no run of their stage there) are lost (a
