@@ -113,6 +113,11 @@ def folder_sources(root: Path, images: list[Path], data: DataConfig) -> dict[Pat
     return sources
 
 
+def folder_name(data: DataConfig) -> str:
+    """The folder dataset's name in reports: data.name, else its root folder's name."""
+    return data.name or Path(data.root or "folder").resolve().name
+
+
 def test_size(usable: int, data: DataConfig) -> int:
     """How many test images the seeded split draws: test_fraction of the usable images (at least the minimum the
     evaluation needs, at least eval_count)."""

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from put.config import DataConfig, Preset
 from put.data.demo import build_demo
-from put.data.folder import split_folder
+from put.data.folder import folder_name, split_folder
 from put.data.groups import image_sources
 from put.data.images import check_image
 from put.data.sources import list_dataset
@@ -133,11 +133,6 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
         info.update(places_train=data.places_train, places_images=data.places_images)
     sources = image_sources(data.dataset, root, files, data.sources)  # checked before anything is written
     return write_split(files, Path(out_dir), info=info, sources=sources)
-
-
-def folder_name(data: DataConfig) -> str:
-    """The folder dataset's name in reports: data.name, else its root folder's name."""
-    return data.name or Path(data.root or "folder").resolve().name
 
 
 def _split_folder(root: Path, data: DataConfig, image_size: int, out_dir: Path) -> dict:
