@@ -7,6 +7,7 @@ from pathlib import Path
 
 from put.config import PRESETS
 from put.errors import InputError
+from put.sampling.precision import PRECISIONS
 
 
 def positive_int(text: str) -> int:
@@ -64,6 +65,12 @@ def evaluated_label(text: str) -> str:
         return text
     raise argparse.ArgumentTypeError(f"{text!r}: expected a variant ({', '.join(VARIANTS)}), {OFFICIAL_PREFIX}NAME "
                                      f"or {EXTERNAL_PREFIX}NAME")
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="fp32, or bf16 autocast (nearest-code search, scores and top-K stay fp32); auto: bf16 on "
+                             "CUDA and on CPUs with bf16 units (AVX512-BF16, AMX), else fp32")
 
 
 def optional_path(value: str | None) -> Path | None:
