@@ -122,3 +122,13 @@ def test_folder_too_small_for_the_split_is_refused_in_one_line(tmp_path):
     assert "at least 3 usable images in 3 sources" in message
     with pytest.raises(FolderError, match="without its pair"):
         split_dataset(folder_preset(root, train_list="x.txt"), tmp_path / "split")
+
+
+def test_the_seeded_split_takes_two_sources_even_when_one_would_fill_the_test_split(tmp_path):
+    root = tmp_path / "two_shoots"
+    for shoot in range(3):
+        for k in range(6):
+            save(root / f"shoot{shoot}" / f"s{shoot}_{k}.png", (SIZE, SIZE), seed=10 * shoot + k)
+    report = split_dataset(folder_preset(root, test_fraction=0.1), tmp_path / "split")
+    assert report["screened"]["sources"] == {"train": 1, "test": 2}
+    assert (report["screened"]["train"], report["screened"]["test"]) == (6, 12)

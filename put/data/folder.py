@@ -134,15 +134,15 @@ def _refuse_if_short(where: str, train: int, test: int, test_sources: int, neede
 
 
 def seeded_split(images: list[Path], sources: dict[Path, str], count: int, seed: int) -> dict[str, list[Path]]:
-    """Whole sources, in a seeded order of their sorted names, go to test until it holds `count` images; the
-    rest is train."""
+    """Whole sources, in a seeded order of their sorted names, go to test until it holds `count` images from at
+    least MIN_TEST_SOURCES sources; the rest is train."""
     names = sorted({sources[p] for p in images})
     order = np.random.default_rng(seed).permutation(len(names))
     test_sources: set[str] = set()
     members = {name: sum(1 for p in images if sources[p] == name) for name in names}
     taken = 0
     for index in order:
-        if taken >= count:
+        if taken >= count and len(test_sources) >= MIN_TEST_SOURCES:
             break
         test_sources.add(names[index])
         taken += members[names[index]]
@@ -212,6 +212,8 @@ def split_folder(root: Path, data: DataConfig, min_side: int, workers: int | Non
     _refuse_if_short(str(root), len(files["train"]), len(files["test"]),
                      len({sources[p] for p in files["test"]}), needed)
     summary = screened.counts(len(found))
+    # `unused`: images of the test sources that eval_count left out (on neither side)
     summary.update(train=len(files["train"]), test=len(files["test"]),
+                   unused=len(screened.kept) - len(files["train"]) - len(files["test"]),
                    sources={split: len({sources[p] for p in paths}) for split, paths in files.items()})
     return FolderSplit(files, {p: sources[p] for p in screened.kept}, screened, summary)
