@@ -38,8 +38,12 @@ def test_a_bf16_run_multiplies_in_bf16_and_keeps_the_logits_fp32(tiny_checkpoint
     model = tiny_checkpoints[0]
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     seen = {}
-    model.transformer.head.register_forward_hook(lambda m, i, out: seen.setdefault("logits", out.dtype) and None)
-    model.transformer.blocks[0].mlp.register_forward_hook(lambda m, i, out: seen.setdefault("block", out.dtype) and None)
+
+    def record(name: str):
+        return lambda module, inputs, out: seen.setdefault(name, out.dtype) and None  # None: output unchanged
+
+    model.transformer.head.register_forward_hook(record("logits"))
+    model.transformer.blocks[0].mlp.register_forward_hook(record("block"))
     image = torch.rand(3, 32, 32) * 2 - 1
     keep = torch.ones(1, 32, 32)
     keep[:, 8:24, 8:24] = 0
