@@ -4,6 +4,8 @@ on the CPU"). Random weights, as the speed rows: the agreement of a trained mode
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 
 from put.bench.sampling import bench_sampling, timed_model
@@ -31,11 +33,15 @@ def sampled_tokens(preset: str, holes: int, device: str, bf16: bool, seed: int) 
     return tokens.flatten()[:holes].cpu()
 
 
-def bench_precision(preset: str, steps: int, holes: int, device: str = "cpu", seed: int = 0) -> dict:
-    """Both precisions' sampling rows (`steps` timed steps each) and the share of `holes` tokens of one run
-    that bf16 samples as fp32 does (same model, features, mask and seed)."""
-    rows = {name: bench_sampling(preset, steps, device=device, bf16=bf16, engine="eager", seed=seed)
-            for name, bf16 in (("fp32", False), ("bf16", True))}
+def bench_precision(preset: str, steps: int, holes: int, device: str = "cpu", seed: int = 0, rounds: int = 3) -> dict:
+    """Both precisions' sampling rows (`steps` timed steps each), alternated for `rounds` rounds so that a shared
+    machine's load weighs on both alike (the median round's seconds per step of each), and the share of `holes`
+    tokens of one run that bf16 samples as fp32 does (same model, features, mask and seed)."""
+    runs = [bench_sampling(preset, steps, device=device, bf16=bf16, engine="eager", seed=seed)
+            for _ in range(rounds) for bf16 in (False, True)]
+    rows = {name: sorted((r for r in runs if r["precision"] == label), key=lambda r: r["seconds_per_step"])[rounds // 2]
+            for name, label in (("fp32", "fp32"), ("bf16", "bf16-autocast"))}  # each one's median round
+    pairs = [a["seconds_per_step"] / b["seconds_per_step"] for a, b in zip(runs[::2], runs[1::2])]
     fp32, bf16 = (sampled_tokens(preset, holes, device, b, seed) for b in (False, True))
     # A token drawn differently changes the context of every later step: agreement falls along the run.
     first = int((fp32 != bf16).nonzero()[0]) if bool((fp32 != bf16).any()) else holes
@@ -43,6 +49,7 @@ def bench_precision(preset: str, steps: int, holes: int, device: str = "cpu", se
             "precision": "fp32 vs bf16-autocast", "steps": steps, "holes": holes, "seed": seed,
             "fp32_tokens_per_second": rows["fp32"]["tokens_per_second"],
             "bf16_tokens_per_second": rows["bf16"]["tokens_per_second"],
-            "speedup": rows["bf16"]["tokens_per_second"] / rows["fp32"]["tokens_per_second"],
+            # each round's fp32 over bf16 seconds per step, measured back to back: the load of that moment cancels
+            "speedup": statistics.median(pairs), "round_speedups": pairs,
             "tokens_agreeing": float((fp32 == bf16).float().mean()), "first_disagreement": first,
-            "rows": list(rows.values()), "command": rows["fp32"]["command"], "commit": rows["fp32"]["commit"]}
+            "rounds": rounds, "rows": runs, "command": rows["fp32"]["command"], "commit": rows["fp32"]["commit"]}

@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "always, as training runs)")
     parser.add_argument("--holes", type=positive_int, default=32,
                         help="precision: tokens of the run whose fp32 and bf16 draws are compared")
+    parser.add_argument("--rounds", type=positive_int, default=3,
+                        help="precision: fp32 and bf16 timed this many times each, alternately (their median rounds)")
     parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
     parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
     parser.add_argument("--images", type=positive_int, nargs="+", default=[1000],
@@ -116,7 +118,8 @@ def describe(r: dict) -> str:
 
 def describe_precision(r: dict) -> str:
     return (f"{r['preset']} exact sampling on {r['device_name']}: fp32 {r['fp32_tokens_per_second']:.3f} tokens/s, "
-            f"bf16 autocast {r['bf16_tokens_per_second']:.3f} tokens/s ({r['speedup']:.2f}x); "
+            f"bf16 autocast {r['bf16_tokens_per_second']:.3f} tokens/s (medians of {r['rounds']} rounds; "
+            f"{r['speedup']:.2f}x, the median round's ratio); "
             f"{r['tokens_agreeing']:.1%} of {r['holes']} tokens as fp32 draws them (first differs at "
             f"{r['first_disagreement']})")
 
@@ -164,7 +167,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.what == "precision":
         bench_precision = importlib.import_module("put.bench.precision").bench_precision
         for name in presets:
-            results.append(bench_precision(name, args.steps, args.holes, device=args.device))
+            results.append(bench_precision(name, args.steps, args.holes, device=args.device, rounds=args.rounds))
             print(describe_precision(results[-1]), flush=True)
     elif args.what == "sampling":
         from put.bench.sampling import bench_sampling
