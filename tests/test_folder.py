@@ -111,14 +111,17 @@ def test_folder_users_own_lists_and_file_list(tmp_path):
     assert listed["screened"]["found"] == 3 and listed["screened"]["test"] == 2
 
 
-def test_folder_too_small_for_the_split_is_refused_in_one_line(tmp_path):
+def test_folder_too_small_for_the_split_is_refused_in_one_line(tmp_path, capsys):
     root = tmp_path / "few"
     for k in range(3):
         save(root / "one_photo" / f"crop{k}.png", (SIZE, SIZE), seed=k)
+    save(root / "one_photo" / "thumb.png", (SIZE // 2, SIZE // 2), seed=9)
     with pytest.raises(FolderError) as err:
         split_dataset(folder_preset(root), tmp_path / "split")
     message = str(err.value)
     assert "\n" not in message and "needs at least 1 train and 2 test images from 2 sources" in message
+    assert "(4 found, left out: 1 too small)" in message  # and the image left out was named before the refusal
+    assert "left out one_photo/thumb.png: too small" in capsys.readouterr().err
     assert "at least 3 usable images in 3 sources" in message
     with pytest.raises(FolderError, match="without its pair"):
         split_dataset(folder_preset(root, train_list="x.txt"), tmp_path / "split")

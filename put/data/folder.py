@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,10 +126,12 @@ def test_size(usable: int, data: DataConfig) -> int:
     return max(math.ceil(data.test_fraction * usable), MIN_TEST_IMAGES, data.eval_count or 0)
 
 
-def _refuse_if_short(where: str, train: int, test: int, test_sources: int, needed_test: int) -> None:
+def _refuse_if_short(where: str, train: int, test: int, test_sources: int, needed_test: int, summary: dict) -> None:
     if test < needed_test or test_sources < MIN_TEST_SOURCES or train < MIN_TRAIN_IMAGES:
+        left = ", ".join(f"{n} {kind}" for kind, n in summary["excluded"].items()) or "none"
         raise FolderError(
-            f"{where}: too few usable images: {train} train, {test} test from {test_sources} source(s); the split "
+            f"{where}: too few usable images ({summary['found']} found, left out: {left}): {train} train, {test} "
+            f"test from {test_sources} source(s); the split "
             f"needs at least {MIN_TRAIN_IMAGES} train and {needed_test} test images from {MIN_TEST_SOURCES} "
             f"sources (FID per hole-ratio bin and the bootstrap over sources), so at least "
             f"{MIN_TRAIN_IMAGES + needed_test} usable images in {MIN_TEST_SOURCES + 1} sources")
@@ -174,9 +178,15 @@ class FolderSplit:
     summary: dict
 
 
-def split_folder(root: Path, data: DataConfig, min_side: int, workers: int | None = None) -> FolderSplit:
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def split_folder(root: Path, data: DataConfig, min_side: int, workers: int | None = None,
+                 note: Callable[[str], None] = _stderr) -> FolderSplit:
     """The folder's train/test lists (its own lists when given, else the seeded split by source), after screening;
-    the summary counts what was found, kept and left out (per reason) in each."""
+    the summary counts what was found, kept and left out (per reason) in each. Each image left out is named in
+    one line to `note` (stderr), before a folder too small for the split is refused."""
     root = Path(root)
     if not root.is_dir():
         raise MissingFileError(f"data.root: {root}: folder not found; expected a folder of images (PNG, JPEG, WebP, "
@@ -208,10 +218,12 @@ def split_folder(root: Path, data: DataConfig, min_side: int, workers: int | Non
     files["test"] = _distinct_stems(files["test"], root, screened)
     if data.eval_count is not None and len(files["test"]) > data.eval_count:  # whole sources overshoot it
         files["test"] = seeded_subset(files["test"], data.eval_count, data.seed)
+    for entry in screened.excluded:
+        note(f"left out {entry['path']}: {entry['kind']}: {entry['reason']}")
+    summary = screened.counts(len(found))
     needed = max(MIN_TEST_IMAGES, data.eval_count or 0)
     _refuse_if_short(str(root), len(files["train"]), len(files["test"]),
-                     len({sources[p] for p in files["test"]}), needed)
-    summary = screened.counts(len(found))
+                     len({sources[p] for p in files["test"]}), needed, summary)
     # `unused`: images of the test sources that eval_count left out (on neither side)
     summary.update(train=len(files["train"]), test=len(files["test"]),
                    unused=len(screened.kept) - len(files["train"]) - len(files["test"]),

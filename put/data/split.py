@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -136,11 +135,9 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
 
 
 def _split_folder(root: Path, data: DataConfig, image_size: int, out_dir: Path) -> dict:
-    """A folder of the user's images, screened and split (put/data/folder.py); every image left out is named on
-    one line of stderr, and the counts go in the report's `screened` summary."""
+    """A folder of the user's images, screened and split (put/data/folder.py; every image left out is named on
+    one line of stderr); the counts go in the report's `screened` summary."""
     split = split_folder(root, data, min_side=image_size)
-    for entry in split.screened.excluded:
-        print(f"left out {entry['path']}: {entry['kind']}: {entry['reason']}", file=sys.stderr)
     info = {"dataset": "folder", "name": folder_name(data), "screened": split.summary}
     return write_split(split.files, out_dir, info=info, sources=split.sources, checked=split.screened.rows,
                        excluded=split.screened.excluded)
