@@ -20,7 +20,7 @@ HELP = "speed benchmarks (random weights)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=["sampling", "pvqvae", "train", "loader", "evaluate", "fid-interval",
-                                             "fid-routes", "scale"])
+                                             "fid-routes", "scale", "precision"])
     parser.add_argument("--preset", choices=list(PRESETS), nargs="+",
                         help="one or more presets, each timed with its own model size (one JSON list; default ffhq); "
                              "scale: one preset of ImageNet's layout (default imagenet), whose image size is used")
@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=device_name, default=default_device())
     parser.add_argument("--bf16", action="store_true", help="sampling, pvqvae: bf16 autocast (train: bf16 on GPUs "
                                                             "always, as training runs)")
+    parser.add_argument("--holes", type=positive_int, default=32,
+                        help="precision: tokens of the run whose fp32 and bf16 draws are compared")
+    parser.add_argument("--rounds", type=positive_int, default=3,
+                        help="precision: fp32 and bf16 timed this many times each, alternately (their median rounds)")
     parser.add_argument("--workers", type=positive_int, nargs="+", help="loader: worker counts (default: the CPUs)")
     parser.add_argument("--seconds", type=float, default=3.0, help="loader: seconds per measurement")
     parser.add_argument("--images", type=positive_int, nargs="+", default=[1000],
@@ -112,6 +116,14 @@ def describe(r: dict) -> str:
             f"({r['peak_memory_kind']}), {rate} (bench took {r['wall_seconds']:.1f} s)")
 
 
+def describe_precision(r: dict) -> str:
+    return (f"{r['preset']} exact sampling on {r['device_name']}: fp32 {r['fp32_tokens_per_second']:.3f} tokens/s, "
+            f"bf16 autocast {r['bf16_tokens_per_second']:.3f} tokens/s (medians of {r['rounds']} rounds; "
+            f"{r['speedup']:.2f}x, the median round's ratio); "
+            f"{r['tokens_agreeing']:.1%} of {r['holes']} tokens as fp32 draws them (first differs at "
+            f"{r['first_disagreement']})")
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
     # stage reuses this module without running them, so it does not depend on their code (put/io/code.py).
@@ -152,7 +164,12 @@ def run(args: argparse.Namespace) -> list[dict]:
         return results
     presets = args.preset
     results = []
-    if args.what == "sampling":
+    if args.what == "precision":
+        bench_precision = importlib.import_module("put.bench.precision").bench_precision
+        for name in presets:
+            results.append(bench_precision(name, args.steps, args.holes, device=args.device, rounds=args.rounds))
+            print(describe_precision(results[-1]), flush=True)
+    elif args.what == "sampling":
         from put.bench.sampling import bench_sampling
 
         for name, batch, per_step, engine in itertools.product(presets, args.batch or [1], args.tokens_per_step,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from put.config import PRESETS
 from put.errors import InputError
+from put.sampling.precision import PRECISIONS
 
 
 def positive_int(text: str) -> int:
@@ -71,6 +72,12 @@ def evaluated_label(text: str) -> str:
 def recorded_command(name: str) -> str:
     """The command line that made an output, as its tables record it (`put NAME` when not run from a shell)."""
     return "python -m put " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else f"put {name}"
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="fp32, or bf16 autocast (nearest-code search, scores and top-K stay fp32); auto: bf16 on "
+                             "CUDA and on CPUs with bf16 units (AVX512-BF16, AMX), else fp32")
 
 
 def optional_path(value: str | None) -> Path | None:

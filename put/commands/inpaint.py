@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from put.commands.common import default_device, device_name, positive_int
+from put.commands.common import add_precision_argument, default_device, device_name, positive_int
 from put.errors import InputError
 
 HELP = "inpaint an image (or a folder of images): N diverse results each as PNG files"
@@ -22,7 +22,10 @@ CONFLICTS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="transformer checkpoint (.pt)")
+    parser.add_argument("--checkpoint", required=True,
+                        help="transformer checkpoint (.pt), or a registered model: models:/NAME@ALIAS or "
+                             "models:/NAME/VERSION (e.g. models:/put-demo-put-transformer@current) in the MLflow "
+                             "store of MLFLOW_TRACKING_URI, else ./mlflow.db")
     parser.add_argument("--pvqvae", help="P-VQVAE checkpoint, if not where the transformer checkpoint recorded it")
     inputs = parser.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--image", help="RGB, RGBA or grayscale image")
@@ -51,13 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=positive_int, help="samples per forward batch (default: all at once)")
     parser.add_argument("--device", type=device_name, default=default_device())
+    add_precision_argument(parser)
     parser.add_argument("--out", required=True, help="output folder")
     parser.set_defaults(out_folder=True)
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.models.checkpoint import load_put_model
     from put.sampling.inpaint import InpaintRequest, InpaintSettings, inpaint_file, inpaint_folder
+    from put.sampling.inpainter import load_model
     from put.sampling.schedules import SamplingOptions
 
     folders = args.images is not None
@@ -65,12 +69,12 @@ def run(args: argparse.Namespace) -> None:
         raise InputError("--images needs --masks (folders), --image needs --mask (files)")
     settings = InpaintSettings(
         samples=args.samples, seed=args.seed, deterministic=args.deterministic, pad=args.pad,
-        batch_size=args.batch_size, options=SamplingOptions(
+        batch_size=args.batch_size, precision=args.precision, options=SamplingOptions(
             top_k=args.top_k, temperature=args.temperature, tokens_per_step=args.tokens_per_step,
             position_rule=args.position_rule, steps=args.steps, schedule=args.schedule))
     request = InpaintRequest(Path(args.images if folders else args.image), Path(args.masks if folders else args.mask),
                              Path(args.out), settings, args.composite, args.mask_polarity)
-    model = load_put_model(args.checkpoint, args.pvqvae, args.device)
+    model = load_model(args.checkpoint, args.pvqvae, args.device)
     if not folders:
         for path in inpaint_file(model, request):
             print(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from put.commands.common import default_device, device_name, positive_float, positive_int
+from put.commands.common import add_precision_argument, default_device, device_name, positive_float, positive_int
 from put.errors import InputError
 from put.serve.limits import Limits, MiB
 
@@ -12,8 +12,12 @@ HELP = "inpaint in the browser: draw a hole, see N results, compare variants (a 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", default="runs", help="folder searched (at any depth) for <name>/transformer.pt, "
-                                                       "e.g. runs/demo; imported official weights included")
+    parser.add_argument("--runs", help="folder searched (at any depth) for <name>/transformer.pt, e.g. runs/demo; "
+                                       "imported official weights included (default: runs, unless --model is given)")
+    parser.add_argument("--model", action="append", metavar="CHECKPOINT",
+                        help="serve this model too (repeatable): a transformer checkpoint's path, or a registered "
+                             "model models:/NAME@ALIAS or models:/NAME/VERSION in the MLflow store of "
+                             "MLFLOW_TRACKING_URI, else ./mlflow.db")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: this machine only; 0.0.0.0 opens it to the network, "
                              "with a token)")
@@ -21,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "printed in the link, unless --host is 127.0.0.1 or localhost)")
     parser.add_argument("--port", type=int, default=8765, help="port (0: any free one, printed at start)")
     parser.add_argument("--device", type=device_name, default=default_device())
+    add_precision_argument(parser)
     limits = Limits()
     parser.add_argument("--max-upload-mb", type=float, default=limits.max_upload_bytes / MiB,
                         help="larger uploads are refused (bytes as sent)")
@@ -50,13 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     import socket
+    import tempfile
     from pathlib import Path
 
     import uvicorn
 
     from put.serve.app import create_app
     from put.serve.auth import resolve_token
-    from put.serve.catalog import find_models, find_test_images
+    from put.serve.catalog import find_models, find_test_images, named_entry
     from put.serve.jobs import Runner
 
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * MiB), max_pixels=args.max_pixels,
@@ -66,9 +72,14 @@ def run(args: argparse.Namespace) -> None:
                     max_queued=args.max_queued, store_bytes=int(args.max_store_mb * MiB),
                     results_bytes=int(args.max_results_mb * MiB))
     token = resolve_token(args.host, args.token)
-    models = find_models(Path(args.runs))
+    fetched = tempfile.TemporaryDirectory(prefix="put-serve-models-")  # registered models' files, while it serves
+    runs = args.runs if args.runs is not None or args.model else "runs"
+    models = find_models(Path(runs)) if runs is not None else {}
+    for reference in args.model or ():
+        entry = named_entry(reference, Path(fetched.name))
+        models[entry.id] = entry
     test_images = find_test_images({entry.preset for entry in models.values()})
-    runner = Runner(args.device, limits)
+    runner = Runner(args.device, limits, precision=args.precision)
     app = create_app(models, test_images, runner, args.host, limits, token)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -88,3 +99,4 @@ def run(args: argparse.Namespace) -> None:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     finally:
         runner.shutdown()
+        fetched.cleanup()

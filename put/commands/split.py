@@ -21,4 +21,8 @@ def run(args: argparse.Namespace) -> None:
 
     report = run_split(load_cli_params(args), Path(args.out))
     counts = ", ".join(f"{k}: {v['usable']} usable of {v['listed']}" for k, v in report["splits"].items())
+    screened = report.get("screened")  # the folder dataset: what was found and left out before splitting
+    if screened:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in screened["excluded"].items()) or "none"
+        counts = f"{screened['found']} found, {screened['usable']} usable (left out: {kinds}); {counts}"
     print(f"{report['dataset']} split written to {args.out} ({counts}; {len(report['excluded'])} excluded)")

@@ -16,7 +16,8 @@ from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 from put.errors import InputError
 from put.io.yamlfile import read_yaml_mapping
 
-Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet"]
+Dataset = Literal["demo", "ffhq", "places2", "places2_nature", "imagenet", "folder"]
+FolderSources = Literal["folder", "image"]
 PlacesTrainSet = Literal["challenge", "standard"]
 PlacesImages = Literal["large", "256"]
 ResizeFilter = Literal["bilinear", "bicubic-antialias"]
@@ -27,6 +28,18 @@ class DataConfig(StrictModel):
     dataset: Dataset = "demo"
     root: str | None = Field(None, description="raw images; None for the demo set, which `put split` builds "
                              "into <split folder>/images")
+    name: str | None = Field(None, description="the folder dataset's name in the report's tables (None: the name "
+                             "of data.root's folder)")
+    files: str | None = Field(None, description="folder dataset: a text file listing its images (one path per line, "
+                              "as under root); None: every image under root, recursively")
+    train_list: str | None = Field(None, description="folder dataset: the user's own training list (a text file, "
+                                   "paths as under root), with test_list; None: a seeded split by source")
+    test_list: str | None = Field(None, description="folder dataset: the user's own test list, with train_list")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="folder dataset without lists: the share of its "
+                                 "images drawn (by whole sources, seeded) into the test split")
+    folder_sources: FolderSources = Field("folder", description="folder dataset: what a source is, the unit the "
+                                          "split keeps on one side: an image's sub-folder (images directly under "
+                                          "root: each its own), or every image its own")
     eval_count: int | None = Field(None, ge=1, description="seeded subsample of the test split (ImageNet: 1000)")
     sources: str | None = Field(None, description="CSV file (columns path, source; paths as under root) naming the "
                                 "source of images that share one (crops or frames of one photo or video): the "

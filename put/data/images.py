@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
 from put.errors import InputError
-from put.io.files import atomic_path
+from put.io.files import atomic_path, file_sha256
 
 
 class ImageReadError(InputError):
@@ -44,6 +45,19 @@ def open_image(path: str | os.PathLike, max_pixels: int | None = None) -> Image.
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ImageReadError(f"{path}: not a readable image ({err})") from err
     raise ImageTooLargeError(path, size, max_pixels)
+
+
+def check_image(path: Path) -> dict:
+    """Row of the split CSV, or {'reason': ...} when the file is not a usable image."""
+    try:
+        if path.is_file() and path.stat().st_size == 0:
+            return {"reason": "empty file (0 bytes)"}
+        image = open_image(path)
+        return {"sha256": file_sha256(path), "width": image.width, "height": image.height}
+    except ImageReadError as err:
+        return {"reason": str(err)}
+    except OSError as err:
+        return {"reason": f"{path}: cannot read ({err})"}
 
 
 def too_large(err: Image.DecompressionBombError) -> str:

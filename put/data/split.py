@@ -16,32 +16,20 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from put.config import Preset
+from put.config import DataConfig, Preset
 from put.data.demo import build_demo
+from put.data.folder import folder_name, split_folder
 from put.data.groups import image_sources
-from put.data.images import ImageReadError, open_image
+from put.data.images import check_image
 from put.data.sources import list_dataset
 from put.errors import FileMismatchError, InputError, MissingFileError
-from put.io.files import atomic_write_text, file_sha256, read_csv
+from put.io.files import atomic_write_text, read_csv
 
 COLUMNS = ["path", "sha256", "width", "height", "source"]
 
 
 class SplitError(InputError):
     pass
-
-
-def check_image(path: Path) -> dict:
-    """Row of the split CSV, or {'reason': ...} when the file is not a usable image."""
-    try:
-        if path.is_file() and path.stat().st_size == 0:
-            return {"reason": "empty file (0 bytes)"}
-        image = open_image(path)
-        return {"sha256": file_sha256(path), "width": image.width, "height": image.height}
-    except ImageReadError as err:
-        return {"reason": str(err)}
-    except OSError as err:
-        return {"reason": f"{path}: cannot read ({err})"}
 
 
 def _stored_path(path: Path, base: Path | None) -> str:
@@ -54,25 +42,29 @@ def _stored_path(path: Path, base: Path | None) -> str:
 
 
 def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None = None,
-                workers: int | None = None, info: dict | None = None, sources: dict[Path, str] | None = None) -> dict:
+                workers: int | None = None, info: dict | None = None, sources: dict[Path, str] | None = None,
+                checked: dict[Path, dict] | None = None, excluded: list[dict] | None = None) -> dict:
     """Write out_dir/<split>.csv (path, sha256, width, height, source) and out_dir/split_report.json, which
     starts with `info` (what the split is of, e.g. the dataset's name). `sources`: the source of each image
     that shares one with others (keyed by the path as given); any other image is its own source (its path).
+`checked`: the rows of images already verified (not decoded again); `excluded`: images left out before the
+split (each {path, kind, reason}), listed first in the report's exclusions.
 
     Returns the report. Raises SplitError when some split has no usable image left.
     """
     out_dir = Path(out_dir)
     base = Path(base) if base is not None else None
     workers = workers or min(8, os.cpu_count() or 1)
-    report: dict = {**(info or {}), "base": str(base) if base is not None else None, "splits": {}, "excluded": []}
+    report: dict = {**(info or {}), "base": str(base) if base is not None else None, "splits": {},
+                    "excluded": [{"split": None, **entry} for entry in excluded or ()]}
     tables = {}
     for split, paths in files.items():
         paths = [Path(p) for p in paths]
         stored = [_stored_path(p, base) for p in paths]
         # Decoding is mostly C code that releases the GIL, so threads give real parallelism.
         with ThreadPoolExecutor(workers) as pool:
-            results = list(tqdm(pool.map(check_image, paths), total=len(paths), desc=f"verify {split}",
-                                unit="img", leave=False))
+            results = list(tqdm(pool.map(lambda p: (checked or {}).get(p) or check_image(p), paths),
+                                total=len(paths), desc=f"verify {split}", unit="img", leave=False))
         rows = [{"path": s, **r, "source": (sources or {}).get(p, s)}
                 for p, s, r in zip(paths, stored, results) if "reason" not in r]
         report["excluded"] += [{"split": split, "path": s, "reason": r["reason"]}
@@ -131,6 +123,8 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
                          f"(set overrides.data.root in params.yaml)")
     else:
         root = Path(data.root)
+    if data.dataset == "folder":
+        return _split_folder(root, data, preset.model.image_size, Path(out_dir))
     files = list_dataset(data.dataset, root, seed=data.seed, eval_count=data.eval_count,
                          places_train=data.places_train, places_images=data.places_images)
     info = {"dataset": data.dataset}  # which split a run used (e.g. places2 vs places2_nature) ...
@@ -138,3 +132,12 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
         info.update(places_train=data.places_train, places_images=data.places_images)
     sources = image_sources(data.dataset, root, files, data.sources)  # checked before anything is written
     return write_split(files, Path(out_dir), info=info, sources=sources)
+
+
+def _split_folder(root: Path, data: DataConfig, image_size: int, out_dir: Path) -> dict:
+    """A folder of the user's images, screened and split (put/data/folder.py; every image left out is named on
+    one line of stderr); the counts go in the report's `screened` summary."""
+    split = split_folder(root, data, min_side=image_size)
+    info = {"dataset": "folder", "name": folder_name(data), "screened": split.summary}
+    return write_split(split.files, out_dir, info=info, sources=split.sources, checked=split.screened.rows,
+                       excluded=split.screened.excluded)

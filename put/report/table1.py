@@ -31,6 +31,7 @@ from put.report.tables import (
     _style,
     interval_sentence,
     latex_escape,
+    own_data_sentence,
     reason_latex,
     rules_of,
 )
@@ -82,14 +83,17 @@ def ranked_rule(metrics: pd.DataFrame, ranked: Sequence[str]) -> str:
 
 
 def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
-           differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = ()) -> Styler:
+           differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = (),
+           data_name: str | None = None) -> Styler:
     """The paper's Table 1 for one preset, per metric: the ranked block (PUT deterministic and K=50, the released
     weights, each of `methods` in every sampling mode it was evaluated in, all under one compositing rule: the
     frame's `rule` column, put.config.evaluation), then PUT's and the released weights' rows under the other rule
     (the paper's raw output, when the ranked block pastes; not ranked), then the reported block (the paper's PUT rows;
     `context=True` adds its other methods, DFv2, EC, MED, ICT, PIC), below a rule, in italics and never ranked.
     `differences`: a ranked row is marked where its paired difference from PUT, under the block's rule, survives its
-    family's correction. Rows of different rules in the ranked block, or differences of another rule: an error."""
+    family's correction. Rows of different rules in the ranked block, or differences of another rule: an error.
+    `data_name`: the name of the user's own dataset the preset was run on (a folder dataset): the paper reports
+    nothing on it, so the table has no reported block."""
     metrics = with_rules(_check_metrics(metrics))
     dataset, own = reference_dataset(preset)
     reported = table1_reported()
@@ -119,7 +123,7 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
                 rows += [(metric, block, m.label + ("" if len(modes[m.variant]) < 2 else f" ({MODE_LABELS[mode]})"),
                           *_measured(ranked, m.variant, mode, metric)) for mode in modes[m.variant]]
                 keys += [(m.variant, mode) for mode in modes[m.variant]]
-        for mode, method in MODE_METHOD.items():
+        for mode, method in (MODE_METHOD.items() if data_name is None else ()):
             for name in (*(CONTEXT_METHODS[mode] if context else ()), method):
                 rows.append((metric, f"reported, {dataset}", METHOD_LABELS[name],
                              _reported_values(reported, "method", name, metric, dataset), None, None, None))
@@ -144,10 +148,12 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
     second = (f" Block ``measured, {paper_rule}'' (not ranked): PUT's own rows "
               f"{RULE_CLAUSES[paper_rule].removeprefix('every row ')}, to compare with the reported block, not with "
               "the ranked one." if len(paper) else "")
-    caption = (f"Comparison with the paper's Table~1, {_dataset_sentence(preset, dataset, own)}. Ranked block "
+    where = _dataset_sentence(preset, dataset, own) if data_name is None else own_data_sentence(preset, data_name)
+    printed = (" Reported block (below the rule, in italics): numbers printed in the paper." if data_name is None
+               else "")
+    caption = (f"Comparison with the paper's Table~1, {where}. Ranked block "
                f"(``measured, {rule}''): our reproduction{'; ' + MASKS_NOTE if methods else ''}; "
-               f"{RULE_CLAUSES[rule]}.{released}{others}{second} Reported block (below the "
-               f"rule, in italics): numbers printed in the paper. {BOLD_RULE}"
+               f"{RULE_CLAUSES[rule]}.{released}{others}{second}{printed} {BOLD_RULE}"
                f"{_sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}{tested}")
     values, reasons, halves, errors = _frame(rows, ("Source", "Method"))
     flags = pd.DataFrame(_flags(rows, keys, significant), index=values.index, columns=values.columns)

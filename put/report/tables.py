@@ -260,6 +260,12 @@ def _dataset_sentence(preset: str, dataset: str, own: bool) -> str:
             f"are the paper's {dataset} numbers, shown for scale only")
 
 
+def own_data_sentence(preset: str, name: str) -> str:
+    """Where a table's rows come from when the preset ran on the user's own images (a folder dataset)."""
+    return (f"preset \\texttt{{{latex_escape(preset)}}}'s model and training on {latex_escape(name)} (a folder of "
+            "the user's images; the paper reports no numbers on it, so no reported rows)")
+
+
 _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is better for FID and MAE, higher "
               "for PSNR and SSIM); reported rows are not ranked.")
 
@@ -267,15 +273,16 @@ _BOLD_RULE = ("Bold: best measured value per column within each metric (lower is
 # --------------------------------------------------------------------------------------------- tables
 
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
-           level: float = 0.95) -> Styler:
+           level: float = 0.95, data_name: str | None = None) -> Styler:
     """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
     reported rows for the matching dataset (FFHQ's, labelled, for the demo preset; none for ImageNet,
     which the paper did not ablate). `differences` (put.stats.differences.paired_differences): an ablation's
-    value is marked where its difference from PUT survives the family's correction."""
+    value is marked where its difference from PUT survives the family's correction. `data_name`: the user's own
+    dataset the preset ran on (no reported rows)."""
     metrics = _check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table3_reported()
-    has_reported = dataset in TABLE3_DATASETS
+    has_reported = data_name is None and dataset in TABLE3_DATASETS
     family = differences[(differences["mode"] == "k50") & differences["variant"].isin(ABLATIONS)] \
         if differences is not None and len(differences) else None
     # One rule for every ranked row and every difference marked (put.config.evaluation).
@@ -299,7 +306,8 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
                       _reported_values(reported, "variant", v, metric, dataset), None, None, None)
                      for v in VARIANT_ORDER]
             flags += [[False] * len(GROUPS)] * len(VARIANT_ORDER)
-    where = (_dataset_sentence(preset, dataset, own) if has_reported else
+    where = (own_data_sentence(preset, data_name) if data_name is not None else
+             _dataset_sentence(preset, dataset, own) if has_reported else
              f"preset \\texttt{{{latex_escape(preset)}}} ({dataset}; the paper reports no ablation on it)")
     tested = ""
     if family is not None and len(family):

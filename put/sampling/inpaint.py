@@ -19,6 +19,7 @@ from put.models.device import autocast
 from put.models.put_model import PUTModel, paste_known
 from put.models.seeding import derive_seed
 from put.sampling.engine import Sampler, inpaint_batch
+from put.sampling.precision import PRECISIONS, use_bf16
 from put.sampling.schedules import Progress, SamplingOptions
 
 
@@ -30,8 +31,11 @@ class InpaintSettings:
     deterministic: bool = False  # all tokens at once by argmax (PUT_all); the seed plays no part
     pad: bool = False            # pad to a multiple of the patch size, crop the results back
     batch_size: int | None = None  # samples per forward batch (None: all at once)
+    precision: str = "auto"      # fp32, bf16 or auto (put/sampling/precision.py)
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.samples < 1:
             raise InputError(f"samples must be >= 1, got {self.samples}")
         if self.batch_size is not None and self.batch_size < 1:
@@ -64,7 +68,7 @@ def inpaint_tensors(model: PUTModel, image: torch.Tensor, keep: torch.Tensor, se
     batch = settings.batch_size or settings.samples
     batches = -(-settings.samples // batch)
     results = []
-    with autocast(device):
+    with autocast(device, use_bf16(settings.precision, device)):
         for index, start in enumerate(range(0, settings.samples, batch)):
             n = min(batch, settings.samples - start)
             # every batch of one image takes the same number of steps: progress counts them over all batches

@@ -33,6 +33,7 @@ class ModelEntry:
     official: bool     # imported from the authors' released weights (`put import-official`)
     problem: str = ""  # why it cannot be used (listed, not selectable)
     patch: int = PATCH  # pixels per token side (its config's patch_size): what a request costs in attention
+    pvqvae: Path | None = None  # its P-VQVAE, where not the file the checkpoint records (a registered model's)
     _model: PUTModel | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -53,7 +54,7 @@ class ModelEntry:
 
         with self._lock:
             if self._model is None:
-                self._model = load_put_model(self.transformer, None, device)
+                self._model = load_put_model(self.transformer, self.pvqvae, device)
             return self._model
 
     def unload(self) -> None:
@@ -92,6 +93,27 @@ def read_entry(path: Path, runs: Path) -> ModelEntry:
                        patch=int(labels.get("model", {}).get("pvqvae", {}).get("patch_size", PATCH)))
     if not pvqvae.is_file():
         entry.problem = f"{path}: its P-VQVAE {pvqvae} does not exist"
+    return entry
+
+
+def named_entry(reference: str, folder: Path, store: str | None = None) -> ModelEntry:
+    """A model given by name on the command line (`put serve --model`): a transformer checkpoint's path, or a
+    registered model (`models:/NAME@ALIAS`, `models:/NAME/VERSION`) fetched into `folder`; its id is the name."""
+    from put.sampling.registered import fetch_registered, is_registered
+
+    if not is_registered(reference):
+        path = Path(reference)
+        if not path.is_file():
+            raise MissingFileError(f"--model {reference}: no such checkpoint file (expected a transformer .pt or "
+                                   "models:/NAME@ALIAS)")
+        entry = read_entry(path.resolve(), path.resolve().parent)
+        entry.id = reference
+        return entry
+    fetched = fetch_registered(reference, folder / f"model{len(list(folder.iterdir()))}", store)
+    entry = read_entry(fetched.transformer, fetched.transformer.parent)
+    entry.id, entry.pvqvae = f"{reference} (version {fetched.version})", fetched.pvqvae
+    if entry.preset != "?":  # its labels read: the P-VQVAE is the registered one, not the recorded file
+        entry.problem = ""
     return entry
 
 

@@ -16,7 +16,7 @@ import time
 import traceback
 import zipfile
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from put.errors import InputError, PutError, ServiceError, describe
 from put.models.put_model import paste_known
@@ -102,8 +102,8 @@ class Runner:
     model; the models are kept loaded within `limits.max_loaded`; the finished requests within
     `limits.results_bytes` (the newest always)."""
 
-    def __init__(self, device: str, limits: Limits = Limits(), engine: str = "auto") -> None:
-        self.device, self.limits = device, limits
+    def __init__(self, device: str, limits: Limits = Limits(), engine: str = "auto", precision: str = "auto") -> None:
+        self.device, self.limits, self.precision = device, limits, precision
         self.models = LoadedModels(device, limits.max_loaded, engine)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._queue: list[Job] = []
@@ -208,7 +208,8 @@ class Runner:
                 self._check(job)  # cancelled, or out of time, while the model loaded
                 image = job.mask.image
                 start = time.monotonic()
-                raw = inpaint_tensors(model, image.pixels, job.mask.keep, job.settings, str(image.name),
+                settings = replace(job.settings, precision=self.precision)  # the server's, for every request
+                raw = inpaint_tensors(model, image.pixels, job.mask.keep, settings, str(image.name),
                                       self._progress(job), sampler)
                 job.sample_seconds = time.monotonic() - start
             job.raw = [image_png(r) for r in raw]

@@ -17,6 +17,7 @@ from put.config.evaluation import RANKED_RULE
 from put.config.external import EXTERNAL_PREFIX, ExternalMethod
 from put.config.params import OFFICIAL_PREFIX, Params, replicate_label
 from put.config.paths import FRONTIER_CSV, REPORT_PDF, pasted_metrics_file, path_of
+from put.data.folder import folder_name
 from put.data.images import read_rgb
 from put.io.files import atomic_dir, atomic_write_text, read_json
 from put.io.versions import versions
@@ -190,9 +191,11 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
         level = protocol.interval_level
         # Table 1 as the paper lays it out: every method it reports, beside every one measured.
         own_rule = base["rule"] == protocol.known_pixels  # the main files' rule: Table 3's, the paper's
+        data = params.resolved().data
+        data_name = folder_name(data) if data.dataset == "folder" else None  # the user's images: no paper rows
         stylers = {"table1": table1(base, preset, context=True, level=level, differences=differences,
-                                    methods=measured_methods(external)),
-                   "table3": table3(base[own_rule], preset, differences, level)}
+                                    methods=measured_methods(external), data_name=data_name),
+                   "table3": table3(base[own_rule], preset, differences, level, data_name=data_name)}
         if set(RELEASES) <= set(base["variant"]):  # both releases evaluated: side by side
             stylers["generations"] = generations_table(base[own_rule], preset, differences,
                                                        params.resolved().sample, level)
