@@ -26,6 +26,7 @@ USED_WITHOUT_IMPORT = {  # declared, imported by no module of put/: what needs t
     "scikit-learn": "two of the demo photos are data files of its package (put/data/demo.py)",
     "jinja2": "pandas' Styler.to_latex (the report's tables)",
     "psycopg2-binary": "MLflow's PostgreSQL store (workflow/tracking_server.sh)",
+    "flask-wtf": "MLflow's basic-auth app, the tracking server's logins (workflow/tracking_server.sh)",
     "dvc-ssh": "DVC's SSH remotes (docs/cluster.md: Sharing results)",
     "ruamel-yaml-clib": "DVC parses dvc.lock and dvc.yaml with it (ruamel.yaml falls back to pure Python without)",
 }

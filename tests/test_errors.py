@@ -33,6 +33,7 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.config.evaluation import MixedRulesError
     from put.config.params import ParamsError
     from put.dag.resources import ClusterConfigError
+    from put.data.folder import FolderError
     from put.data.images import ImageReadError, ImageTooLargeError
     from put.data.sources import DatasetLayoutError
     from put.data.split import SplitError
@@ -45,6 +46,7 @@ def error_classes() -> list[tuple[type, type, type]]:
     from put.models.checkpoint import CheckpointError
     from put.official.keys import KeyMappingError
     from put.official.load import OfficialCheckpointError
+    from put.sampling.registered import RegisteredModelError
     from put.serve.jobs import AlreadyFinished, QueueFull
     from put.serve.store import UnknownId
     from put.train.loop import StaleState, TrainingDiverged
@@ -60,6 +62,7 @@ def error_classes() -> list[tuple[type, type, type]]:
             (OfficialCheckpointError, FileMismatchError, ValueError), (KeyMappingError, FileMismatchError, ValueError),
             (ResultsMismatchError, FileMismatchError, ValueError), (ResultsLeakError, FileMismatchError, ValueError),
             (MixedRulesError, FileMismatchError, ValueError),
+            (FolderError, InputError, ValueError), (RegisteredModelError, InputError, ValueError),
             (DownloadError, ServiceError, RuntimeError),
             (QueueFull, ServiceError, RuntimeError), (AlreadyFinished, InputError, ValueError),
             (DiskFullError, PutError, OSError),

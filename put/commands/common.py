@@ -76,8 +76,9 @@ def recorded_command(name: str) -> str:
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="fp32, or bf16 autocast (nearest-code search, scores and top-K stay fp32); auto: bf16 on "
-                             "CUDA and on CPUs with bf16 units (AVX512-BF16, AMX), else fp32")
+                        help="fp32, or bf16 autocast (nearest-code search, scores and top-K stay fp32; on a CPU: "
+                             "one with bf16 units, AVX512-BF16 or AMX); auto: bf16 on CUDA, fp32 on the CPU (whose "
+                             "bf16 would change the results from one machine to another)")
 
 
 def optional_path(value: str | None) -> Path | None:

@@ -1,4 +1,6 @@
-"""Inference precision: fp32, bf16 autocast, or auto (bf16 on CUDA and on CPUs with bf16 matrix units). Under bf16
+"""Inference precision: fp32, bf16 autocast, or auto (bf16 on CUDA, fp32 on the CPU: a CPU's bf16 changes the
+results, so the same command would give other images on machines with and without bf16 units; ask for bf16 on a
+CPU with them by name). Under bf16
 the networks' matmuls run in bf16 while the nearest-code search, the logits, the scores and top-K stay fp32 (the
 quantizer, the transformer's head and the samplers leave autocast for them); docs/speed-and-cost.md, "bf16 on
 the CPU"."""
@@ -30,8 +32,8 @@ def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 
 def use_bf16(precision: str, device: torch.device | str) -> bool:
-    """Whether to sample under bf16 autocast: `bf16`, or `auto` on CUDA or a CPU with bf16 units. bf16 asked of a
-    CPU without them is refused (PyTorch would emulate it, slower than fp32)."""
+    """Whether to sample under bf16 autocast: `bf16`, or `auto` on CUDA. bf16 asked of a CPU without bf16 units is
+    refused (PyTorch would emulate it, slower than fp32)."""
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     import torch
@@ -41,4 +43,4 @@ def use_bf16(precision: str, device: torch.device | str) -> bool:
     if precision == "bf16" and not supported:
         raise InputError(f"--precision bf16: this {device.type} has no bf16 units ({' or '.join(CPU_BF16_FLAGS)} in "
                          "/proc/cpuinfo): bf16 would be emulated, slower than fp32; use fp32 or auto")
-    return precision == "bf16" or (precision == "auto" and supported)
+    return precision == "bf16" or (precision == "auto" and device.type == "cuda")

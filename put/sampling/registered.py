@@ -10,12 +10,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from put.errors import InputError, MissingFileError
+from put.io.yamlfile import read_yaml_mapping
 from put.models.checkpoint import load_checkpoint
 from put.tracking.names import tag_filter
-from put.tracking.source import tracking_uri
+from put.tracking.runs import locked_client
 
 PREFIX = "models:/"
 _URI = re.compile(r"models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/@]+)|/(?P<version>\d+))")
@@ -38,12 +37,6 @@ class RegisteredCheckpoint:
     version: str      # the version the alias (or number) resolved to
     transformer: Path
     pvqvae: Path
-
-
-def _client(store: str | None):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(store or tracking_uri())
 
 
 def _version(client, uri: str):
@@ -74,7 +67,7 @@ def _fetch(client, model_id: str, dst: Path, uri: str) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     mlmodel = Path(download_artifacts(artifact_uri=f"{location}/MLmodel", dst_path=str(dst),
                                       tracking_uri=client.tracking_uri))
-    flavour = (yaml.safe_load(mlmodel.read_text()).get("flavors") or {}).get(FLAVOUR)
+    flavour = (read_yaml_mapping(mlmodel, "a logged model's MLmodel").get("flavors") or {}).get(FLAVOUR)
     if not flavour:
         raise RegisteredModelError(f"{uri}: logged model {model_id} has no `{FLAVOUR}` flavour in its MLmodel: not "
                                    "a checkpoint the pipeline registered")
@@ -92,7 +85,11 @@ def _fetch(client, model_id: str, dst: Path, uri: str) -> Path:
 
 def fetch_registered(uri: str, dst: Path, store: str | None = None) -> RegisteredCheckpoint:
     """The registered transformer `uri` and its P-VQVAE, as files (downloaded into `dst` where uploaded)."""
-    client = _client(store)
+    with locked_client(store) as client:
+        return _fetch_checkpoints(client, uri, Path(dst))
+
+
+def _fetch_checkpoints(client, uri: str, dst: Path) -> RegisteredCheckpoint:
     name, version = _version(client, uri)
     model_id = version.model_id or str(version.source).removeprefix(PREFIX)
     logged = client.get_logged_model(model_id)
@@ -100,12 +97,12 @@ def fetch_registered(uri: str, dst: Path, store: str | None = None) -> Registere
     if kind != "transformer":
         raise RegisteredModelError(f"{uri}: a {kind or 'non-PUT'} model; inpainting needs a transformer (its "
                                    "P-VQVAE is found from it), e.g. models:/put-<preset>-<variant>-transformer@current")
-    transformer = _fetch(client, model_id, Path(dst) / "transformer", uri)
+    transformer = _fetch(client, model_id, dst / "transformer", uri)
     sha = load_checkpoint(transformer, kind="transformer").pvqvae_sha256
     found = client.search_logged_models([logged.experiment_id], max_results=1, filter_string=tag_filter(
         {"put.kind": "pvqvae", "put.checkpoint_sha256": str(sha)}))
     if not found:
         raise RegisteredModelError(f"{uri}: no logged P-VQVAE of sha256 {sha} (the one it was trained on) in "
                                    f"experiment {logged.experiment_id} of {client.tracking_uri}")
-    pvqvae = _fetch(client, found[0].model_id, Path(dst) / "pvqvae", uri)
+    pvqvae = _fetch(client, found[0].model_id, dst / "pvqvae", uri)
     return RegisteredCheckpoint(uri, name, str(version.version), transformer, pvqvae)
