@@ -715,3 +715,39 @@ def test_a_row_repeated_in_a_per_image_file_is_refused(workspace, capsys):
     assert capsys.readouterr().err.strip() == (
         f"put compare: error: {images} (:tok): 2 per-image rows share their mode, group, image and sample (e.g. all "
         "20-40 data/demo/splits/images/test/img_005.png 0): each row is paired by them, so each must be once")
+
+
+@pytest.mark.parametrize("column, value, why", [
+    ("psnr", "abc", "psnr 'abc' is not a number"),
+    ("ssim", 7.5, "ssim 7.5 is outside [-1, 1]"),
+    ("mae", -3, "mae -3.0 is outside [0, 1]"),
+    ("psnr", 1e308, "psnr 1e+308 is outside [0, 125] (or +inf)"),
+    ("psnr", -np.inf, "psnr -inf is outside [0, 125] (or +inf)"),
+    ("image", np.nan, "image nan is empty"),
+    ("sample", 1.5, "sample 1.5 is not a sample number"),
+])
+def test_a_per_image_value_that_no_evaluation_writes_is_refused_naming_its_row(workspace, capsys, column, value,
+                                                                              why):
+    """A hand-edited or truncated per-image file (a word, an impossible SSIM or MAE, a PSNR no 8-bit image gives,
+    a row of commas): one line naming the file, the row and the value, never a traceback or a number."""
+    frame = per_image(shift=0.3, seed=2).astype({column: object})
+    frame.loc[4, column] = value
+    write_result(workspace, "tok", frame, variant="tok")
+    assert main(["compare", ":put", ":tok"]) == 2
+    err = capsys.readouterr().err.strip()
+    images = metrics_images_file(path_of(METRICS_FILE, "demo", "tok"))
+    assert err.startswith(f"put compare: error: {images}: row 5: {why} (1 row(s) so)") and "\n" not in err, err
+
+
+def test_a_folder_without_the_files_asked_for_names_no_empty_preset(workspace, tmp_path, capsys):
+    """A folder of metrics files without pasted/ (or without its record): the missing file named, and no blank
+    where a preset would be (the folder's record, which names it, is what is missing)."""
+    folder = tmp_path / "np"
+    folder.mkdir()
+    metrics = workspace / path_of(METRICS_FILE, "demo", "tok")
+    for name in (metrics.name, metrics_images_file(metrics).name, metrics_info_file(metrics).name):
+        if (metrics.parent / name).is_file():
+            (folder / name).write_bytes((metrics.parent / name).read_bytes())
+    assert main(["compare", ":put", f"{folder}:tok", "--rule", "pasted"]) == 2
+    err = capsys.readouterr().err
+    assert "not found in" in err and "preset  " not in err and "for preset (" not in err, err

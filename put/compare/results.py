@@ -150,8 +150,9 @@ def _missing(place: Place, preset: OwnPreset, label: str, pasted: bool) -> Missi
     path = next(p for p in (images_file, info_file) if place.read(p) is None)
     what = "under the pasted rule (the evaluate stage writes them beside its main files: re-run it)" if pasted \
         else "(is it evaluated there, and is the variant right?)"
+    named = f"for preset {preset} " if preset.preset else ""  # a folder whose record is missing names none
     return MissingFileError(f"{place.shown(path)}: not found in {place.described} (expected the evaluation of "
-                            f"{label!r} for preset {preset} {what})")
+                            f"{label!r} {named}{what})")
 
 
 def read_result(text: str, preset: str | None, variant: str, repo: Path = Path("."), rule: str | None = None,
