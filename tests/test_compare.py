@@ -745,9 +745,9 @@ def test_a_folder_without_the_files_asked_for_names_no_empty_preset(workspace, t
     folder = tmp_path / "np"
     folder.mkdir()
     metrics = workspace / path_of(METRICS_FILE, "demo", "tok")
-    for name in (metrics.name, metrics_images_file(metrics).name, metrics_info_file(metrics).name):
-        if (metrics.parent / name).is_file():
-            (folder / name).write_bytes((metrics.parent / name).read_bytes())
-    assert main(["compare", ":put", f"{folder}:tok", "--rule", "pasted"]) == 2
-    err = capsys.readouterr().err
-    assert "not found in" in err and "preset  " not in err and "for preset (" not in err, err
+    for name in (metrics_images_file(metrics).name,):
+        (folder / name).write_bytes((metrics.parent / name).read_bytes())
+    for rule in ("pasted", "raw"):
+        assert main(["compare", ":put", f"{folder}:tok", "--rule", rule]) == 2
+        err = capsys.readouterr().err
+        assert "not found in" in err and "preset  " not in err, err
