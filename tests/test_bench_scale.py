@@ -289,3 +289,32 @@ def test_tables_only_or_append_without_a_usable_file_is_one_line(tmp_path, measu
     code, err = _cli(capsys, *words, *where)
     assert code == 2 and message in err and "\n" not in err, err
     assert MARKERS[0] + "\nold\n" in page.read_text() and measured == []
+
+
+def _edited(path_of, where: str, value) -> list[dict]:
+    points = json.loads(COMMITTED.read_text())["points"]
+    target = points[-1] if where == "point" else points[-1]["stages"]["evaluate"]
+    target[path_of] = value
+    return points
+
+
+@pytest.mark.parametrize("preset, field, where, value, message", [
+    ("zzz", None, None, None, "preset 'zzz': the scale benchmark fabricates ImageNet's layout"),
+    ("ffhq", None, None, None, "preset 'ffhq': the scale benchmark fabricates ImageNet's layout"),
+    ("imagenet", "image_size", "point", 512, "points[2] has image size 512"),
+    ("imagenet", "data_bytes", "point", float("nan"), "points[2].data_bytes = nan: expected a finite value"),
+    ("imagenet", "fabricate_seconds", "point", -1, "points[2].fabricate_seconds = -1: expected a finite value"),
+    ("imagenet", "disk_bytes", "row", float("inf"), "points[2].stages.evaluate.disk_bytes = inf"),
+    ("imagenet", "items", "row", 100, "points[2].stages.evaluate.items = 100: 100,000 + 1,000 images give"),
+])
+def test_tables_only_refuses_a_hand_edit_the_fit_would_silently_bend(tmp_path, capsys, preset, field, where, value,
+                                                                      message):
+    """--tables-only on a hand-edited file: another preset, a point of another image size, a recorded byte count
+    or time that is no measurement, a stage's items that its sizes do not give (a negative exponent): one line,
+    exit 2, neither file touched."""
+    points = json.loads(COMMITTED.read_text())["points"] if field is None else _edited(field, where, value)
+    path, page = _file(tmp_path, points, preset=preset), _page(tmp_path)
+    before = path.read_text(), page.read_text()
+    code, err = _cli(capsys, "--tables-only", "--out", str(path), "--page", str(page))
+    assert code == 2 and "\n" not in err and message in err, err
+    assert (path.read_text(), page.read_text()) == before

@@ -16,7 +16,14 @@ import time
 from pathlib import Path
 
 from put.bench.scale_data import fabricate, write_params
-from put.bench.scale_points import BENCHMARK, check_sizes, earlier_file, merged, read_scale_file
+from put.bench.scale_points import (
+    BENCHMARK,
+    check_earlier,
+    check_sizes,
+    earlier_file,
+    merged,
+    read_scale_file,
+)
 from put.bench.scale_run import NICE, STAGES, folder_bytes, measured_run, output_of
 from put.config.params import load_params
 from put.config.paths import metrics_bins_file, metrics_images_file, metrics_info_file, pasted_metrics_file
@@ -118,6 +125,16 @@ def measure_size(work: Path, repo: Path, preset: str, train: int, test: int, see
             "data_bytes": folder_bytes(root), "stages": rows, "bookkeeping": tools}
 
 
+def scale_preset(preset: object, where: str):
+    """The resolved preset of a scale benchmark: one of ImageNet's layout, the only one fabricated at any size."""
+    from put.config import PRESETS
+
+    if preset not in PRESETS or load_params(None, preset=preset).resolved().data.dataset != "imagenet":
+        raise InputError(f"{where} {preset!r}: the scale benchmark fabricates ImageNet's layout, which takes any "
+                         "number of images; expected imagenet, imagenet_tpami256 or imagenet_tpami512")
+    return load_params(None, preset=preset).resolved()
+
+
 def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | None, preset: str = "imagenet",
               keep: bool = False, page: Path | None = None, only: tuple[str, ...] | None = None,
               append: bool = False) -> dict:
@@ -127,10 +144,7 @@ def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | N
     from put.bench.common import environment
     from put.bench.scale_fit import fit, with_scale_tables
 
-    config = load_params(None, preset=preset).resolved()
-    if config.data.dataset != "imagenet":
-        raise InputError(f"--preset {preset}: the scale benchmark fabricates ImageNet's layout, which takes any "
-                         "number of images; choose imagenet, imagenet_tpami256 or imagenet_tpami512")
+    config = scale_preset(preset, "--preset")
     check_sizes(sizes, test_sizes)
     if only is not None and "split" not in only:
         raise InputError(f"--only {' '.join(only)}: the other stages read the split; add split")
@@ -167,9 +181,12 @@ def run_scale(sizes: list[int], test_sizes: list[int], work: Path, out: Path | N
 def rewrite_tables(out: Path, page: Path) -> dict:
     """The fit (a function of the measured points) redone with this code, written back into the benchmark's file
     (`refit_by` says so), and the tables of `page` from it, measuring nothing."""
-    from put.bench.scale_fit import fit, with_scale_tables
+    from put.bench.scale_fit import check_measured, fit, with_scale_tables
 
     result = read_scale_file(out)
+    config = scale_preset(result.get("preset"), f"{out}: preset")
+    check_earlier(result, Path(out), result["preset"], config.model.image_size)
+    check_measured(result["points"], config.sample.diversity_images, str(out))
     result.update(fit(result["points"], str(out)), refit_by=" ".join(["python -m put", *sys.argv[1:]]))
     text = with_scale_tables(page.read_text(), result, str(page))  # before the file is written: both or neither
     atomic_write_text(Path(out), json.dumps(result, indent=2) + "\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from put.bench.scale_data import METHOD
-from put.bench.scale_points import check_points
+from put.bench.scale_points import check_points, is_measurement
 from put.config import VARIANTS
 from put.config import preset as load_preset
 from put.config.bins import FINE_BINS, TABLE_GROUPS
@@ -47,6 +47,28 @@ def stage_items(stage: str, train: int, test: int, diversity_images: int | None)
     results = results_per_test_image(diversity_images, test)[0]
     return {"split": train + test, "prepare": train + test, "masks": test * len(TABLE_GROUPS | FINE_BINS),
             "external": results, "evaluate": results, "report": results * LABELS}[stage]
+
+
+def check_measured(points: list[dict], diversity_images: int | None, name: str) -> None:
+    """What a point records beside its rows (data bytes, fabrication seconds, each row's disk bytes) finite and
+    >= 0, and each stage's items those of its sizes (stage_items): a hand edit that breaks either would bend the
+    fit without a word."""
+    for i, point in enumerate(points):
+        where = f"{name}: points[{i}]"
+        for key in ("data_bytes", "fabricate_seconds"):
+            if key in point and not is_measurement(point[key]):
+                raise InputError(f"{where}.{key} = {point[key]!r}: expected a finite value >= 0 (as measured)")
+        for key, row in point["stages"].items():
+            if "disk_bytes" in row and not is_measurement(row["disk_bytes"]):
+                raise InputError(f"{where}.stages.{key}.disk_bytes = {row['disk_bytes']!r}: expected a finite "
+                                 "value >= 0 (as measured)")
+            try:
+                expected = stage_items(key, point["train_images"], point["test_images"], diversity_images)
+            except KeyError:
+                raise InputError(f"{where}.stages.{key}: no such stage of the benchmark") from None
+            if row["items"] != expected:
+                raise InputError(f"{where}.stages.{key}.items = {row['items']!r}: {point['train_images']:,} + "
+                                 f"{point['test_images']:,} images give {expected:,}")
 
 
 def exponent(n1: float, c1: float, n2: float, c2: float) -> float | None:

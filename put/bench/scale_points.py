@@ -30,7 +30,8 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _cost(value: object) -> bool:
+def is_measurement(value: object) -> bool:
+    """A measured cost: a finite number >= 0 (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
@@ -57,7 +58,7 @@ def check_points(points: list, name: str) -> None:
         for (group, key), row in rows.items():
             for cost in COSTS + (("items",) if group == "stages" else ()):
                 value = row.get(cost) if isinstance(row, dict) else None
-                if not (_whole(value) if cost == "items" else _cost(value)):
+                if not (_whole(value) if cost == "items" else is_measurement(value)):
                     expected = "a whole number >= 1" if cost == "items" else "a finite cost >= 0 (as measured)"
                     raise InputError(f"{where}.{group}.{key}.{cost} = {value!r}: expected {expected}")
             serves = row.get("serves") or "split"
