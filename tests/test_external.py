@@ -409,6 +409,8 @@ def save_as(path: Path, rgb: np.ndarray, kind: str) -> None:
         alpha = np.full(grey.shape, 255, np.uint8)
         alpha[0, 0] = 255 if kind == "8-bit RGBA with opaque alpha" else 128
         Image.fromarray(np.dstack([rgb, alpha]), "RGBA").save(path, format="PNG")
+    elif kind == "animated PNG":
+        Image.fromarray(rgb).save(path, format="PNG", save_all=True, append_images=[Image.fromarray(rgb[::-1])])
     elif kind == "8-bit palette":
         Image.fromarray(rgb).quantize(256, method=Image.Quantize.FASTOCTREE).save(path, format="PNG")
     else:
@@ -421,6 +423,7 @@ def save_as(path: Path, rgb: np.ndarray, kind: str) -> None:
     ("8-bit greyscale", r"8-bit greyscale, its ground truth is colour"),
     ("8-bit greyscale with alpha", r"8-bit greyscale with alpha, its ground truth is colour"),
     ("8-bit RGBA", r"8-bit RGBA with 1 of 1024 pixels not opaque: no rule here composites them"),
+    ("animated PNG", r"an animated PNG of 2 frames: write one image per result"),
 ])
 def test_a_result_in_another_pixel_format_is_refused_naming_it(masks, tmp_path, kind, why):
     """Before, each was converted without a word: 16 bits cut to 8, grey scored against colour, alpha dropped."""

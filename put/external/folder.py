@@ -13,7 +13,7 @@ import numpy as np
 
 from put.data.images import ImageReadError, image_format, open_image
 from put.errors import FileMismatchError, MissingFileError, PathError
-from put.external.modes import IHDR, as_rgb, png_header
+from put.external.modes import IHDR, animation_frames, as_rgb, png_header
 
 SHOWN = 5  # files named in an error; the rest are counted
 
@@ -99,6 +99,8 @@ def read_result(path: Path, size: tuple[int, int], grey_truth: bool) -> tuple[np
         img = open_image(path)
     except ImageReadError as err:
         return f"unreadable: {str(err).removeprefix(f'{path}: ')}"
+    if frames := animation_frames(path):
+        return f"an animated PNG of {frames} frames: write one image per result"
     return as_rgb(img, header, grey_truth)
 
 

@@ -4,6 +4,7 @@ once per folder, anything else refused naming why (docs/external.md, "Pixel form
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,21 @@ def png_header(head: bytes) -> PngHeader | None:
     if len(head) < IHDR.stop or not head.startswith(PNG_SIGNATURE) or head[12:16] != b"IHDR":
         return None
     return PngHeader(int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"), head[24], head[25])
+
+
+def animation_frames(path: Path) -> int | None:
+    """The frames an animated PNG declares (its acTL chunk, before the image data), None for a still PNG: which
+    frame would be the result is not for the evaluation to guess."""
+    with open(path, "rb") as file:
+        file.seek(len(PNG_SIGNATURE))
+        while len(chunk := file.read(8)) == 8:
+            length, kind = int.from_bytes(chunk[:4], "big"), chunk[4:]
+            if kind == b"acTL":
+                return int.from_bytes(file.read(4), "big")
+            if kind in (b"IDAT", b"IEND"):
+                return None
+            file.seek(length + 4, 1)  # the data and its CRC
+    return None
 
 
 def is_grey(rgb: np.ndarray) -> bool:
