@@ -87,7 +87,11 @@ auth() {
 # The admin's password and the key the app signs its forms with (CSRF), made once at random (mode 0600: the
 # folder's other readers cannot log in with them), and
 # the basic-auth app's configuration: its accounts in $DIR/auth.db; every account may read and log runs, an
-# account's own experiments and models are its to manage (docs/mlflow.md, "Logins").
+# account's own experiments and models are its to manage (docs/mlflow.md, "Logins"). A verified login is
+# remembered for AUTH_CACHE_S seconds (MLflow's auth cache, keyed by an HMAC of the password): without it every
+# request pays a password-hash check (tens of ms of the server's CPU), and a stage's logging is hundreds of requests;
+# a changed or removed password stays valid that long.
+AUTH_CACHE_S=60
 auth_setup() {
     local file
     for file in "$PASSWORD" "$SECRET_KEY"; do
@@ -97,9 +101,9 @@ auth_setup() {
         fi
         [ "$(stat -c %a "$file")" = 600 ] || die "$file is readable by others (mode $(stat -c %a "$file")): chmod 600 it"
     done
-    (umask 077; printf '[mlflow]\ndefault_permission = EDIT\ndatabase_uri = sqlite:///%s\nadmin_username = %s\n%s\n' \
+    (umask 077; printf '[mlflow]\ndefault_permission = EDIT\ndatabase_uri = sqlite:///%s\nadmin_username = %s\n%s\n%s\n' \
         "$DIR/auth.db" "$ADMIN" "authorization_function = mlflow.server.auth:authenticate_request_basic_auth" \
-        >"$AUTH_CONFIG")
+        "auth_cache_ttl_seconds = $AUTH_CACHE_S" >"$AUTH_CONFIG")
 }
 
 # What jobs export: the address, and the login (the password read from its file, never printed).
