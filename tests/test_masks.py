@@ -398,3 +398,65 @@ def test_manifest_removed_before_rewrite(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         write_eval_masks(IMAGES, out, (32, 32), seed=1, progress=False)
     assert not (out / "manifest.csv").exists()
+
+
+# The user's own evaluation masks (masks.eval_root, masks.eval_polarity), through the masks stage.
+OWN_RATIOS = [0.12, 0.15, 0.22, 0.28, 0.33, 0.37, 0.42, 0.45, 0.52, 0.58, 0.05, 0.7]
+
+
+def own_masks(root: Path, size: tuple[int, int], upscale: int = 2, keep_white: bool = True) -> Path:
+    """OWN_RATIOS masks stored `upscale` times larger, white = kept (the polarity users' tools often write)."""
+    fake_pconv(root, size, OWN_RATIOS, upscale=upscale)
+    if keep_white:
+        for path in root.glob("*.png"):
+            write_gray(path, 255 - np.asarray(Image.open(path)))
+    return root
+
+
+def masks_stage(tmp_path: Path, masks: dict, images: int = 3) -> Path:
+    """`put masks` of the demo preset with these mask settings on `images` test images of 64x64."""
+    from put.config.params import Params
+    from put.data.split import write_split
+    from put.stages.masks import run_masks
+
+    test = [write_gray(tmp_path / "images" / f"t{i}.png", rng(i).integers(0, 256, (64, 64))) for i in range(images)]
+    write_split({"train": test[:1], "test": test}, tmp_path / "split")
+    return run_masks(Params(preset="demo", overrides={"masks": masks}), tmp_path / "split", tmp_path / "masks")
+
+
+def test_own_evaluation_masks_of_any_size_are_binned_by_hole_ratio_and_take_the_place_of_the_pconv_set(tmp_path):
+    own = own_masks(tmp_path / "own", (64, 64), upscale=2)  # 128x128, keep-white
+    pconv = fake_pconv(tmp_path / "pconv", (64, 64), [0.15, 0.35, 0.55])  # training's: not drawn from
+    manifest = masks_stage(tmp_path, {"eval_root": str(own), "eval_polarity": "keep-white",
+                                      "pconv_root": str(pconv)})
+    frame = pd.read_csv(manifest)
+    assert set(frame["group"]) == set(EVAL_GROUPS) and len(frame) == 3 * len(EVAL_GROUPS)
+    assert set(frame["source"]) <= {f"{i:05d}.png" for i in range(10)}  # 5% and 70% fit no group
+    for row in frame.itertuples():  # each mask as written (hole-white, 64x64) has its own file's ratio
+        keep = read_mask(manifest.parent / row.mask, "hole-white", (64, 64)).numpy()
+        assert hole_ratio(keep) == row.ratio == pytest.approx(OWN_RATIOS[int(row.source[:5])], abs=1 / 4096)
+        assert in_group(row.ratio, row.group)
+
+
+def test_own_evaluation_masks_of_the_wrong_polarity_or_aspect_are_refused_naming_the_setting(tmp_path):
+    own = own_masks(tmp_path / "own", (64, 64))
+    with pytest.raises(MaskError, match=r"own \(masks.eval_root\): no mask has a hole ratio .*most are holes as "
+                                        r"read \(hole-white\): is the polarity \(masks.eval_polarity\) the other one"):
+        masks_stage(tmp_path, {"eval_root": str(own)})  # keep-white files read as hole-white
+    assert not (tmp_path / "masks").exists()  # nothing half written
+    wide = own_masks(tmp_path / "wide", (64, 96), upscale=1)
+    with pytest.raises(MaskError, match=r"00000.png: mask is 96x64 \(WxH\), not of the working size's aspect ratio "
+                                        r"\(64x64\).*\(masks.eval_root\)"):
+        masks_stage(tmp_path, {"eval_root": str(wide), "eval_polarity": "keep-white"})
+    with pytest.raises(MaskError, match=r"missing: mask folder does not exist"):
+        masks_stage(tmp_path, {"eval_root": str(tmp_path / "missing")})
+
+
+def test_changing_the_evaluation_masks_retrains_nothing():
+    from put.dag.declaration import STAGES
+
+    tracked = {stage.name: stage.params for stage in STAGES}
+    assert "masks" in tracked["masks"]  # eval_root, eval_polarity, seed and the PConv set
+    for stage in ("train_pvqvae", "train_transformer"):
+        assert not any(p == "masks" or p.startswith("masks.eval") for p in tracked[stage]), tracked[stage]
+        assert {"masks.pconv_root", "masks.pconv_polarity", "masks.pconv_select"} <= set(tracked[stage])

@@ -11,6 +11,8 @@ from put.config.model import StrictModel
 
 # How a stage picks the PConv masks of its hole-ratio window (put.masks.training.pconv_candidates).
 PConvSelect = Literal["ratio", "list"]
+# What white is in a folder of mask files (ours are written hole-white, as NVIDIA's PConv set).
+MaskPolarity = Literal["hole-white", "keep-white"]
 
 def _check_range(name: str, bounds: tuple[float, float], top: float) -> None:
     lo, hi = bounds

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from put.config.evaluation import FrontierConfig, MetricProtocol, SampleConfig
-from put.config.masks import PConvSelect
+from put.config.masks import MaskPolarity, PConvSelect
 from put.config.model import TPAMI_VARIANT, ModelConfig, StrictModel, apply_variant
 from put.config.training import PVQVAETrainConfig, TransformerTrainConfig
 from put.errors import InputError
@@ -61,9 +61,12 @@ class DataConfig(StrictModel):
 
 class MaskConfig(StrictModel):
     pconv_root: str | None = Field(None, description="NVIDIA's PConv irregular mask set; None: generated masks")
-    pconv_polarity: Literal["hole-white", "keep-white"] = "hole-white"
+    pconv_polarity: MaskPolarity = "hole-white"
     pconv_select: PConvSelect = Field("ratio", description="how a training stage picks the PConv masks of its "
                                       "hole-ratio window: by measured ratio, or by the released list slicing")
+    eval_root: str | None = Field(None, description="the user's own evaluation masks (PNG, any depth, the working "
+                                  "size's aspect); None: drawn from pconv_root, else generated")
+    eval_polarity: MaskPolarity = Field("hole-white", description="what white is in eval_root's masks")
     seed: int = 0
 
 

@@ -105,6 +105,8 @@ def for_seeds(stage: Stage, variant: str) -> Stage:
                                 for p in stage.params))
 
 
+# The mask settings training reads: the evaluation masks' own (masks.eval_root, masks.seed) retrain nothing.
+TRAINING_MASKS = ("masks.pconv_root", "masks.pconv_polarity", "masks.pconv_select")
 CONFIG = Stage(
     "config", "config", inputs={},
     outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False),
@@ -127,15 +129,15 @@ TRAIN_PVQVAE = Stage(
     "train_pvqvae", "train-pvqvae", inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR},
     outputs={"--out": Output(paths.PVQVAE_CHECKPOINT),
              "--curves": Output(paths.PVQVAE_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "{settings}pvqvae_train"), fan_out="pvqvae_variants", training=True,
-    tracked=True)
+    params=("variants.{variant}", "data", *TRAINING_MASKS, "{settings}pvqvae_train"), fan_out="pvqvae_variants",
+    training=True, tracked=True)
 TRAIN_TRANSFORMER = Stage(
     "train_transformer", "train-transformer",
     inputs={"--split": paths.SPLIT_DIR, "--prepared": paths.PREPARED_DIR, "--pvqvae": paths.PVQVAE_CHECKPOINT},
     outputs={"--out": Output(paths.TRANSFORMER_CHECKPOINT),
              "--curves": Output(paths.TRANSFORMER_CURVES, directory=True, cache=False)},
-    params=("variants.{variant}", "data", "masks", "{settings}transformer_train"), fan_out="variants", training=True,
-    tracked=True)
+    params=("variants.{variant}", "data", *TRAINING_MASKS, "{settings}transformer_train"), fan_out="variants",
+    training=True, tracked=True)
 REPLICATED = (TRAIN_PVQVAE, TRAIN_TRANSFORMER, SAMPLE, EVALUATE)
 FRONTIER = Stage(
     "frontier", "frontier",

@@ -3,9 +3,9 @@
 Layout: `out_dir/<group>/<image stem>.png` (one channel, 255 = hole) for every group of EVAL_GROUPS, and
 `out_dir/manifest.csv` (image, mask, ratio, group, source: the mask's, image_source: the test image's, which the
 evaluation's bootstrap resamples) written last, so a manifest always points at complete files. Masks come from a
-PConv mask folder when one is given (drawn among the masks whose ratio at the working size falls in the group),
-else from `mask_with_ratio`. The released code drew them unseeded and
-mixed in stroke masks; here the same inputs and seed give byte-identical files.
+folder of mask files when one is given (the user's own, masks.eval_root, else the PConv set: drawn among the
+masks whose ratio at the working size falls in the group), else from `mask_with_ratio`. The released code drew
+them unseeded and mixed in stroke masks; here the same inputs and seed give byte-identical files.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def _pconv_orders(pconv: MaskFolder, seed: int, progress: bool) -> dict[str, np.
     empty = [group for group, candidates in orders.items() if not len(candidates)]
     if empty:
         # PConv sets hold 0-60% holes: mostly-hole masks mean white was read as the wrong colour.
-        hint = (f"; most are holes as read ({pconv.polarity}): is the polarity (masks.pconv_polarity) the other one?"
-                if np.median(ratios) > 0.5 else "")
-        raise MaskError(f"{pconv.root}: no mask has a hole ratio (at {pconv.size[1]}x{pconv.size[0]}) in group(s) "
-                        f"{', '.join(empty)}; its {len(ratios)} masks range from {ratios.min():.3f} to "
-                        f"{ratios.max():.3f}{hint}")
+        hint = (f"; most are holes as read ({pconv.polarity}): is the polarity ({pconv.setting}_polarity) the other "
+                "one?" if np.median(ratios) > 0.5 else "")
+        raise MaskError(f"{pconv.root} ({pconv.setting}_root): no mask has a hole ratio (at "
+                        f"{pconv.size[1]}x{pconv.size[0]}) in group(s) {', '.join(empty)}; its {len(ratios)} masks "
+                        f"range from {ratios.min():.3f} to {ratios.max():.3f}{hint}")
     return {group: _rng(seed, "pconv", group).permutation(candidates) for group, candidates in orders.items()}
 
 

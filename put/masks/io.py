@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import torch
 
+from put.config.masks import MaskPolarity
 from put.data.images import ImageReadError, ImageTooLargeError, open_image, write_png
 from put.errors import InputError
 
-POLARITIES: tuple[str, ...] = ("hole-white", "keep-white")
+POLARITIES: tuple[str, ...] = get_args(MaskPolarity)
 
 
 class MaskError(InputError):
@@ -39,6 +41,10 @@ def size_mismatch(source: str, found: tuple[int, int], expected: tuple[int, int]
     """Sizes as (H, W)."""
     return f"{source}: mask is {found[1]}x{found[0]} (WxH), expected {expected[1]}x{expected[0]} to match the image"
 
+
+# How far a mask's aspect ratio may be from the working size's for a folder that asks for the same aspect
+# (one pixel in a hundred: an off-by-one crop).
+ASPECT_TOLERANCE = 0.01
 
 WHITE_MEANS = {"hole-white": "the hole", "keep-white": "kept"}  # what white is, in each polarity
 
@@ -110,8 +116,13 @@ class MaskFolder:
     pixel) with errors naming the file.
     """
 
-    def __init__(self, root: str | os.PathLike, polarity: str, size: tuple[int, int]) -> None:
+    def __init__(self, root: str | os.PathLike, polarity: str, size: tuple[int, int], *,
+                 setting: str = "masks.pconv", same_aspect: bool = False) -> None:
         self.root = Path(root)
+        # The params keys the folder and its polarity come from (<setting>_root, <setting>_polarity), for errors.
+        self.setting = setting
+        # Resizing a mask of another aspect ratio would stretch its holes: refused when asked.
+        self.same_aspect = same_aspect
         if polarity not in POLARITIES:
             raise MaskError(f"{self.root}: mask polarity must be one of {', '.join(POLARITIES)}, got {polarity!r}")
         if not self.root.is_dir():
@@ -135,7 +146,14 @@ class MaskFolder:
     def load(self, index: int) -> np.ndarray:
         """Keep-mask (H, W) float32 of mask `index`, at this folder's size."""
         path = self.paths[index]
-        values = read_mask_values(path, self.size)
+        values = read_mask_values(path)
+        if self.same_aspect and abs(values.shape[0] * self.size[1] - values.shape[1] * self.size[0]) > (
+                ASPECT_TOLERANCE * values.shape[0] * self.size[1]):
+            raise MaskError(f"{path}: mask is {values.shape[1]}x{values.shape[0]} (WxH), not of the working size's "
+                            f"aspect ratio ({self.size[1]}x{self.size[0]}); resizing would stretch its holes: "
+                            f"crop it to that aspect first ({self.setting}_root)")
+        if values.shape[:2] != self.size:
+            values = _nearest(values, self.size)
         keep = keep_mask_from_array(values, self.polarity, str(path))
         try:
             validate_keep_mask(keep, str(path))
