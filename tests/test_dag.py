@@ -28,6 +28,7 @@ from put.config import VARIANTS
 from put.config.params import ParamsError, load_params
 from put.config.paths import (
     CODE_VERSIONS,
+    MASKS_DIR,
     PREPARED_DIR,
     PVQVAE_CURVES,
     REPORT_PDF,
@@ -441,6 +442,24 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
             assert page.blocked == []
 
 
+def check_inpaint_by_name(repo: Path, out: Path) -> None:
+    """`put inpaint` of the demo's registered put transformer by name gives the bytes it gives by path, on a test
+    image and one of its evaluation masks."""
+    masks_dir = path_of(MASKS_DIR, "demo")
+    masks = pd.read_csv(repo / masks_dir / "manifest.csv")
+    row = masks[masks["group"] == "20-40"].iloc[0]
+    results = {}
+    for how, checkpoint in (("path", transformer_checkpoint("demo", "put")),
+                            ("name", "models:/put-demo-put-transformer@current")):
+        done = subprocess.run([str(BIN / "put"), "inpaint", "--checkpoint", str(checkpoint), "--image", row["image"],
+                               "--mask", f"{masks_dir}/{row['mask']}", "--samples", "2", "--seed", "3",
+                               "--out", str(out / how)], cwd=repo, capture_output=True, text=True, timeout=600,
+                              env={**ENV, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        results[how] = [p.read_bytes() for p in sorted((out / how).glob("*.png"))]
+    assert len(results["path"]) == 2 and results["name"] == results["path"]
+
+
 def check_plots_offline(repo: Path, out: Path) -> None:
     """`dvc plots show` writes a page that loads no script from elsewhere and draws every plot offline."""
     from put.dag.declaration import PLOTS
@@ -557,6 +576,10 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     # and each says why; differences.csv keeps the raw and the adjusted p-values (none here) of Table 3's family.
     sources = pd.read_csv(repo / split_dir("demo") / "test.csv")["source"]
     assert sources.nunique() == 3 and len(sources) == 16
+    # ... read as a folder of images (put/data/folder.py) with the demo's own lists and sources file.
+    screened = json.loads((repo / split_dir("demo") / "split_report.json").read_text())["screened"]
+    assert screened == {"found": 216, "usable": 216, "excluded": {}, "train": 192, "test": 16, "unused": 8,
+                        "sources": {"train": 8, "test": 3}}
     info = json.loads((repo / metrics_info_file(repo / metrics_file("demo", "put"))).read_text())
     minimum = load_params().resolved().evaluate.min_units
     reason = f"n = 3 sources (16 images): too few for an interval (evaluate.min_units = {minimum})"
@@ -580,6 +603,7 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     seconds = time.monotonic()
     check_mlflow(repo, tmp_path, skipped)
     ux_seconds = time.monotonic() - seconds
+    check_inpaint_by_name(repo, tmp_path / "inpaint")
 
     # DVC's own tools see the measured numbers, the curves and the resolved parameters.
     metrics = json.loads(dvc(repo, "metrics", "show", "--json").stdout)

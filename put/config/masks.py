@@ -11,6 +11,9 @@ from put.config.model import StrictModel
 
 # How a stage picks the PConv masks of its hole-ratio window (put.masks.training.pconv_candidates).
 PConvSelect = Literal["ratio", "list"]
+# The mask settings (of MaskConfig) training reads; the evaluation masks' own (eval_root, eval_polarity, seed)
+# retrain nothing.
+TRAINING_MASK_KEYS = ("pconv_root", "pconv_polarity", "pconv_select")
 # What white is in a folder of mask files (ours are written hole-white, as NVIDIA's PConv set).
 MaskPolarity = Literal["hole-white", "keep-white"]
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from put.config import PVQVAE_VARIANTS, TPAMI_VARIANT, VARIANTS, paths
+from put.config.masks import TRAINING_MASK_KEYS
 from put.config.params import settings_prefix
 
 FanOut = Literal["none", "variants", "pvqvae_variants", "official", "external", "seeds"]
@@ -105,8 +106,7 @@ def for_seeds(stage: Stage, variant: str) -> Stage:
                                 for p in stage.params))
 
 
-# The mask settings training reads: the evaluation masks' own (masks.eval_root, masks.seed) retrain nothing.
-TRAINING_MASKS = ("masks.pconv_root", "masks.pconv_polarity", "masks.pconv_select")
+TRAINING_MASKS = tuple(f"masks.{key}" for key in TRAINING_MASK_KEYS)
 CONFIG = Stage(
     "config", "config", inputs={},
     outputs={"--out": Output(paths.RESOLVED_PARAMS, cache=False),

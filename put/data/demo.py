@@ -99,6 +99,20 @@ def demo_source(path: Path) -> str:
     return Path(path).stem.rsplit("_", 1)[0]
 
 
+def write_demo_lists(root: Path, written: dict[str, list[Path]]) -> dict[str, str]:
+    """The demo's crops as a folder dataset reads them (put/data/folder.py): its own train and test lists and a
+    sources file naming each crop's photograph, under root; returns them as the data settings that name them."""
+    root = Path(root)
+    settings = {}
+    for split, paths in written.items():
+        listed = root / f"{split}.txt"
+        listed.write_text("".join(f"{p.relative_to(root).as_posix()}\n" for p in paths))
+        settings[f"{split}_list"] = str(listed)
+    rows = [f"{p.relative_to(root).as_posix()},{demo_source(p)}\n" for paths in written.values() for p in paths]
+    (root / "sources.csv").write_text("path,source\n" + "".join(rows))
+    return {**settings, "sources": str(root / "sources.csv")}
+
+
 def build_demo(
     out_dir: Path,
     image_size: int,

@@ -17,7 +17,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from put.config import DataConfig, Preset
-from put.data.demo import build_demo
+from put.data.demo import build_demo, write_demo_lists
 from put.data.folder import folder_name, split_folder
 from put.data.groups import image_sources
 from put.data.images import check_image
@@ -116,9 +116,13 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
     """The preset's train/test lists (and for the demo, its images first) written into `out_dir`."""
     data = preset.data
     if data.dataset == "demo" and data.root is None:
+        # The demo's crops, written here, are read as a folder dataset with their own lists and photographs as
+        # sources: the DAG's demo run is a run on a folder of images.
         root = Path(out_dir) / "images"
-        build_demo(root, preset.model.image_size, seed=data.seed)
-    elif data.root is None:
+        lists = write_demo_lists(root, build_demo(root, preset.model.image_size, seed=data.seed))
+        return _split_folder(root, data.model_copy(update={**lists, "name": "demo"}), preset.model.image_size,
+                             Path(out_dir), dataset="demo")
+    if data.root is None:
         raise InputError(f"data.root: the {data.dataset} preset needs the folder of its raw images "
                          f"(set overrides.data.root in params.yaml)")
     else:
@@ -134,10 +138,10 @@ def split_dataset(preset: Preset, out_dir: Path) -> dict:
     return write_split(files, Path(out_dir), info=info, sources=sources)
 
 
-def _split_folder(root: Path, data: DataConfig, image_size: int, out_dir: Path) -> dict:
-    """A folder of the user's images, screened and split (put/data/folder.py; every image left out is named on
-    one line of stderr); the counts go in the report's `screened` summary."""
+def _split_folder(root: Path, data: DataConfig, image_size: int, out_dir: Path, dataset: str = "folder") -> dict:
+    """A folder of images, screened and split (put/data/folder.py; every image left out is named on one line of
+    stderr); the counts go in the report's `screened` summary."""
     split = split_folder(root, data, min_side=image_size)
-    info = {"dataset": "folder", "name": folder_name(data), "screened": split.summary}
+    info = {"dataset": dataset, "name": folder_name(data), "screened": split.summary}
     return write_split(split.files, out_dir, info=info, sources=split.sources, checked=split.screened.rows,
                        excluded=split.screened.excluded)

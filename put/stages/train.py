@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from put.config import PVQVAE_OF_VARIANT, PVQVAE_VARIANTS, ModelConfig, Preset
+from put.config.masks import TRAINING_MASK_KEYS
 from put.config.params import Params
 from put.config.paths import EVAL_CURVE, TRAIN_CURVE
 from put.errors import InputError
@@ -73,7 +74,8 @@ def training_identity(preset: Preset, config: ModelConfig, train: dict, split_di
     """What defines a training run (put/train/loop.py refuses to resume a state made with another). Not the
     data-loader's worker count: every sample is the same whatever it is."""
     train = {key: value for key, value in train.items() if key != "num_workers"}
-    return {"model": config.model_dump(mode="json"), "train": train, "masks": preset.masks.model_dump(mode="json"),
+    return {"model": config.model_dump(mode="json"), "train": train,
+            "masks": preset.masks.model_dump(mode="json", include=set(TRAINING_MASK_KEYS)),
             "data": preset.data.model_dump(mode="json"),
             "train_split_sha256": file_sha256(Path(split_dir) / "train.csv"), **extra}
 
