@@ -444,17 +444,17 @@ def check_mlflow(repo: Path, tmp_path: Path, skipped: set[str], browser: bool = 
 
 def check_inpaint_by_name(repo: Path, out: Path) -> None:
     """`put inpaint` of the demo's registered put transformer by name gives the bytes it gives by path, on a test
-    image and one of its evaluation masks."""
-    masks_dir = path_of(MASKS_DIR, "demo")
-    masks = pd.read_csv(repo / masks_dir / "manifest.csv")
-    row = masks[masks["group"] == "20-40"].iloc[0]
+    image as the models see it (the masks stage's gt/ copy) and one of its evaluation masks."""
+    masks = repo / path_of(MASKS_DIR, "demo")
+    mask = pd.read_csv(masks / "manifest.csv").query("group == '20-40'")["mask"].iloc[0]
+    env = {**ENV, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
     results = {}
-    for how, checkpoint in (("path", transformer_checkpoint("demo", "put")),
+    for how, checkpoint in (("path", repo / transformer_checkpoint("demo", "put")),
                             ("name", "models:/put-demo-put-transformer@current")):
-        done = subprocess.run([str(BIN / "put"), "inpaint", "--checkpoint", str(checkpoint), "--image", row["image"],
-                               "--mask", f"{masks_dir}/{row['mask']}", "--samples", "2", "--seed", "3",
-                               "--out", str(out / how)], cwd=repo, capture_output=True, text=True, timeout=600,
-                              env={**ENV, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"})
+        done = subprocess.run([str(BIN / "put"), "inpaint", "--checkpoint", str(checkpoint), "--image",
+                               str(masks / "gt" / Path(mask).name), "--mask", str(masks / mask), "--samples", "2",
+                               "--seed", "3", "--out", str(out / how)],
+                              cwd=repo, capture_output=True, text=True, timeout=600, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         results[how] = [p.read_bytes() for p in sorted((out / how).glob("*.png"))]
     assert len(results["path"]) == 2 and results["name"] == results["path"]
