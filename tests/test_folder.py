@@ -135,3 +135,25 @@ def test_the_seeded_split_takes_two_sources_even_when_one_would_fill_the_test_sp
     report = split_dataset(folder_preset(root, test_fraction=0.1), tmp_path / "split")
     assert report["screened"]["sources"] == {"train": 1, "test": 2}
     assert (report["screened"]["train"], report["screened"]["test"]) == (6, 12)
+
+
+@pytest.mark.parametrize("preset", ["ffhq", "places2", "imagenet", "ffhq_tpami256", "ffhq_tpami512"])
+def test_a_paper_presets_model_runs_on_a_folder_at_the_image_size_it_needs(tmp_path, preset):
+    """Any paper preset takes a folder through params.yaml's overrides, as `dvc exp run -S` gives them: its model
+    and training schedule stay the preset's, the tpami variant's its TPAMI preset's, and the folder is screened at
+    the preset's image size (256, or 512 for the TPAMI 512 models)."""
+    from put.config.params import Params
+
+    params = Params(preset=preset, overrides={"data": {"dataset": "folder", "root": str(tmp_path / "mine"),
+                                                       "eval_count": None}})
+    resolved = params.resolved()
+    size = resolved.model.image_size
+    assert size == (512 if preset.endswith("512") else 256)
+    assert resolved.model == PRESETS[preset].model and resolved.pvqvae_train == PRESETS[preset].pvqvae_train
+    assert params.resolved_for("tpami").model.image_size == size
+    for shoot in range(4):
+        save(tmp_path / "mine" / f"shoot{shoot}" / f"s{shoot}.png", (size, size + 5), seed=shoot, mode="L")
+    save(tmp_path / "mine" / "shoot0" / "small.png", (size - 1, size + 40), seed=9)
+    report = split_dataset(resolved, tmp_path / "split")
+    assert report["screened"]["excluded"] == {"too small": 1}
+    assert (report["screened"]["train"], report["screened"]["test"]) == (2, 2)
