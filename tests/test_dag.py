@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -329,10 +330,14 @@ def test_cli_reports_a_params_typo_without_a_traceback(tmp_path, monkeypatch, ca
     assert "Traceback" not in err
 
 
-def dvc(repo: Path, *args: str, timeout: int = 1500, tracking: bool = True) -> subprocess.CompletedProcess:
+def dvc_env(tracking: bool = True) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PUT_TRACKING": "1" if tracking else "0"}
     env.pop("MLFLOW_TRACKING_URI", None)  # the default: sqlite:///mlflow.db in the repository
-    return subprocess.run([str(BIN / "dvc"), *args], cwd=repo, capture_output=True, text=True, env=env,
+    return env
+
+
+def dvc(repo: Path, *args: str, timeout: int = 1500, tracking: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "dvc"), *args], cwd=repo, capture_output=True, text=True, env=dvc_env(tracking),
                           timeout=timeout)
 
 
@@ -460,6 +465,34 @@ def check_inpaint_by_name(repo: Path, out: Path) -> None:
     assert len(results["path"]) == 2 and results["name"] == results["path"]
 
 
+def check_report_on_a_folder(repo: Path, work: Path) -> None:
+    """The report stage's own command on the demo's results, in a copy of its inputs, with params.yaml saying the
+    images were a folder named by the user: Table 1 and Table 3 name it and carry none of the paper's rows (the
+    demo's own tables carry FFHQ's), over the same measured numbers."""
+    import shlex
+
+    command = shlex.split(dvc_stages(repo)["report"]["cmd"].replace("${preset}", "demo"))
+    command = [str(BIN / "python"), *command[1:command.index("--tag")], "--params", "params.yaml"]
+    for option, value in zip(command, command[1:]):  # the inputs it names
+        if option.startswith("--") and option != "--out" and (repo / value).exists():
+            copy = shutil.copytree if (repo / value).is_dir() else shutil.copyfile
+            (work / value).parent.mkdir(parents=True, exist_ok=True)
+            copy(repo / value, work / value)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["overrides"]["data"] |= {"dataset": "folder", "root": str(repo / split_dir("demo") / "images"),
+                                    "name": "Demo photographs"}
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=600,
+                          env={**ENV, "PUT_TRACKING": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("table1.tex", "table3.tex"):
+        demo, folder = ((where / report_dir("demo") / name).read_text() for where in (repo, work))
+        assert "reported, FFHQ" in demo and "reported" not in folder.replace("no reported rows", ""), name
+        assert "on Demo photographs (a folder of the user's images; the paper reports no numbers on it" in folder
+        measured = set(re.findall(r"\d+\.\d{3,4}", folder))
+        assert measured and measured <= set(re.findall(r"\d+\.\d{3,4}", demo)), name
+
+
 def check_plots_offline(repo: Path, out: Path) -> None:
     """`dvc plots show` writes a page that loads no script from elsewhere and draws every plot offline."""
     from put.dag.declaration import PLOTS
@@ -495,14 +528,18 @@ def make(repo: Path, target: str, timeout: int = 1500) -> subprocess.CompletedPr
 # time is the fixed cost of each of 38 stages: Python and MLflow imports, DVC's rewrite of dvc.lock
 # (docs/testing.md). The bound catches a slowdown, not a slower machine.
 DEMO_REPRO_BOUND_S = 35 * 60
+# The seed replicate test's experiment: tok's replicate; its 3 sources get a 50% interval (a 95% one would take
+# the 99.99999% percentiles, put/stats/bootstrap.py), with the minimum of units lowered.
+SEED_REPLICATE = ("exp", "run", "-S", "seeds=[1]", "-S", "overrides.evaluate.min_units=2", "-S",
+                  "overrides.evaluate.interval_level=0.5", "evaluate@tok", "evaluate_tok@1")
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> dict:
+def demo(tmp_path_factory) -> Iterator[dict]:
     """`make repro` (`make demo` less the installation) once for the module, in a fresh clone of the code under
     test, committed as in a fresh clone (no run is dirty). The repro test checks it and goes on in it; the seed
-    replicate test runs in a copy of the workspace as `make repro` left it, whose base run is the demo's: nothing
-    is trained twice."""
+    replicate runs in a copy of the workspace as `make repro` left it (started here, beside the repro test), whose
+    base run is the demo's: nothing is trained twice."""
     root = tmp_path_factory.mktemp("demo")
     repo = working_copy(root / "repo")
     git(repo, "add", "-A")
@@ -511,9 +548,32 @@ def demo(tmp_path_factory) -> dict:
     first = make(repo, "repro", timeout=DEMO_REPRO_BOUND_S + 600)
     elapsed = time.monotonic() - start
     copy = root / "copy"
+    seeds = None
     if first.returncode == 0:
         shutil.copytree(repo, copy, symlinks=True)
-    return {"repo": repo, "first": first, "seconds": elapsed, "copy": copy}
+        # The seed replicate test's run, started now in the copy: it trains on the core the repro test's checks
+        # leave idle (MLflow's UI, the plots page, Snakemake's report, the re-runs). Its output goes to files (a
+        # full pipe would stop it).
+        with open(root / "seeds.out", "w") as out, open(root / "seeds.err", "w") as err:
+            seeds = (time.monotonic(), subprocess.Popen([str(BIN / "dvc"), *SEED_REPLICATE], cwd=copy, text=True,
+                                                        stdout=out, stderr=err, env=dvc_env(tracking=False)))
+    yield {"repo": repo, "first": first, "seconds": elapsed, "copy": copy, "seeds": seeds, "root": root}
+    if seeds is not None and seeds[1].poll() is None:  # no test of the copy ran (deselected, or failed before)
+        seeds[1].kill()
+        seeds[1].wait()
+
+
+def copy_ready(demo: dict) -> subprocess.CompletedProcess:
+    """The seed replicate the fixture started in the copy, waited for (once): the tests that run in the copy
+    begin after it, in whatever order they are selected. Its stdout and stderr, and `seconds` since its start."""
+    if "seed_run" not in demo:
+        start, process = demo["seeds"]
+        process.wait(timeout=1500)
+        demo["seed_run"] = subprocess.CompletedProcess(process.args, process.returncode,
+                                                       (demo["root"] / "seeds.out").read_text(),
+                                                       (demo["root"] / "seeds.err").read_text())
+        demo["seed_seconds"] = time.monotonic() - start
+    return demo["seed_run"]
 
 
 def demo_made(demo: dict) -> subprocess.CompletedProcess:
@@ -604,6 +664,7 @@ def test_dvc_repro_of_the_demo_preset(demo, tmp_path):
     check_mlflow(repo, tmp_path, skipped)
     ux_seconds = time.monotonic() - seconds
     check_inpaint_by_name(repo, tmp_path / "inpaint")
+    check_report_on_a_folder(repo, tmp_path / "folder-report")
 
     # DVC's own tools see the measured numbers, the curves and the resolved parameters.
     metrics = json.loads(dvc(repo, "metrics", "show", "--json").stdout)
@@ -725,17 +786,13 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
 
     demo_made(demo)
     repo = demo["copy"]
-    start = time.monotonic()
-    # 3 sources: a 95% interval would take its 99.99999% percentiles; a 50% one its 68% (put/stats/bootstrap.py)
-    run = dvc(repo, "exp", "run", "-S", "seeds=[1]", "-S", "overrides.evaluate.min_units=2", "-S",
-              "overrides.evaluate.interval_level=0.5", "evaluate@tok",
-              "evaluate_tok@1", tracking=False)
-    elapsed = time.monotonic() - start
+    run = copy_ready(demo)  # `dvc SEED_REPLICATE`, started by the fixture
+    elapsed = demo["seed_seconds"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = set(re.findall(r"Running stage '([^']+)'", run.stdout))
     assert ran == {"config", "evaluate@tok", "train_pvqvae_put@1", "train_transformer_tok@1", "sample_tok@1",
                    "evaluate_tok@1"}, ran  # the base run's training and sampling are the demo's
-    print(f"\nseed replicates: dvc exp run of {len(ran)} stages took {elapsed:.0f} s")
+    print(f"\nseed replicates: dvc exp run of {len(ran)} stages done within {elapsed:.0f} s of its start")
 
     assert (repo / transformer_checkpoint("demo", "tok_seed1")).is_file()
     assert (repo / pvqvae_checkpoint("demo", "put_seed1")).is_file()  # tok's replicate trained on PUT's
@@ -774,6 +831,7 @@ def test_two_dvc_experiments_of_the_demo_compared_by_name(demo):
     from put.stats.bootstrap import finite_mean
 
     demo_made(demo)
+    copy_ready(demo)
     repo = demo["copy"]
     git(repo, "checkout", "HEAD", "--", "params.yaml")  # as `make repro` left it, had the seed test run here first
     env = {**ENV, "PUT_TRACKING": "0"}
@@ -814,6 +872,7 @@ def test_a_queued_sweep_of_the_demo_keeps_every_run_in_the_workspaces_store(demo
     from put.tracking.workspace import BASELINE_TAG, EXPERIMENT_TAG
 
     demo_made(demo)
+    copy_ready(demo)
     repo = tmp_path / "repo"
     shutil.copytree(demo["copy"], repo, symlinks=True)  # as `make repro` left it (the other tests' experiments aside)
     git(repo, "checkout", "HEAD", "--", "params.yaml")
