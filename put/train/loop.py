@@ -303,28 +303,47 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     trains, which names the final state kept for a retry; `curves`: folder for the CSVs."""
     out = Path(out)
     partial, final = resume_path(out), final_state_path(out, code)
-    floor = min_step_seconds()
     drop_stale_states(out, final, partial, restart, dist)
     resumed = Resumed() if restart else resume(task, (out, final, partial), final, identity, dist)
-    start, history = resumed.step, resumed.history
-    if resumed.source is not None and start >= config.iterations:  # finished (see the module docstring)
+    if resumed.source is not None and resumed.step >= config.iterations:  # finished (see the module docstring)
         write_finished(out, resumed, curves, dist)
-        return LoopResult(out, start, {})
+        return LoopResult(out, resumed.step, {})
     if dist.is_main:
-        if resumed.source is not None:
-            print(f"resuming from {resumed.source} at step {start}")
-        for line in recover_leftovers(partial) + recover_leftovers(final):  # a copy of the final state killed
-            print(f"recovered: {line}", file=sys.stderr)
-        warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
+        announce_start(task, out, resumed, partial, final)
 
+    progress = tqdm(total=config.iterations, initial=resumed.step, desc=f"train {task.kind}",
+                    disable=not dist.is_main, dynamic_ncols=True)
+    saver = Saver(task, config, dist, identity, resumed.history, labels or {}, resumed.source, resumed.step, progress)
+    step, metrics = train_steps(task, config, dist, tracker, saver, progress, resumed, partial)
+    progress.close()
+    if step < config.iterations:  # the batches ran out early: never report an unfinished training as done
+        raise RuntimeError(f"training stopped at step {step} of {config.iterations}: the data loader ended early")
+    if curves is not None and dist.is_main:
+        write_curves(curves, resumed.history)
+    saver.save(out, step)
+    if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Training resumes")
+        keep_final_state(out, final, partial)
+    return LoopResult(out, step, metrics)
+
+
+def announce_start(task: Task, out: Path, resumed: Resumed, partial: Path, final: Path) -> None:
+    """Where the training starts from, what was recovered, and a warning when the disk lacks room for its states."""
+    if resumed.source is not None:
+        print(f"resuming from {resumed.source} at step {resumed.step}")
+    for line in recover_leftovers(partial) + recover_leftovers(final):  # a copy of the final state killed
+        print(f"recovered: {line}", file=sys.stderr)
+    warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
+
+
+def train_steps(task: Task, config: TrainConfig, dist: Distributed, tracker: NullTracker, saver: Saver,
+                progress: tqdm, resumed: Resumed, partial: Path) -> tuple[int, dict[str, float]]:
+    """The steps from the resumed one to the last (or to a stop signal, which saves the state and raises): each
+    logged, evaluated and saved at its interval. Returns the step reached and its metrics."""
+    floor, times, history = min_step_seconds(), StepTimes(), resumed.history
     metrics: dict[str, float] = {}
-    progress = tqdm(total=config.iterations, initial=start, desc=f"train {task.kind}", disable=not dist.is_main,
-                    dynamic_ncols=True)
-    saver = Saver(task, config, dist, identity, history, labels or {}, resumed.source, start, progress)
-    times = StepTimes()
     with StopSignal() as stop:
-        step = start
-        for batch, wait in timed(task.batches(start)):
+        step = resumed.step
+        for batch, wait in timed(task.batches(step)):
             began = time.perf_counter()
             # Dropout and any other global-RNG use: a pure function of (seed, step, rank), so resumable.
             torch.manual_seed(derive_seed(config.seed, step, dist.rank))
@@ -352,15 +371,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
                 progress.close()
                 raise TrainingStopped(f"stopped by signal at step {step}: state saved to {partial}; "
                                       "re-run the same command to resume")
-    progress.close()
-    if step < config.iterations:  # the batches ran out early: never report an unfinished training as done
-        raise RuntimeError(f"training stopped at step {step} of {config.iterations}: the data loader ended early")
-    if curves is not None and dist.is_main:
-        write_curves(curves, history)
-    saver.save(out, step)
-    if dist.is_main:  # the final state, kept for a retry of this stage (docs/cluster.md, "Training resumes")
-        keep_final_state(out, final, partial)
-    return LoopResult(out, step, metrics)
+    return step, metrics
 
 
 def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: NullTracker, progress: tqdm,
