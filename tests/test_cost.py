@@ -180,7 +180,7 @@ def test_the_reports_cost_tables_say_a_shared_measured_on_once():
     import pandas as pd
 
     from put.report.cost import cost_markdown, cost_table, shared_notes
-    from put.report.tables import render_latex
+    from put.report.latex import render_latex
 
     cost = json.loads((Path(__file__).resolve().parents[1] / "reports" / "benchmarks" / "cost.json").read_text())
     latex = render_latex(cost_table(cost))

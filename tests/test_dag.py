@@ -780,8 +780,8 @@ def test_seed_replicates_through_dvc_exp_run_and_their_aggregation(demo):
     seeds beside the image bootstrap's. (The paired differences and the report's tables are tested fast, in
     test_frontier and test_intervals.)"""
     from put.metrics.files import read_metrics
+    from put.report.latex import render_latex
     from put.report.replicates import seed_summary, seeds_table
-    from put.report.tables import render_latex
     from put.stats.bootstrap import seed_interval
 
     demo_made(demo)

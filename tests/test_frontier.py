@@ -192,7 +192,7 @@ def test_the_frontier_bolds_a_best_only_where_it_survives_and_draws_error_bars(t
     from matplotlib.figure import Figure
 
     from put.report.frontier import frontier_table, plot_frontier
-    from put.report.tables import render_latex
+    from put.report.latex import render_latex
 
     frame = frontier_frame(significant)
     latex = render_latex(frontier_table(frame, "ffhq"))

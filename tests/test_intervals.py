@@ -12,10 +12,11 @@ import torch
 from scipy import stats
 
 from put.bench.evaluate import fid_gathered
+from put.report.latex import render_latex
 from put.report.plots import plot_curves
 from put.report.replicates import seed_summary, seeds_table
 from put.report.table1 import table1
-from put.report.tables import half_width_text, render_latex, table3
+from put.report.tables import half_width_text, table3
 from put.stats.bootstrap import (
     Bootstrap,
     Spread,

@@ -16,6 +16,7 @@ from PIL import Image
 from put.errors import FileMismatchError
 from put.report.cost import cost_table, evaluation_table, layouts_table, table_topk_table
 from put.report.document import LatexError, compile_pdf, layout_problems, write_document
+from put.report.latex import render_latex, write_latex
 from put.report.plots import masked_input, pasted_back, plot_curves, sample_grid
 from put.report.reported import (
     GROUPS,
@@ -28,7 +29,7 @@ from put.report.reported import (
 )
 from put.report.speed import speed_summary, speed_table
 from put.report.table1 import table1
-from put.report.tables import render_latex, table3, write_latex
+from put.report.tables import table3
 
 VARIANTS = ("put", "conv", "one", "no_ref", "tok", "qua0")
 FINE = ("10-20", "20-30", "30-40", "40-50", "50-60")

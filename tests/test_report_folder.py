@@ -3,9 +3,10 @@ dataset's own name, and none of the paper's reported rows."""
 
 from __future__ import annotations
 
+from put.report.latex import render_latex
 from put.report.reported import table1_reported, table3_reported
 from put.report.table1 import table1
-from put.report.tables import render_latex, table3
+from put.report.tables import table3
 from tests.test_report import body_rows, synthetic_metrics
 
 

@@ -201,7 +201,7 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
     import pandas as pd
 
     from put.report.generations import diversity_table, generations_table, plot_generations_frontier
-    from put.report.tables import render_latex
+    from put.report.latex import render_latex
     from tests.test_report import synthetic_curves, synthetic_metrics
 
     metrics = synthetic_metrics()
@@ -227,8 +227,8 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
 
 
 def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
+    from put.report.latex import render_latex
     from put.report.speed import speed_table
-    from put.report.tables import render_latex
     from tests.test_report import bench_result
 
     rows = [bench_result("ffhq", tokens_per_second=0.9, generation="cvpr2022"),

@@ -5,10 +5,10 @@ every measured GPU layout of the training stages (what the counts were chosen fr
 from __future__ import annotations
 
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 from put.errors import FileMismatchError
-from put.report.tables import NA, latex_escape, long_table
+from put.report.latex import Table, latex_escape, long_table
+from put.report.tables import NA
 
 STAGE_NAMES = {"train_pvqvae": "P-VQVAE", "train_transformer": "UQ-Transformer", "sample": "sampling",
                "ablation DAG": "ablation DAG"}
@@ -151,15 +151,16 @@ def shared_notes(frame: pd.DataFrame, column: str = MEASURED_ON) -> tuple[pd.Dat
     return frame.assign(**{column: frame[column].map(lambda t: labels.get(t, t))}), legend
 
 
-def _styler(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Styler:
+def _table(frame: pd.DataFrame, widths: tuple[float, ...], caption: str) -> Table:
     """The LaTeX table (docs/speed-and-cost.md's Markdown keeps every cell whole)."""
     frame, legend = shared_notes(_format(frame))
-    styler = long_table(frame.style.format(escape="latex", na_rep=NA).hide(axis="index"), widths)
-    return styler.set_caption(caption + (f" {MEASURED_ON}: {latex_escape(legend)}." if legend else ""))
+    table = long_table(frame.style.format(escape="latex", na_rep=NA).hide(axis="index"), widths)
+    table.styler.set_caption(caption + (f" {MEASURED_ON}: {latex_escape(legend)}." if legend else ""))
+    return table
 
 
-def cost_table(cost: dict) -> Styler:
-    return _styler(cost_frame(cost), (2.5, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.2), (
+def cost_table(cost: dict) -> Table:
+    return _table(cost_frame(cost), (2.5, 1.6, 1.2, 1.6, 1.0, 1.4, 0.9, 1.0, 1.1, 3.2), (
         "What each preset costs at the GPU counts of workflow/resources.yaml: per stage (jobs x nodes x GPUs per "
         "node, per-GPU batch, measured seconds per step, steps, peak memory per GPU at that batch (CPU jobs: the "
         "benchmark process's "
@@ -171,20 +172,20 @@ def cost_table(cost: dict) -> Styler:
         "batch is n/a, with the batches measured and the command that would measure it."))
 
 
-def table_topk_table(cost: dict) -> Styler:
-    return _styler(table_topk_frame(cost), (2.5, 2.6, 1.5, 0.9, 1.2, 1.1, 1.2, 3.7), (
+def table_topk_table(cost: dict) -> Table:
+    return _table(table_topk_frame(cost), (2.5, 2.6, 1.5, 0.9, 1.2, 1.1, 1.2, 3.7), (
         "Top-K sampling of the evaluation set's three Table 1 groups (one result per image and group), per variant "
         "on one device: our sampler and the authors' released loop in each precision measured (compare rows of one "
         "precision), each at its largest measured batch up to the sample stage's, as many steps per batch as its "
         "most masked image needs (generated masks)."))
 
 
-def evaluation_table(cost: dict) -> Styler:
-    return _styler(evaluation_frame(cost), (2.5, 1.2, 1.1, 1.2, 1.3, 1.5, 1.5, 1.2, 3.7), EVALUATION_TEXT + ".")
+def evaluation_table(cost: dict) -> Table:
+    return _table(evaluation_frame(cost), (2.5, 1.2, 1.1, 1.2, 1.3, 1.5, 1.5, 1.2, 3.7), EVALUATION_TEXT + ".")
 
 
-def layouts_table(cost: dict) -> Styler:
-    return _styler(layouts_frame(cost), (2.5, 1.8, 0.8, 1.6, 1.1, 1.1, 1.1, 1.1, 3.6), (
+def layouts_table(cost: dict) -> Table:
+    return _table(layouts_frame(cost), (2.5, 1.8, 0.8, 1.6, 1.1, 1.1, 1.1, 1.1, 3.6), (
         "Every measured GPU layout of a training stage (one job): what the GPU counts of workflow/resources.yaml "
         "were chosen from. A layout of N GPUs is timed as one GPU at the per-GPU batch (the preset's batch / N)."))
 

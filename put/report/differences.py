@@ -5,7 +5,25 @@ from __future__ import annotations
 
 import pandas as pd
 
+from put.report.latex import reason_latex
 from put.stats.multiplicity import CONTROLS, NAMES
+
+SIGNIFICANT = r"$^{\dagger}$"  # a paired difference from the reference that survives the family-wise correction
+
+
+def significant_cells(family: pd.DataFrame | None, *columns: str) -> set[tuple]:
+    """The `columns` of each difference of `family` marked significant (none without a family)."""
+    if family is None or not len(family):
+        return set()
+    hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
+    return set(zip(*(hits[c] for c in columns)))
+
+
+def marks_sentence(family: pd.DataFrame | None, level: float, what: str, per: str = "", more: str = "") -> str:
+    """The caption's note on the table's daggers (LaTeX): `family_sentence`, then `more`; "" without a family."""
+    if family is None or not len(family):
+        return ""
+    return " " + SIGNIFICANT + reason_latex(family_sentence(family, family["method"].iloc[0], level, what, per) + more)
 
 
 def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str, per: str = "") -> str:

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from put.report.tables import atomic_write_text, latex_escape, provenance_header
+from put.io.files import atomic_write_text
+from put.report.latex import latex_escape, provenance_header
 
 LATEX_PACKAGES = "texlive-latex-base texlive-latex-recommended"
 # Characters that break \input / \includegraphics file names (spaces, TeX specials).

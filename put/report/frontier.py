@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from pandas.io.formats.style import Styler
 
 from put.errors import InputError
-from put.report.differences import family_sentence
+from put.report.differences import SIGNIFICANT, family_sentence
+from put.report.latex import Table, latex_escape, reason_latex
 from put.report.plots import save_figure
-from put.report.tables import SIGNIFICANT, best_cells, cell_text, footnotes, latex_escape, reason_latex
+from put.report.tables import best_cells, cell_text, footnotes
 
 FRONTIER_TABLE = "frontier.tex"
 FRONTIER_FIGURE = "frontier.png"
@@ -46,7 +46,7 @@ def _check(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level: float = 0.95) -> Styler:
+def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level: float = 0.95) -> Table:
     """One row per setting (and mask group): cost, then quality, each quality value with the half width of the
     paired interval of its difference from the exact schedule and a dagger where that difference survives the
     family's correction; the best quality per column and group in bold only where it survives too. One footnote
@@ -96,8 +96,7 @@ def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level
                "difference survives that correction."
                + "".join(f" {COLUMNS[c][0].split()[0]} not measured: " + "; ".join(
                    reason_latex(r) for r in dict.fromkeys(frame[f"{c}_unavailable"]) if r) + "." for c in absent))
-    styler.unavailable_notes = notes
-    return styler.set_caption(f"{caption} {notes}".strip())
+    return Table(styler.set_caption(f"{caption} {notes}".strip()), notes)
 
 
 def differences_sentence(frame: pd.DataFrame, level: float) -> str:

@@ -15,27 +15,23 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES, TPAMI_VARIANT
 from put.config.evaluation import SampleConfig
-from put.report.differences import family_sentence
+from put.report.differences import marks_sentence, significant_cells
 from put.report.frontier import QUALITY, label_panel, panels
+from put.report.latex import Table, latex_escape
 from put.report.plots import save_figure
 from put.report.tables import (
-    GROUPS,
     METRICS,
     MODE_LABELS,
-    SIGNIFICANT,
-    _frame,
-    _measured,
-    _sample_sizes,
-    _style,
+    Row,
     cell_text,
     footnotes,
     interval_sentence,
-    latex_escape,
-    reason_latex,
+    measured,
+    sample_sizes,
+    styled,
 )
 
 RELEASES: dict[str, str] = {"put": f"PUT, {GENERATION_NAMES['cvpr2022']}",
@@ -51,40 +47,27 @@ def sampling_sentence(sample: SampleConfig) -> str:
 
 
 def generations_table(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None, sample: SampleConfig,
-                      level: float = 0.95) -> Styler:
+                      level: float = 0.95) -> Table:
     """Per metric and sampling mode, the CVPR row then the TPAMI row, over the Table 1 mask groups; a dagger where
     the TPAMI model's paired difference from the CVPR one survives its family's correction (`differences`: the
     releases' own families, put.stats.differences.paired_differences of `put` and `tpami` only)."""
     family = differences[(differences["variant"] == TPAMI_VARIANT) & differences["mode"].isin(list(MODE_LABELS))] \
         if differences is not None else None
-    significant = set()
-    if family is not None and len(family):
-        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
-        significant = set(zip(hits["mode"], hits["metric"], hits["group"]))
-    rows, flags = [], []
-    for metric in METRICS:
-        for mode, block in MODE_LABELS.items():
-            for variant, label in RELEASES.items():
-                rows.append((metric, block, label, *_measured(metrics, variant, mode, metric)))
-                flags.append([variant == TPAMI_VARIANT and (mode, metric, g) in significant for g in GROUPS])
-    tested = ""
-    if family is not None and len(family):
-        tested = " " + SIGNIFICANT + reason_latex(
-            family_sentence(family, family["method"].iloc[0], level, "the TPAMI model differs from the CVPR one",
-                            per="sampling mode")
-            + " A family: PSNR, SSIM, MAE x mask group in one sampling mode (the paired difference of the TPAMI "
-            "model's mean per-image value from the CVPR one's on the same test images, masks and sample draws). "
-            "FID is not tested.")
+    rows = [Row(metric, block, label, *measured(metrics, variant, mode, metric),
+                key=(mode,) if variant == TPAMI_VARIANT else None)
+            for metric in METRICS for mode, block in MODE_LABELS.items() for variant, label in RELEASES.items()]
+    tested = marks_sentence(
+        family, level, "the TPAMI model differs from the CVPR one", per="sampling mode", more=" A family: PSNR, SSIM, "
+        "MAE x mask group in one sampling mode (the paired difference of the TPAMI model's mean per-image value "
+        "from the CVPR one's on the same test images, masks and sample draws). FID is not tested.")
     caption = (f"The two releases side by side, preset \\texttt{{{latex_escape(preset)}}}: PUT as in the CVPR 2022 "
                "paper and as in its TPAMI 2024 extension, each trained with its authors' settings on the same "
                f"images and evaluated on the same masks. {sampling_sentence(sample)} Bold: the better per column and "
-               f"metric.{_sample_sizes(metrics, list(RELEASES))}{interval_sentence(metrics, level)}{tested}")
-    values, reasons, halves, errors = _frame(rows, ("Sampling", "Release"))
-    return _style(values, reasons, caption, halves, pd.DataFrame(flags, index=values.index, columns=values.columns),
-                  errors)
+               f"metric.{sample_sizes(metrics, list(RELEASES))}{interval_sentence(metrics, level)}{tested}")
+    return styled(rows, ("Sampling", "Release"), caption, significant_cells(family, "mode", "metric", "group"))
 
 
-def diversity_table(curves: pd.DataFrame, preset: str, level: float = 0.95) -> Styler:
+def diversity_table(curves: pd.DataFrame, preset: str, level: float = 0.95) -> Table:
     """LPIPS diversity (mean pairwise LPIPS of the samples of one input) per hole-ratio bin, each release a row."""
     bins = list(dict.fromkeys(curves["bin"])) if len(curves) else []
     values, halves, reasons = [], [], []
@@ -109,8 +92,7 @@ def diversity_table(curves: pd.DataFrame, preset: str, level: float = 0.95) -> S
                 "images.".replace("%", r"\%") if np.isfinite(np.asarray(halves, float)).any() else "")
     caption = (f"Diversity of the two releases, preset \\texttt{{{latex_escape(preset)}}}: mean pairwise LPIPS of "
                f"the samples of one input, per hole-ratio bin (higher: more diverse).{interval}")
-    styler.unavailable_notes = notes
-    return styler.set_caption(f"{caption} {notes}".strip())
+    return Table(styler.set_caption(f"{caption} {notes}".strip()), notes)
 
 
 def plot_generations_frontier(frames: dict[str, pd.DataFrame], path: str | os.PathLike) -> Path:

@@ -8,9 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from pandas.io.formats.style import Styler
-
 from put.io.files import atomic_write_text
+from put.report.latex import Table
 
 _MATH = re.compile(r"\$([^$]+)\$")
 _TEXT_MACROS = [(re.compile(r"\\texttt\{([^{}]*)\}"), r"<code>\1</code>"),
@@ -47,8 +46,8 @@ def latex_to_html(text: str) -> str:
     return "".join(parts)
 
 
-def render_html(styler: Styler) -> str:
-    html = styler.to_html(doctype_html=False)
+def render_html(table: Table) -> str:
+    html = table.styler.to_html(doctype_html=False)
     style_end = html.index("</style>") + len("</style>") if "</style>" in html else 0
     css = html[:style_end]  # bold comes inline (\textbf from tables.cell_text), turned into <b> by latex_to_html
     return ("<style>table { border-collapse: collapse; font-family: sans-serif; font-size: 14px; } "
@@ -56,6 +55,6 @@ def render_html(styler: Styler) -> str:
             + css + latex_to_html(html[style_end:]))
 
 
-def write_html(styler: Styler, path: str | os.PathLike) -> Path:
+def write_html(table: Table, path: str | os.PathLike) -> Path:
     """The table as an HTML file (what `write_latex` writes as LaTeX), for viewing."""
-    return atomic_write_text(path, render_html(styler))
+    return atomic_write_text(path, render_html(table))

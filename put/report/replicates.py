@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 from put.config.params import OFFICIAL_PREFIX
+from put.report.latex import Table, latex_escape
 from put.report.reported import METRICS
-from put.report.tables import (
-    DECIMALS,
-    GROUPS,
-    METRIC_LABELS,
-    NA,
-    VARIANT_LABELS,
-    VARIANT_ORDER,
-    half_width_text,
-    latex_escape,
-)
+from put.report.tables import DECIMALS, GROUPS, METRIC_LABELS, NA, VARIANT_LABELS, VARIANT_ORDER, half_width_text
 from put.stats.bootstrap import seed_interval
 
 STATS = ("mean", "s.d.", r"$\pm$ seeds", r"$\pm$ images")
@@ -45,7 +36,7 @@ def seed_summary(metrics: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
                                        "lo", "hi", "image_half_width"])
 
 
-def seeds_table(summary: pd.DataFrame, preset: str, mode: str = "k50", level: float = 0.95) -> Styler:
+def seeds_table(summary: pd.DataFrame, preset: str, mode: str = "k50", level: float = 0.95) -> Table:
     """Per metric, variant and mask group: the mean over seeds, their standard deviation, the half width of the
     interval over seeds and the mean half width of the image bootstrap intervals."""
     part = summary[summary["mode"] == mode].set_index(["variant", "metric", "group"])
@@ -71,10 +62,10 @@ def seeds_table(summary: pd.DataFrame, preset: str, mode: str = "k50", level: fl
                              {"selector": "column_format", "props": ":lll" + "r" * frame.shape[1] + ";"}],
                             overwrite=False)
     pct = f"{level:.0%}".replace("%", r"\%")
-    return styler.set_caption(
+    return Table(styler.set_caption(
         f"Seed replicates, $\\mathcal{{K}}={mode[1:]}$, preset \\texttt{{{latex_escape(preset)}}}: seeds "
         f"{', '.join(seeds)} (seed 0: the base run of Tables 1 and 3; seed $S$ adds $S$ to every training and "
         f"sampling seed, on the same test images and masks). Mean and s.d.: over the seeds; $\\pm$ seeds: half the "
         f"width of the {pct} Student-$t$ interval of the mean over the seeds (training and sampling randomness); "
         f"$\\pm$ images: the mean half width of the seeds' {pct} bootstrap intervals over the test images "
-        "(test-set sampling). A difference between variants smaller than both is noise.")
+        "(test-set sampling). A difference between variants smaller than both is noise."))

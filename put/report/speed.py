@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 from put.config import GENERATION_NAMES
+from put.report.latex import Table, latex_escape, long_table
 from put.report.reported import DATASETS, PRESET_DATASET, SCALE_DATASET, SPEED_DEVICE, speed_reported
-from put.report.tables import NA, latex_escape, long_table
+from put.report.tables import NA
 
 TRANSFORMER = "UQ-Transformer (tokens/s)"
 NETWORK = "Network (layers x width, image size)"
@@ -53,7 +53,7 @@ def _source_text(source: str, rows: Sequence[dict]) -> str:
         f" ({latex_escape(elsewhere)})" if elsewhere else "")
 
 
-def speed_table(rows: Sequence[dict]) -> Styler:
+def speed_table(rows: Sequence[dict]) -> Table:
     """Measured throughput (sampling and P-VQVAE benchmark rows: ours by engine, the authors' released loop)
     beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, its precision (a
     column of its own: bf16 and fp32 rows side by side are labelled so), its code and, as a short label explained in
@@ -86,9 +86,9 @@ def speed_table(rows: Sequence[dict]) -> Styler:
     styler = styler.format(lambda v: f"{100 * v:.1f}\\%", subset=["Matmul use"], na_rep=NA)
     styler.hide(axis="index", names=True)
     # Wrapping columns, ragged right (package array): device names and settings are long, the page is not.
-    long_table(styler, (1.6, 2.0, 1.8, 2.2, 1.8, 1.7, 1.5), numeric=2)
+    table = long_table(styler, (1.6, 2.0, 1.8, 2.2, 1.8, 1.7, 1.5), numeric=2)
     legend = "; ".join(f"{label} {_source_text(source, rows)}" for source, label in labels.items())
-    return styler.set_caption(
+    styler.set_caption(
         f"Inference speed: our measurements beside the paper's supplementary table (reported: {SPEED_DEVICE}, "
         "trained models; precision and batch not stated there). Measured rows time networks of the paper's size "
         "(a smaller preset's, the demo's, is named by its preset: not a paper model, not comparable with the paper's "
@@ -99,6 +99,7 @@ def speed_table(rows: Sequence[dict]) -> Styler:
         "sampling loop (fp32, as released). Matmul use: achieved FLOP rate of one sampling step or P-VQVAE pass "
         "over this device's dense matmul rate (bf16 on GPUs, fp32 on CPUs) measured right after it. "
         f"Sources: {legend}.")
+    return table
 
 
 SUMMARY_SETTING = {"batch": 1, "tokens_per_step": 1}  # Algorithm 1 on one image: the paper's own setting
@@ -127,7 +128,7 @@ def _summary_cell(b: dict | None) -> str:
     return f"{float(b['tokens_per_second']):.3f} {{\\scriptsize ({latex_escape(how)})}}"
 
 
-def speed_summary(rows: Sequence[dict]) -> Styler:
+def speed_summary(rows: Sequence[dict]) -> Table:
     """The paper's three UQ-Transformers (tokens/s), one setting (batch 1, one token per step): per dataset and
     device, our sampler and the authors' released loop (one row each, `_pick`), then the paper's figure."""
     table = []
@@ -148,10 +149,10 @@ def speed_summary(rows: Sequence[dict]) -> Styler:
     frame = pd.DataFrame(table).set_index("Dataset")
     styler = frame.style.hide(axis="index", names=True)
     styler.set_table_styles([{"selector": "column_format", "props": ":llrrr;"}], overwrite=False)
-    return styler.set_caption(
+    return Table(styler.set_caption(
         "Sampling speed of the paper's three UQ-Transformers (tokens/s; paper-size networks with random weights: the "
         "speed does not depend on the weights), at the paper's setting, batch 1 and one token per forward "
         "(Algorithm 1): our sampler and the authors' released sampling loop on each device measured, beside the "
         f"paper's figure ({SPEED_DEVICE}; precision not stated). In small type: our engine and the precision (fp32 "
         "where measured, as the authors' loop runs; else the fastest engine's). --: not measured. Every measured "
-        "row, other settings and the P-VQVAE: the appendix's speed table.")
+        "row, other settings and the P-VQVAE: the appendix's speed table."))

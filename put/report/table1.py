@@ -9,31 +9,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 from put.config.evaluation import RANKED_RULE, RULE_CLAUSES, one_rule
 from put.config.params import OFFICIAL_PREFIX
-from put.report.differences import family_sentence
+from put.report.differences import marks_sentence, significant_cells
+from put.report.latex import Table, latex_escape
 from put.report.reported import MODE_METHOD, reference_dataset, table1_reported
 from put.report.tables import (
-    GROUPS,
     METHOD_LABELS,
     METRICS,
     MODE_LABELS,
-    SIGNIFICANT,
     Row,
-    _check_metrics,
-    _dataset_sentence,
-    _frame,
-    _measured,
-    _reported_values,
-    _sample_sizes,
-    _style,
+    check_metrics,
+    dataset_sentence,
     interval_sentence,
-    latex_escape,
+    measured,
     own_data_sentence,
-    reason_latex,
+    reported_values,
     rules_of,
+    sample_sizes,
+    styled,
 )
 
 BOLD_RULE = ("Bold: best value per column within each metric among the ranked block's rows (lower is better for FID "
@@ -59,12 +54,6 @@ MASKS_NOTE = ("every measured method ran on the same test images and the frozen 
               "same evaluation")
 
 
-def _flags(rows: list[Row], keys: list[tuple[str, str] | None], significant: set[tuple[str, str, str, str]]
-           ) -> list[list[bool]]:
-    """Per row (its (variant, mode), None for a reported row) and group: the row's difference is in `significant`."""
-    return [[key is not None and (*key, row[0], g) in significant for g in GROUPS] for row, key in zip(rows, keys)]
-
-
 def with_rules(metrics: pd.DataFrame) -> pd.DataFrame:
     """The frame with a `rule` column (a frame without one: every row scored as returned, raw)."""
     return metrics if "rule" in metrics.columns else metrics.assign(rule="raw")
@@ -84,7 +73,7 @@ def ranked_rule(metrics: pd.DataFrame, ranked: Sequence[str]) -> str:
 
 def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
            differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = (),
-           data_name: str | None = None) -> Styler:
+           data_name: str | None = None) -> Table:
     """The paper's Table 1 for one preset, per metric: the ranked block (PUT deterministic and K=50, the released
     weights, each of `methods` in every sampling mode it was evaluated in, all under one compositing rule: the
     frame's `rule` column, put.config.evaluation), then PUT's and the released weights' rows under the other rule
@@ -94,68 +83,75 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
     family's correction. Rows of different rules in the ranked block, or differences of another rule: an error.
     `data_name`: the name of the user's own dataset the preset was run on (a folder dataset): the paper reports
     nothing on it, so the table has no reported block."""
-    metrics = with_rules(_check_metrics(metrics))
+    metrics = with_rules(check_metrics(metrics))
     dataset, own = reference_dataset(preset)
-    reported = table1_reported()
     official = sorted(v for v in metrics["variant"].unique() if str(v).startswith(OFFICIAL_PREFIX))
-    labels = ["put", *official, *(m.variant for m in methods)]
-    rule = ranked_rule(metrics, labels)
+    rule = ranked_rule(metrics, ["put", *official, *(m.variant for m in methods)])
     ranked = metrics[metrics["rule"] == rule]
     paper = metrics[(metrics["rule"] != rule) & metrics["variant"].isin(["put", *official])]
     paper_rule = one_rule(rules_of(paper), "Table 1's block of PUT's own rule")
-    modes = {v: [m for m in MODE_METHOD if ((ranked["variant"] == v) & (ranked["mode"] == m)).any()]
-             for v in (m.variant for m in methods)}
-    rows: list[Row] = []
-    keys: list[tuple[str, str] | None] = []  # (variant, mode) of a ranked row, for its significance marks
     blocks = {f"measured, {rule}": ranked, **({f"measured, {paper_rule}": paper} if len(paper) else {})}
-    for metric in METRICS:
-        for block, frame in blocks.items():
-            for mode, method in MODE_METHOD.items():
-                name = METHOD_LABELS[method]
-                rows.append((metric, block, name, *_measured(frame, "put", mode, metric)))
-                rows += [(metric, block, f"{name}, released \\texttt{{{latex_escape(v[len(OFFICIAL_PREFIX):])}}}",
-                          *_measured(frame, v, mode, metric)) for v in official]
-                keys += [("put", mode) if frame is ranked else None, *((v, mode) if frame is ranked else None
-                                                                       for v in official)]
-            if frame is not ranked:
-                continue
-            for m in methods:
-                rows += [(metric, block, m.label + ("" if len(modes[m.variant]) < 2 else f" ({MODE_LABELS[mode]})"),
-                          *_measured(ranked, m.variant, mode, metric)) for mode in modes[m.variant]]
-                keys += [(m.variant, mode) for mode in modes[m.variant]]
-        for mode, method in (MODE_METHOD.items() if data_name is None else ()):
-            for name in (*(CONTEXT_METHODS[mode] if context else ()), method):
-                rows.append((metric, f"reported, {dataset}", METHOD_LABELS[name],
-                             _reported_values(reported, "method", name, metric, dataset), None, None, None))
-                keys.append(None)
-    shown = {k[0] for k in keys if k is not None} - {"put"}
+    reported = table1_reported() if data_name is None else None  # the user's own images: no reported block
+    rows = [row for metric in METRICS for row in (*measured_rows(blocks, rule, official, methods, metric),
+                                                  *reported_rows(reported, dataset, metric, context))]
+    shown = {row.key[0] for row in rows if row.key is not None} - {"put"}
     family = differences[differences["variant"].isin(shown)] if differences is not None and len(differences) \
         else None  # a frame of no differences may have no columns either
-    significant = set()
-    if family is not None and len(family):
-        if "rule" in family.columns:  # marks from differences of another rule would rank protocols, not methods
-            one_rule({"the ranked block": rule, **{f"{v}'s differences from put": r
-                                                   for v, r in rules_of(family).items()}}, "Table 1's marks")
-        hits = family[family["significant"].astype(bool)]  # an empty object column would select columns
-        significant = set(zip(hits["variant"], hits["mode"], hits["metric"], hits["group"]))
-    tested = ""
-    if family is not None and len(family):
-        tested = " " + SIGNIFICANT + reason_latex(family_sentence(family, family["method"].iloc[0], level,
-                                                                  "the method differs from PUT", per="sampling mode"))
+    if family is not None and len(family) and "rule" in family.columns:
+        # marks from differences of another rule would rank protocols, not methods
+        one_rule({"the ranked block": rule, **{f"{v}'s differences from put": r
+                                               for v, r in rules_of(family).items()}}, "Table 1's marks")
+    where = dataset_sentence(preset, dataset, own) if data_name is None else own_data_sentence(preset, data_name)
+    caption = (f"Comparison with the paper's Table~1, {where}. Ranked block "
+               f"(``measured, {rule}''): our reproduction{'; ' + MASKS_NOTE if methods else ''}; "
+               f"{RULE_CLAUSES[rule]}.{blocks_sentence(official, methods, paper_rule if len(paper) else None)}"
+               f"{'' if data_name is not None else REPORTED_NOTE} {BOLD_RULE}"
+               f"{sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}"
+               f"{marks_sentence(family, level, 'the method differs from PUT', per='sampling mode')}")
+    return styled(rows, ("Source", "Method"), caption, significant_cells(family, "variant", "mode", "metric", "group"),
+                  ranked=[row.block == f"measured, {rule}" for row in rows])
+
+
+def measured_rows(blocks: dict[str, pd.DataFrame], rule: str, official: Sequence[str],
+                  methods: Sequence[MeasuredMethod], metric: str) -> list[Row]:
+    """One metric's measured rows, block by block: PUT's and each release's per sampling mode, then (ranked block
+    only) each method's per mode it was evaluated in. A ranked row is keyed by its (variant, mode) for its marks."""
+    rows = []
+    for block, frame in blocks.items():
+        ranked = block == f"measured, {rule}"
+        for mode, method in MODE_METHOD.items():
+            name = METHOD_LABELS[method]
+            rows += [Row(metric, block, name if v == "put" else
+                         f"{name}, released \\texttt{{{latex_escape(v[len(OFFICIAL_PREFIX):])}}}",
+                         *measured(frame, v, mode, metric), key=(v, mode) if ranked else None)
+                     for v in ("put", *official)]
+        if not ranked:
+            continue
+        for m in methods:
+            modes = [mode for mode in MODE_METHOD if ((frame["variant"] == m.variant) & (frame["mode"] == mode)).any()]
+            rows += [Row(metric, block, m.label + ("" if len(modes) < 2 else f" ({MODE_LABELS[mode]})"),
+                         *measured(frame, m.variant, mode, metric), key=(m.variant, mode)) for mode in modes]
+    return rows
+
+
+def reported_rows(reported: pd.DataFrame | None, dataset: str, metric: str, context: bool) -> list[Row]:
+    """One metric's rows of the paper (None: no reported block), per mode: the other methods (`context`), then PUT."""
+    if reported is None:
+        return []
+    return [Row(metric, f"reported, {dataset}", METHOD_LABELS[name],
+                reported_values(reported, "method", name, metric, dataset))
+            for mode, method in MODE_METHOD.items() for name in (*(CONTEXT_METHODS[mode] if context else ()), method)]
+
+
+REPORTED_NOTE = " Reported block (below the rule, in italics): numbers printed in the paper."
+
+
+def blocks_sentence(official: Sequence[str], methods: Sequence[MeasuredMethod], paper_rule: str | None) -> str:
+    """The caption's account of the ranked block's other rows and of the block of PUT's own rule (if any)."""
     released = (" Released rows: the authors' released checkpoints, imported and evaluated under our protocol."
                 if official else "")
     others = "".join(f" {m.label} ({m.citation}): {m.how}" for m in methods)
     second = (f" Block ``measured, {paper_rule}'' (not ranked): PUT's own rows "
               f"{RULE_CLAUSES[paper_rule].removeprefix('every row ')}, to compare with the reported block, not with "
-              "the ranked one." if len(paper) else "")
-    where = _dataset_sentence(preset, dataset, own) if data_name is None else own_data_sentence(preset, data_name)
-    printed = (" Reported block (below the rule, in italics): numbers printed in the paper." if data_name is None
-               else "")
-    caption = (f"Comparison with the paper's Table~1, {where}. Ranked block "
-               f"(``measured, {rule}''): our reproduction{'; ' + MASKS_NOTE if methods else ''}; "
-               f"{RULE_CLAUSES[rule]}.{released}{others}{second}{printed} {BOLD_RULE}"
-               f"{_sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}{tested}")
-    values, reasons, halves, errors = _frame(rows, ("Source", "Method"))
-    flags = pd.DataFrame(_flags(rows, keys, significant), index=values.index, columns=values.columns)
-    candidates = [row[1] == f"measured, {rule}" for row in rows]
-    return _style(values, reasons, caption, halves, flags, errors, ranked=candidates)
+              "the ranked one." if paper_rule is not None else "")
+    return released + others + second

@@ -14,7 +14,7 @@ from put.config.params import Params
 from put.io.files import atomic_write_text, read_json
 from put.masks.evaluation import MANIFEST
 from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table, plot_frontier
-from put.report.tables import write_latex
+from put.report.latex import write_latex
 from put.study.frontier import measure_frontier
 from put.tracking.base import NullTracker, tracked
 from put.tracking.names import metric_names

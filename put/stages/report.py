@@ -37,11 +37,12 @@ from put.report.generations import (
     plot_generations_frontier,
 )
 from put.report.html import write_html
+from put.report.latex import latex_escape, reason_latex, write_latex
 from put.report.plots import CURVE_METRICS, masked_input, measurable, pasted_back, plot_curves, sample_grid
 from put.report.replicates import seed_summary, seeds_table
 from put.report.speed import speed_summary, speed_table
 from put.report.table1 import MeasuredMethod, table1
-from put.report.tables import latex_escape, reason_latex, table3, write_latex
+from put.report.tables import table3
 from put.sampling.jobs import read_samples
 from put.stats.bootstrap import Bootstrap
 from put.stats.differences import paired_differences
