@@ -318,7 +318,7 @@ def test_plot_curves_draws_measured_metrics_only(tmp_path):
 
 
 def test_report_curves_and_the_line_for_each_missing_one(tmp_path):
-    from put.stages.report import curve_figures
+    from put.report.figures import curve_figures
 
     # (An earlier run's figure cannot survive either way: the report stage writes its folder whole.)
     figures, notes = curve_figures(synthetic_curves(lpips_unavailable=True, fid_unavailable=True), tmp_path)

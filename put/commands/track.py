@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> None:
     params = load_cli_params(args)
     logged, missing, present, stale = [], [], 0, out_of_date()
     # A run whose records wait in a spool is the replay's to complete: logged from the outputs as well, each of its
-    # points would be there twice and the run marked as logged from outputs (issue 43).
+    # points would be there twice and the run marked as logged from outputs.
     spooled, waiting = pending_spools(tracking_uri()), []
     for stage, name in instances(params):
         if not stage.tracked:

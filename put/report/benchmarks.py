@@ -35,3 +35,16 @@ def read_benchmark_rows(folder: Path, source: str | None = None) -> list[dict]:
 
 def of_kind(rows: list[dict], benchmark: str) -> list[dict]:
     return [r for r in rows if r["benchmark"] == benchmark]
+
+
+def read_speed_rows(benchmarks: Path | None, measured: Path | None) -> list[dict]:
+    """Sampling and P-VQVAE rows of this run's bench stage (source "this run") and of the committed files."""
+    rows = read_benchmark_rows(benchmarks, source="this run") if benchmarks is not None else []
+    rows += read_benchmark_rows(measured) if measured is not None else []
+    return [r for r in rows if r["benchmark"] in ("sampling", "pvqvae")]
+
+
+def read_cost(measured: Path | None) -> dict | None:
+    """`put cost`'s figures beside the committed benchmark rows, when they were computed."""
+    path = Path(measured) / COST_FILE if measured is not None else None
+    return read_json(path, "`put cost` figures") if path is not None and path.is_file() else None

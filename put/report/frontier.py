@@ -23,6 +23,11 @@ FRONTIER_CAPTION = ("Speed/quality frontier of the full model: quality against t
                     "Algorithm 1's value plus the paired bootstrap interval of the setting's difference from it "
                     "(same test images and masks, their sources resampled), where enough sources allow one; a filled "
                     "marker: the difference survives the family's correction (the frontier table's daggers).")
+def frontier_stem(variant: str) -> str:
+    """frontier (PUT's, as before) or frontier_<variant>."""
+    return Path(FRONTIER_TABLE).stem + ("" if variant == "put" else f"_{variant}")
+
+
 # column -> (header, decimals, lower is better; None: not ranked)
 COLUMNS: dict[str, tuple[str, int, bool | None]] = {
     "forward_passes": ("Forwards / image", 1, None), "ms_per_image": ("ms / image", 1, None),

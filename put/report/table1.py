@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from put.config.evaluation import RANKED_RULE, RULE_CLAUSES, one_rule
+from put.config.external import ExternalMethod
 from put.config.params import OFFICIAL_PREFIX
 from put.report.differences import marks_sentence, significant_cells
 from put.report.latex import Table, latex_escape
@@ -47,6 +48,12 @@ class MeasuredMethod:
     label: str
     citation: str
     how: str
+
+
+def measured_methods(external: dict[str, ExternalMethod]) -> list[MeasuredMethod]:
+    """Table 1's rows of params.yaml's `external` entries, by their evaluation's label (docs/external.md)."""
+    return [MeasuredMethod(label, latex_escape(entry.label), latex_escape(entry.citation),
+                           latex_escape(entry.how_run())) for label, entry in external.items()]
 
 
 MASKS_NOTE = ("every measured method ran on the same test images and the frozen evaluation masks "
