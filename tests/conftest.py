@@ -82,3 +82,65 @@ def tiny_checkpoints(tmp_path):
     save_pvqvae(pvqvae_path, model.pvqvae, TINY, preset="tiny", variant="put")
     save_transformer(transformer_path, model, pvqvae_path, preset="tiny", variant="put")
     return model, pvqvae_path, transformer_path
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A folder with the tiny params file, the demo split at 32 px and its prepared images (built once per
+    module): the training tests' (tests/test_training.py, test_tracking_spool.py, gpu/test_cuda.py).
+    tests/test_serve.py has a `workdir` of its own."""
+    import yaml
+
+    from put.config.params import load_params
+    from put.stages.prepare import run_prepare
+    from put.stages.split import run_split
+    from tests.tiny_training import TINY_PARAMS
+
+    root = tmp_path_factory.mktemp("train")
+    params = dict(TINY_PARAMS)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    run_split(load_params(root / "params.yaml"), root / "splits")
+    run_prepare(load_params(root / "params.yaml"), root / "splits", root / "prepared")
+    return root
+
+
+@pytest.fixture
+def eval_masks(tmp_path) -> Path:
+    """A `put masks` folder at 32 px for two test images: masks, manifest and ground truth."""
+    from PIL import Image
+
+    from put.masks.evaluation import write_eval_masks
+    from tests.image_files import write_inputs
+
+    images = []
+    for i in range(2):
+        image, _ = write_inputs(tmp_path / "test" / str(i))
+        images.append(str(image.rename(image.with_name(f"img{i}.png"))))
+    masks = tmp_path / "masks"
+    write_eval_masks(images, masks, (32, 32), seed=0, progress=False)
+    for i, image in enumerate(images):
+        (masks / "gt").mkdir(exist_ok=True)
+        Image.open(image).save(masks / "gt" / f"img{i}.png")
+    return masks
+
+
+@pytest.fixture
+def tracking(mlflow_db, tmp_path, monkeypatch):
+    """An MLflow client of this test's own SQLite store, the working directory tmp_path (tests/test_tracking.py,
+    test_tracking_races.py). tests/slurm/test_cluster.py has a `tracking` of its own."""
+    monkeypatch.chdir(tmp_path)
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(mlflow_db)
+
+
+@pytest.fixture
+def store(mlflow_db, tmp_path, monkeypatch):
+    """Tracking on, into this test's SQLite store; spools under tmp_path/spool (tests/test_tracking_spool.py,
+    test_tracking_replay.py)."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PUT_TRACKING", "1")
+    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
+    return MlflowClient(mlflow_db)

@@ -3,6 +3,10 @@
 Their models' weights are not stored: the manifest holds each model's key names and shapes, and the
 weights are regenerated from the same seed with tools/parity/seeded_weights.py, then written as a
 checkpoint in their trainer's format for `put import-official` to convert.
+
+And what the parity tests of both generations share (tests/test_parity_transformer.py, test_parity_tpami.py): our
+greedy sampling of the fixture's inputs, with the step at which each position was filled, and the largest
+difference between two PNGs.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from put.official.keys import DROPPED_PREFIXES
+from put.sampling.eager import sample_iterative
+from put.sampling.schedules import SamplingOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests/fixtures/parity/models"
@@ -60,3 +67,30 @@ def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(images in [-1, 1], keep-mask, erase keep-mask) as float tensors, from the fixture's uint8/bool arrays."""
     data = outputs("inputs")
     return data["images"].float() / 127.5 - 1, data["keep"].float(), data["erase"].float()
+
+
+def greedy(model, options: SamplingOptions) -> tuple[torch.Tensor, torch.Tensor]:
+    """Our iterative sampling of the fixture's inputs (top-1 options: greedy): (tokens (B, L), step at which each
+    position was filled, -1 if known). A position was filled at step s when its input changed between the
+    forwards of steps s and s + 1."""
+    images, keep, _ = inputs()
+    features, known, tokens = model.transformer_inputs(images, keep)
+    seen = []
+    forward = model.transformer.forward_embedded
+    model.transformer.forward_embedded = lambda x: seen.append(x.clone()) or forward(x)
+    try:
+        result = sample_iterative(model, features, known, tokens, options,
+                                  known_fraction=model.pvqvae.known_fraction(keep))
+    finally:
+        del model.transformer.forward_embedded
+    filled = torch.where(known.flatten(1), -1, len(seen) - 1)
+    for step in range(len(seen) - 2, -1, -1):
+        filled[(seen[step + 1] != seen[step]).any(-1)] = step
+    return result.flatten(1), filled
+
+
+def png_difference(ours, theirs) -> int:
+    a = np.asarray(Image.open(ours).convert("RGB"), dtype=np.int16)
+    b = np.asarray(Image.open(theirs).convert("RGB"), dtype=np.int16)
+    assert a.shape == b.shape
+    return int(np.abs(a - b).max())

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from put.data.dataset import ImageListDataset
 from put.data.images import ImageReadError, read_image
 from put.data.split import check_image, read_split
 from put.io.files import atomic_dir
-from put.masks.evaluation import read_manifest, write_eval_masks
+from put.masks.evaluation import read_manifest
 from put.masks.io import MaskError, MaskFolder, read_mask
 from put.metrics.diversity import _load_group
 from put.metrics.files import read_images, read_metrics
@@ -33,22 +31,10 @@ from put.models.checkpoint import CheckpointError
 from put.sampling.jobs import read_samples
 from put.stages.report import grid_rows
 from put.stages.sample import sample_variant
-from tests.test_checkpoint import Payload
+from tests.faults import Payload
+from tests.image_files import BOMB_MESSAGE, bomb_png, write_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
-BOMB_MESSAGE = "not a readable image: its header claims 900,000,000 pixels, more than the 178,956,970 decoded at most"
-
-
-def bomb_png(path: Path, width: int = 30000, height: int = 30000) -> Path:
-    """A 65-byte PNG whose header claims width x height RGB pixels (issue 13's example: 30000x30000)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b""))
-                     + chunk(b"IEND", b""))
-    return path
 
 
 def run_put(*args: str, capsys) -> tuple[int, str]:
@@ -57,17 +43,6 @@ def run_put(*args: str, capsys) -> tuple[int, str]:
     capsys.readouterr()
     code = main(list(args))
     return code, capsys.readouterr().err
-
-
-def write_inputs(folder: Path, size: int = 32) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    image = folder / "image.png"
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (size, size, 3), dtype=np.uint8)).save(image)
-    hole = np.zeros((size, size), np.uint8)
-    hole[8:20, 4:24] = 255
-    mask = folder / "mask.png"
-    Image.fromarray(hole).save(mask)
-    return image, mask
 
 
 # ---------------------------------------------------------------- decompression bombs (issue 13, item 3)
@@ -256,21 +231,6 @@ def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_
     with atomic_dir(out) as staging:
         (staging / "c.txt").write_text("second")
     assert [p.name for p in out.iterdir()] == ["c.txt"] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-
-
-@pytest.fixture
-def eval_masks(tmp_path) -> Path:
-    """A `put masks` folder at 32 px for two test images: masks, manifest and ground truth."""
-    images = []
-    for i in range(2):
-        image, _ = write_inputs(tmp_path / "test" / str(i))
-        images.append(str(image.rename(image.with_name(f"img{i}.png"))))
-    masks = tmp_path / "masks"
-    write_eval_masks(images, masks, (32, 32), seed=0, progress=False)
-    for i, image in enumerate(images):
-        (masks / "gt").mkdir(exist_ok=True)
-        Image.open(image).save(masks / "gt" / f"img{i}.png")
-    return masks
 
 
 def test_sample_fails_on_a_broken_mask_without_touching_its_output(tiny_checkpoints, eval_masks, tmp_path):

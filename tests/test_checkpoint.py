@@ -24,6 +24,7 @@ from put.models.checkpoint import (
 )
 from put.models.put_model import PUTModel
 from tests.conftest import TINY
+from tests.faults import Payload
 
 
 def test_round_trip_restores_identical_models(tiny_checkpoints):
@@ -65,16 +66,6 @@ def test_tampered_weights_are_rejected(tiny_checkpoints, tmp_path):
     torch.save(payload, pvqvae_path)
     with pytest.raises(CheckpointError, match="do not match their recorded digest"):
         load_checkpoint(pvqvae_path)
-
-
-class Payload:
-    """Unpickling this runs os.mkdir(marker): the marker's absence shows nothing ran."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 @pytest.mark.parametrize("zip_format", [True, False], ids=["torch.save", "legacy"])

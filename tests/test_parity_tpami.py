@@ -28,9 +28,16 @@ from put.official.keys import (
     transformer_state,
 )
 from put.sampling.schedules import SamplingOptions
-from tests.official_fixtures import FIXTURES, TPAMI_FIXTURES, TPAMI_MANIFEST, inputs, write_official
+from tests.official_fixtures import (
+    FIXTURES,
+    TPAMI_FIXTURES,
+    TPAMI_MANIFEST,
+    greedy,
+    inputs,
+    png_difference,
+    write_official,
+)
 from tests.official_fixtures import outputs as read_outputs
-from tests.test_parity_transformer import greedy, png_difference
 
 ATOL = 1e-5
 PRESET = "demo_tpami"  # the fixtures' sizes are given as overrides of this TPAMI preset

@@ -4,18 +4,25 @@ training loss (put, tok), greedy sampling order and tokens (1 and 4 tokens per s
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from put.cli import main
 from put.models.checkpoint import load_put_model
 from put.models.put_model import masked_token_loss
 from put.official import import_official, read_overrides
-from put.sampling.eager import sample_all_at_once, sample_iterative
+from put.sampling.eager import sample_all_at_once
 from put.sampling.schedules import SamplingOptions
-from tests.official_fixtures import DEMO_OVERRIDES, FIXTURES, TINY_OVERRIDES, inputs, outputs, write_official
+from tests.official_fixtures import (
+    DEMO_OVERRIDES,
+    FIXTURES,
+    TINY_OVERRIDES,
+    greedy,
+    inputs,
+    outputs,
+    png_difference,
+    write_official,
+)
 
 ATOL = 1e-5
 
@@ -42,26 +49,6 @@ def test_logits_and_loss_match_the_released_code(imported, variant):
     torch.testing.assert_close(masked_token_loss(logits, target, known), theirs["loss"], rtol=1e-5, atol=0)
 
 
-def greedy(model, options: SamplingOptions) -> tuple[torch.Tensor, torch.Tensor]:
-    """Our iterative sampling of the fixture's inputs (top-1 options: greedy): (tokens (B, L), step at which each
-    position was filled, -1 if known). A position was filled at step s when its input changed between the
-    forwards of steps s and s + 1."""
-    images, keep, _ = inputs()
-    features, known, tokens = model.transformer_inputs(images, keep)
-    seen = []
-    forward = model.transformer.forward_embedded
-    model.transformer.forward_embedded = lambda x: seen.append(x.clone()) or forward(x)
-    try:
-        result = sample_iterative(model, features, known, tokens, options,
-                                  known_fraction=model.pvqvae.known_fraction(keep))
-    finally:
-        del model.transformer.forward_embedded
-    filled = torch.where(known.flatten(1), -1, len(seen) - 1)
-    for step in range(len(seen) - 2, -1, -1):
-        filled[(seen[step + 1] != seen[step]).any(-1)] = step
-    return result.flatten(1), filled
-
-
 @pytest.mark.parametrize("n", [1, 4])
 def test_greedy_sampling_order_and_tokens_match_the_released_code(imported, n):
     model = load_put_model(imported["put"])
@@ -77,13 +64,6 @@ def test_all_at_once_matches_the_released_code(imported):
     features, known, tokens = model.transformer_inputs(images, keep)
     result = sample_all_at_once(model, features, known, tokens)
     assert torch.equal(result.flatten(1), outputs("transformer_put")["sample_all_tokens"])
-
-
-def png_difference(ours, theirs) -> int:
-    a = np.asarray(Image.open(ours).convert("RGB"), dtype=np.int16)
-    b = np.asarray(Image.open(theirs).convert("RGB"), dtype=np.int16)
-    assert a.shape == b.shape
-    return int(np.abs(a - b).max())
 
 
 @pytest.mark.parametrize("pair", ["demo", "tiny"])

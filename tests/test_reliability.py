@@ -31,34 +31,13 @@ from put.io.output_lock import UNLOCKED_ENV, OutputLock, lock_path
 from put.io.yamlfile import YamlFileError, read_yaml
 from put.models.checkpoint import atomic_torch_save, save_checkpoint
 from put.official.convert import read_overrides
-from tests.test_bad_input import eval_masks  # noqa: F401 (a fixture)
+from tests.faults import FillingFile
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
-class FillingFile:
-    """A binary file whose writes fail with ENOSPC once `room` bytes are written: a disk that fills up."""
-
-    def __init__(self, path, mode="wb", room: int = 1000):
-        self.file, self.room = open(path, mode), room
-
-    def write(self, data) -> int:
-        if self.file.tell() + len(data) > self.room:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return self.file.write(data)
-
-    def __getattr__(self, name):
-        return getattr(self.file, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.file.close()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from put.report.latex import render_latex
 from put.report.reported import table1_reported, table3_reported
 from put.report.table1 import table1
 from put.report.tables import table3
-from tests.test_report import body_rows, synthetic_metrics
+from tests.report_data import body_rows, synthetic_metrics
 
 
 def test_tables_on_a_folder_name_it_and_carry_no_paper_rows():

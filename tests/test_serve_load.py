@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_bad_input import bomb_png
-from tests.test_serve import blank_png, photo, png, post_json, request, save_tiny_run, start_serve
+from tests.image_files import bomb_png
+from tests.serving import blank_png, photo, png, post_json, request, save_tiny_run, start_serve
 
 pytestmark = pytest.mark.slow
 

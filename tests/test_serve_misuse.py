@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import TINY
-from tests.test_serve import photo, png, save_tiny_run, start_serve, wait_for
+from tests.serving import photo, png, save_tiny_run, start_serve, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ import pytest
 
 from put.config.paths import METRICS_FILE, metrics_images_file, metrics_info_file, path_of
 from put.tracking.workspace import BASELINE_TAG, EXPERIMENT_TAG, temporary_copy
+from tests.compare_results import PROTOCOL, STAGE_SCRIPT
 from tests.helpers import BIN, ROOT
-from tests.test_compare import PROTOCOL, STAGE_SCRIPT
 
 SWEEP = "sweep"  # `dvc exp run --queue -n sweep` of a choice() names the experiments sweep-1, sweep-2
 TRACKING = """

@@ -202,7 +202,7 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
 
     from put.report.generations import diversity_table, generations_table, plot_generations_frontier
     from put.report.latex import render_latex
-    from tests.test_report import synthetic_curves, synthetic_metrics
+    from tests.report_data import synthetic_curves, synthetic_metrics
 
     metrics = synthetic_metrics()
     metrics = pd.concat([metrics, metrics[metrics["variant"] == "put"].assign(variant="tpami", psnr=30.123)])
@@ -229,7 +229,7 @@ def test_the_releases_side_by_side_with_intervals_marks_and_both_frontiers(tmp_p
 def test_the_speed_table_names_the_tpami_transformer_at_both_sizes():
     from put.report.latex import render_latex
     from put.report.speed import speed_table
-    from tests.test_report import bench_result
+    from tests.report_data import bench_result
 
     rows = [bench_result("ffhq", tokens_per_second=0.9, generation="cvpr2022"),
             bench_result("ffhq_tpami256", tokens_per_second=1.4, generation="tpami2024"),

@@ -22,14 +22,7 @@ from put.tracking.base import tracked
 from put.tracking.names import DUPLICATE_OF, VARIANTS_VIEW, metric_names, parent_name
 from put.tracking.runs import MlflowTracker
 from put.tracking.spool import ResilientTracker
-
-
-@pytest.fixture
-def tracking(mlflow_db, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(mlflow_db)
+from tests.tracking_helpers import all_runs
 
 
 def runs(client):
@@ -104,13 +97,6 @@ def race(monkeypatch, ids: str, both_see_both: bool) -> tuple[MlflowTracker, Mlf
                         else search(tracker, tags))
     a = MlflowTracker("demo", "conv", "evaluate", "dag0003race")
     return a, hosts["B"]
-
-
-def all_runs(client) -> list:
-    from mlflow.entities import ViewType
-
-    experiment = client.get_experiment_by_name("put-demo")
-    return client.search_runs([experiment.experiment_id], run_view_type=ViewType.ALL, max_results=1000)
 
 
 @pytest.mark.parametrize("ids", ["ascending", "descending"])

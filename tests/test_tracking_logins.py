@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.compare_results import per_image, write_result
 from tests.helpers import BIN, ROOT
-from tests.test_compare import per_image, write_result
 
 SCRIPT = ROOT / "workflow" / "tracking_server.sh"
 postgres = pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/postgres"),

@@ -21,7 +21,7 @@ import pytest
 
 from put.tracking.names import DUPLICATE_OF, SUPERSEDED
 from put.tracking.runs import MlflowTracker
-from tests.test_tracking import all_runs, tracking  # noqa: F401 (fixture)
+from tests.tracking_helpers import all_runs
 
 PARENT = "mlflow.parentRunId"
 DAG = "dag0010race"

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from put.tracking.spool import replay
-from tests.test_tracking_spool import DAG, Dropping, attempt, history, stage_runs, store  # noqa: F401 (fixture)
+from tests.tracking_helpers import DAG, Dropping, attempt, history, stage_runs
 
 
 class Late(Dropping):
@@ -154,7 +154,7 @@ def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_curren
     from put.tracking import runs as runs_module
     from put.tracking.runs import MlflowTracker
     from put.tracking.spool import stage_tracker
-    from tests.test_tracking_spool import closed_port
+    from tests.tracking_helpers import closed_port
 
     old_checkpoint, new_checkpoint = tmp_path / "old.pt", tmp_path / "new.pt"
     old_checkpoint.write_bytes(b"old" * 100)

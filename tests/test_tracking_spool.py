@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 
 import pytest
@@ -15,13 +14,8 @@ from put.cli import main
 from put.stages.train import train_pvqvae
 from put.tracking.base import NullTracker
 from put.tracking.spool import ResilientTracker, replay
-from tests.test_training import params, workdir  # noqa: F401 (the module's fixture)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.tiny_training import params
+from tests.tracking_helpers import DAG, Dropping, attempt, closed_port, history, stage_runs
 
 
 def run_contents(uri: str) -> dict:
@@ -40,7 +34,7 @@ def run_contents(uri: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, monkeypatch, capsys,  # noqa: F811
+def test_a_dead_tracking_server_costs_one_line_and_a_replay(workdir, tmp_path, monkeypatch, capsys,
                                                             mlflow_db_template):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PUT_TRACKING", "1")
@@ -138,69 +132,6 @@ def test_an_error_that_is_not_the_server_is_not_hidden(tmp_path, monkeypatch):
 
 
 # Replays into MLflow itself (SQLite stores under tmp_path): the same run, the same store, nothing logged twice.
-
-DAG = "dag0006aaaaa"
-
-
-class Dead:
-    """The client of a server that went away (past MLflow's retries)."""
-
-    def __getattr__(self, name):
-        def call(*args, **kwargs):
-            raise requests.ConnectionError("Connection refused")
-        return call
-
-
-class Dropping:
-    """The client of a server that goes away after `up` more calls of `method`."""
-
-    def __init__(self, client, up: int, method: str = "log_batch"):
-        self.client, self.up, self.method = client, up, method
-
-    def __getattr__(self, name):
-        if name == self.method:
-            if self.up == 0:
-                return Dead().log_batch
-            self.up -= 1
-        return getattr(self.client, name)
-
-
-@pytest.fixture
-def store(mlflow_db, tmp_path, monkeypatch):
-    """Tracking on, into this test's SQLite store; spools under tmp_path/spool."""
-    from mlflow.tracking import MlflowClient
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PUT_TRACKING", "1")
-    monkeypatch.setenv("PUT_MLFLOW_SPOOL", str(tmp_path / "spool"))
-    return MlflowClient(mlflow_db)
-
-
-def attempt(steps: range, lost_at: int | None, status: str = "FINISHED", variant: str = "conv",
-            finish: bool = True):
-    """A training attempt logging `steps` whose server goes away before step `lost_at` (None: it stays);
-    returns the tracker, its run id and its spool (None when nothing was spooled)."""
-    from put.tracking.spool import stage_tracker
-
-    tracker = stage_tracker("demo", variant, "train_pvqvae", DAG)
-    run_id = tracker.inner.run_id
-    for step in steps:
-        if step == lost_at:
-            tracker.inner.client = Dead()
-        tracker.log_metrics({"train/loss": 1.0 / (step + 1)}, step)
-    if finish:
-        tracker.finish(status)
-    return tracker, run_id, tracker.spool
-
-
-def history(client, run_id: str) -> list[tuple[int, int]]:
-    return sorted((m.step, m.timestamp) for m in client.get_metric_history(run_id, "train/loss"))
-
-
-def stage_runs(client) -> list:
-    experiment = client.get_experiment_by_name("put-demo").experiment_id
-    return [r for r in client.search_runs([experiment]) if r.data.tags.get("put.level") == "stage"]
-
 
 def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(store, capsys):
     from put.tracking.runs import MlflowTracker

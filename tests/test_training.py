@@ -6,7 +6,6 @@ import itertools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,8 +20,6 @@ from put.config.params import load_params
 from put.errors import PutError
 from put.io.pretrained import MissingWeightsError
 from put.models.checkpoint import CheckpointError, load_checkpoint
-from put.stages.prepare import run_prepare
-from put.stages.split import run_split
 from put.stages.train import train_pvqvae, train_transformer
 from put.train.launch import TORCHRUN
 from put.train.loop import (
@@ -33,37 +30,7 @@ from put.train.loop import (
     final_state_path,
     resume_path,
 )
-
-TINY_PARAMS = {
-    "preset": "demo",
-    "overrides": {
-        "model": {"image_size": 32,
-                  "pvqvae": {"embed_dim": 16, "width": 16, "base_channels": 4, "num_res_blocks": 1,
-                             "codebook_size": 16},
-                  "transformer": {"n_layer": 2, "n_head": 2, "n_embd": 32}},
-        "pvqvae_train": {"iterations": 8, "batch_size": 4, "warmup": 2, "checkpoint_every": 3, "log_every": 2,
-                         "eval_every": 4, "eval_images": 4, "discriminator_width": 8,
-                         "loss": {"delayed_start": 4, "perceptual": 0, "style": 0}},
-        "transformer_train": {"iterations": 8, "batch_size": 4, "warmup": 2, "checkpoint_every": 3,
-                              "log_every": 2, "eval_every": 4, "eval_images": 4},
-    },
-}
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    """A folder with the tiny params file, the demo split at 32 px and its prepared images (built once per
-    module)."""
-    root = tmp_path_factory.mktemp("train")
-    params = dict(TINY_PARAMS)
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    run_split(load_params(root / "params.yaml"), root / "splits")
-    run_prepare(load_params(root / "params.yaml"), root / "splits", root / "prepared")
-    return root
-
-
-def params(workdir):
-    return load_params(workdir / "params.yaml")
+from tests.tiny_training import params, stop_at
 
 
 @pytest.fixture(scope="module")
@@ -76,18 +43,6 @@ def trained_pvqvae(workdir) -> Path:
 
 def states_equal(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-def stop_at(step_to_stop: int, task_cls):
-    """Patch a task class so that the process receives SIGTERM during the given step."""
-    original = task_cls.train_step
-
-    def train_step(self, batch, step):
-        if step == step_to_stop:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return original(self, batch, step)
-
-    return train_step
 
 
 def final_state(out: Path) -> Path:
@@ -449,7 +404,7 @@ def test_a_full_disk_at_a_save_keeps_the_last_good_state_and_the_rerun_resumes(w
     """Injected ENOSPC inside torch's zip writer at the second periodic save (step 6 of 8; saves every 3)."""
     import put.models.checkpoint
     from put.io.diskspace import DiskFullError
-    from tests.test_reliability import FillingFile
+    from tests.faults import FillingFile
 
     out, partial = tmp_path / "p.pt", resume_path(tmp_path / "p.pt")
     saves = []

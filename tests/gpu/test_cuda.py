@@ -26,7 +26,7 @@ from put.sampling.eager import sample_iterative
 from put.sampling.engine import sample_tokens
 from put.sampling.schedules import SamplingOptions
 from put.train.loop import TrainingStopped, finite_or_raise, resume_path
-from tests.test_training import TINY_PARAMS, params, stop_at, workdir  # noqa: F401 (fixture)
+from tests.tiny_training import TINY_PARAMS, params, stop_at
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 CUDA = torch.device("cuda")
@@ -65,7 +65,7 @@ def test_both_stages_train_at_ffhq_size_in_bf16(stage, tmp_path):
 
 
 @pytest.mark.parametrize("stage", ["pvqvae", "transformer"])
-def test_sigterm_and_resume_on_cuda_continue_the_uninterrupted_run(workdir, tmp_path, monkeypatch, stage):  # noqa: F811
+def test_sigterm_and_resume_on_cuda_continue_the_uninterrupted_run(workdir, tmp_path, monkeypatch, stage):
     """The CPU test's interruption (tests/test_training.py), on CUDA in bf16: the resumed run ends where the
     uninterrupted one does, to bf16 tolerance (GPU kernels may sum in another order)."""
     from put.stages.train import train_pvqvae, train_transformer
