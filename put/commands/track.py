@@ -60,9 +60,10 @@ def instance_run_name(stage: Stage, name: str | None, params: Params) -> str:
 def run(args: argparse.Namespace) -> None:
     from put.dag.graph import instances, output_paths
     from put.tracking.base import tracked
-    from put.tracking.runs import finished_run
+    from put.tracking.factory import stage_tracker
+    from put.tracking.lookup import finished_run
     from put.tracking.source import tracking_enabled, tracking_uri
-    from put.tracking.spool import instance_key, pending_spools, stage_tracker
+    from put.tracking.spool import instance_key, pending_spools
 
     if not tracking_enabled():
         print("put track: tracking is off (PUT_TRACKING=0): nothing logged")
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> None:
     params = load_cli_params(args)
     logged, missing, present, stale = [], [], 0, out_of_date()
     # A run whose records wait in a spool is the replay's to complete: logged from the outputs as well, each of its
-    # points would be there twice and the run marked as logged from outputs (issue 43).
+    # points would be there twice and the run marked as logged from outputs.
     spooled, waiting = pending_spools(tracking_uri()), []
     for stage, name in instances(params):
         if not stage.tracked:

@@ -45,9 +45,9 @@ from put.report.tables import latex_escape, reason_latex, table3, write_latex
 from put.sampling.jobs import read_samples
 from put.stats.bootstrap import Bootstrap
 from put.stats.differences import paired_differences
-from put.tracking.base import NullTracker, tracked
+from put.tracking.base import Tracker, tracked
+from put.tracking.factory import stage_tracker
 from put.tracking.source import git_commit
-from put.tracking.spool import stage_tracker
 
 # The main part, read in minutes (docs/pipeline.md, "The report"); every other table goes to the appendix.
 MAIN_TABLES = ("table1", "table3", "generations", "generations_diversity", "speed_summary")
@@ -258,7 +258,7 @@ def run_report(params: Params, metrics_files: list[Path], samples: Path, masks: 
     return out_dir
 
 
-def log_outputs(tracker: NullTracker, out_dir: Path) -> None:
+def log_outputs(tracker: Tracker, out_dir: Path) -> None:
     """The report's run, from its folder (the stage at its end; `put track` when DVC skipped the stage): every
     file of it (tables, figures, their HTML, the tidy numbers, report.tex)."""
     for path in sorted(p for p in Path(out_dir).iterdir() if p.is_file() and not p.name.startswith(".")):

@@ -28,7 +28,7 @@ from put.io.diskspace import DiskFullError, require_space
 from put.io.files import atomic_path, link_or_copy, recover_leftovers
 from put.models.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.models.seeding import derive_seed
-from put.tracking.base import NullTracker
+from put.tracking.base import NullTracker, Tracker
 from put.tracking.names import flatten
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
@@ -296,7 +296,7 @@ class StepTimes:
         return found
 
 
-def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
+def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: Tracker = NullTracker(),
                  labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
                  restart: bool = False, code: str) -> LoopResult:
     """`identity`: what defines this training (see the module docstring); `code`: the version of the code that
@@ -363,7 +363,7 @@ def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, 
     return LoopResult(out, step, metrics)
 
 
-def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: NullTracker, progress: tqdm,
+def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: Tracker, progress: tqdm,
              dist: Distributed) -> dict[str, float]:
     """The task's evaluation at `step`: logged, added to the curves and shown."""
     evaluation = task.evaluate()
