@@ -24,7 +24,7 @@ class Tracker(Protocol):
     def log_dataset(self, path: Path, name: str, context: str) -> dict[str, str] | None: ...
 
     def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
-                  step: int = 0) -> None: ...
+                  step: int = 0) -> str | None: ...
 
     def use_model(self, kind: str) -> None: ...
 
@@ -58,7 +58,7 @@ class NullTracker:
         pass
 
     def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
-                  step: int = 0) -> None:
+                  step: int = 0) -> str | None:
         pass
 
     def use_model(self, kind: str) -> None:

@@ -126,8 +126,8 @@ class ResilientTracker:
         return self._call("log_dataset", path, name, context)
 
     def log_model(self, checkpoint: Path, kind: str, metrics: dict[str, float], params: dict[str, Any],
-                  step: int = 0) -> None:
-        self._call("log_model", checkpoint, kind, metrics, params, step)
+                  step: int = 0) -> str | None:
+        return self._call("log_model", checkpoint, kind, metrics, params, step)
 
     def use_model(self, kind: str) -> None:
         self._call("use_model", kind)
