@@ -90,7 +90,7 @@ NODES = ("putnode1", "putnode2")
 # each check that finds no job ended; a time-limit attempt of about 62 s is seen at 2+12+22+32 = 68 s).
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "2")
 # MLflow's client retries during the DAG run and the time-limit run: 0+2+4 s, well below the outage (and below a
-# 1-minute attempt): the stages that log meanwhile spool their records (put/tracking/spool.py).
+# 1-minute attempt): the stages that log meanwhile spool their records (put/tracking/resilient.py).
 RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 OUTAGE_S = 75
 # The time-limit test: an attempt under a 1-minute limit lasts at most ATTEMPT_MAX_S s (slurmctld looks at time
