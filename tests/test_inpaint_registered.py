@@ -29,7 +29,7 @@ def registered(mlflow_db, tiny_checkpoints, tmp_path, monkeypatch):
     _, pvqvae, transformer = tiny_checkpoints
     for stage, kind, checkpoint in (("train_pvqvae", "pvqvae", pvqvae), ("train_transformer", "transformer",
                                                                           transformer)):
-        with tracked(MlflowTracker("demo", "put", stage, "dag0059aaaaa")) as run:
+        with tracked(MlflowTracker.open("demo", "put", stage, "dag0059aaaaa")) as run:
             run.log_model(checkpoint, kind, {}, {})
     moved = tmp_path / "moved"
     shutil.move(transformer.parent, moved)

@@ -14,7 +14,7 @@ def test_the_final_metrics_of_a_model_are_the_runs_last_points_not_second_ones(m
 
     checkpoint = tmp_path / "pvqvae.pt"
     checkpoint.write_bytes(b"weights" * 100)
-    with tracked(MlflowTracker("demo", "conv", "train_pvqvae", "dag0043final")) as t:
+    with tracked(MlflowTracker.open("demo", "conv", "train_pvqvae", "dag0043final")) as t:
         t.log_metrics({"train/total": 1.5}, 10)  # the loop's last step: training, then evaluation
         t.log_metrics({"eval/loss": 0.5}, 10)
         time.sleep(0.01)  # the model is logged later: another time

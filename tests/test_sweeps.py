@@ -25,7 +25,7 @@ from tests.helpers import BIN, ROOT
 SWEEP = "sweep"  # `dvc exp run --queue -n sweep` of a choice() names the experiments sweep-1, sweep-2
 TRACKING = """
 from put.tracking.base import tracked
-from put.tracking.spool import stage_tracker
+from put.tracking.factory import stage_tracker
 
 with tracked(stage_tracker("demo", "put", "evaluate", f"k{top_k}")) as tracker:  # a DAG configuration per K
     tracker.log_metrics({"k50/10-60/psnr": float(top_k)}, step=0)

@@ -20,8 +20,8 @@ import pytest
 from put.config import VARIANTS
 from put.tracking.base import tracked
 from put.tracking.names import DUPLICATE_OF, VARIANTS_VIEW, metric_names, parent_name
+from put.tracking.resilient import ResilientTracker
 from put.tracking.runs import MlflowTracker
-from put.tracking.spool import ResilientTracker
 from tests.tracking_helpers import all_runs
 
 
@@ -78,7 +78,7 @@ def race(monkeypatch, ids: str, both_see_both: bool) -> tuple[MlflowTracker, Mlf
 
     def start_b() -> None:
         clock["skew_ms"] = 0
-        hosts["B"] = MlflowTracker("demo", "conv", "evaluate", "dag0003race")
+        hosts["B"] = MlflowTracker.open("demo", "conv", "evaluate", "dag0003race")
         clock["skew_ms"] = -3_600_000
 
     def racing_create(client, experiment_id, start_time=None, tags=None, run_name=None):
@@ -95,7 +95,7 @@ def race(monkeypatch, ids: str, both_see_both: bool) -> tuple[MlflowTracker, Mlf
     monkeypatch.setattr(MlflowClient, "create_run", racing_create)
     monkeypatch.setattr(MlflowTracker, "_search", lambda tracker, tags: [] if blind and blind.pop()
                         else search(tracker, tags))
-    a = MlflowTracker("demo", "conv", "evaluate", "dag0003race")
+    a = MlflowTracker.open("demo", "conv", "evaluate", "dag0003race")
     return a, hosts["B"]
 
 
@@ -126,7 +126,7 @@ def test_a_stage_run_made_under_a_parent_marked_later_moves_to_the_kept_one_at_i
     import put.tracking.runs
 
     monkeypatch.setattr(put.tracking.runs, "_lock", lambda uri: contextlib.nullcontext())
-    a = MlflowTracker("demo", "conv", "evaluate", "dag0004late")
+    a = MlflowTracker.open("demo", "conv", "evaluate", "dag0004late")
     other = tracking.create_run(a.experiment, tags={"put.dag_id": "dag0004late", "put.preset": "demo",
                                                     "put.level": "dag"}).info.run_id
     tracking.set_tag(a.parent, DUPLICATE_OF, other)  # what the racer's mark leaves, its move having found nothing
@@ -154,7 +154,7 @@ def test_hosts_that_both_see_both_created_runs_keep_the_same_one(tracking, monke
 
 def test_rerunning_a_stage_reuses_its_runs_and_tags_each_with_its_source(tracking):
     for _ in range(2):
-        tracker = MlflowTracker("demo", "put", "evaluate", "dag0002aaaaa", {"dvc_stage": "evaluate@put"})
+        tracker = MlflowTracker.open("demo", "put", "evaluate", "dag0002aaaaa", {"dvc_stage": "evaluate@put"})
         tracker.log_params({"ssim_window": 51})
         tracker.log_metrics({"k50/10-60/psnr": 20.0}, 0)
         tracker.finish()
@@ -174,7 +174,7 @@ def test_rerunning_a_stage_reuses_its_runs_and_tags_each_with_its_source(trackin
 def test_the_report_has_its_own_run_under_the_parent(tracking, tmp_path):
     artefact = tmp_path / "table1.tex"
     artefact.write_text("% table\n")
-    tracker = MlflowTracker("demo", None, "report", "dag0003aaaaa", labels=["put", "conv", "official_x"])
+    tracker = MlflowTracker.open("demo", None, "report", "dag0003aaaaa", labels=["put", "conv", "official_x"])
     tracker.log_artifact(artefact)
     tracker.finish()
     parent, child = sorted(runs(tracking), key=lambda r: r.data.tags["put.level"])
@@ -200,14 +200,14 @@ def test_a_checkpoint_becomes_a_registered_model_whose_evaluation_is_linked(trac
     (masks / "manifest.csv").write_text("image,mask,group\na.png,m.png,10-60\n")
 
     init = {"preset": "demo", "variant": "conv", "stage": "train_transformer", "dag_id": "dag0004aaaaa"}
-    with tracked(ResilientTracker(MlflowTracker, init, system_metrics=True)) as t:
+    with tracked(ResilientTracker(MlflowTracker.open, init, system_metrics=True)) as t:
         t.log_dataset(split, "demo train split", "training")
         model_id = t.log_model(checkpoint, "transformer", {"eval/masked_token_loss": 3.5}, {"lr": 0.001})
         assert t.log_model(checkpoint, "transformer", {}, {}) == model_id  # a re-run reuses it
     monkeypatch.setenv("PUT_MLFLOW_MODEL_COPY_MB", "0")  # above the limit: a reference, no copy
-    with tracked(MlflowTracker("demo", "one", "train_transformer", "dag0004aaaaa")) as t:
+    with tracked(MlflowTracker.open("demo", "one", "train_transformer", "dag0004aaaaa")) as t:
         referenced = t.log_model(checkpoint, "transformer", {}, {})
-    with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0004aaaaa")) as t:
+    with tracked(MlflowTracker.open("demo", "conv", "evaluate", "dag0004aaaaa")) as t:
         t.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}, "all": {"10-60": {"psnr": 22.0}}},
                          masks / "manifest.csv")
 
@@ -249,7 +249,7 @@ def test_the_saved_view_keeps_every_evaluations_columns(tracking, tmp_path):
     manifest.write_text("image,mask,group\na.png,m.png,10-60\n")
     cell = {"10-60": {"psnr": 21.0, "ssim": 0.7}}
     for variant, metrics in (("put", {"k50": cell, "all": cell}), ("external_telea", {"all": cell})):
-        with tracked(MlflowTracker("demo", variant, "evaluate", "dag0004aaaaa")) as tracker:
+        with tracked(MlflowTracker.open("demo", variant, "evaluate", "dag0004aaaaa")) as tracker:
             tracker.log_evaluation(metrics, manifest)
     view = saved_view(tracking)
     assert [c for c in view["columnOrder"] if "/" in c] == [
@@ -259,8 +259,8 @@ def test_the_saved_view_keeps_every_evaluations_columns(tracking, tmp_path):
 
 def test_seed_replicates_have_their_own_runs_grouped_by_configuration_with_versions(tracking):
     for seed in (0, 1, 2):
-        MlflowTracker("demo", "conv", "evaluate", "dag0005aaaaa", seed=seed).finish()
-    MlflowTracker("demo", "conv", "evaluate", "dag0005aaaaa", seed=1).finish()  # a re-run: the same run
+        MlflowTracker.open("demo", "conv", "evaluate", "dag0005aaaaa", seed=seed).finish()
+    MlflowTracker.open("demo", "conv", "evaluate", "dag0005aaaaa", seed=1).finish()  # a re-run: the same run
     children = [r for r in runs(tracking) if r.data.tags["put.level"] == "stage"]
     assert sorted(r.data.tags["put.seed"] for r in children) == ["0", "1", "2"]
     assert {r.data.tags["put.replicates"] for r in children} == {"dag0005aaaaa/conv"}
@@ -276,7 +276,7 @@ def test_a_code_change_gets_a_new_run_linked_to_the_earlier_one_and_no_change_re
     from put.tracking.source import code_version
 
     def evaluate() -> str:
-        tracker = MlflowTracker("demo", "put", "evaluate", "dag0006aaaaa")
+        tracker = MlflowTracker.open("demo", "put", "evaluate", "dag0006aaaaa")
         tracker.log_metrics({"k50/10-60/psnr": 20.0}, 0)
         tracker.finish()
         return tracker.run_id
@@ -323,7 +323,7 @@ def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp
     from put.config import VARIANT_COLOURS
     from put.config.params import load_params
     from put.metrics.files import log_evaluation as log_outputs
-    from put.tracking.runs import finished_run
+    from put.tracking.lookup import finished_run
 
     params = load_params(None, preset="demo")
     masks, out = tmp_path / "masks", tmp_path / "metrics" / "put.json"
@@ -335,7 +335,7 @@ def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp
         (out.parent / name).write_text("{}\n" if name.endswith("json") else "a\n1\n")
     dag_id = params.dag_id()
     assert finished_run("demo", "put", "evaluate", dag_id) is None
-    with tracked(MlflowTracker("demo", "put", "evaluate", dag_id, {"dvc_stage": "evaluate@put"},
+    with tracked(MlflowTracker.open("demo", "put", "evaluate", dag_id, {"dvc_stage": "evaluate@put"},
                                from_outputs=True)) as tracker:
         log_outputs(tracker, params, masks, out)
     run = tracking.get_run(tracker.run_id)
@@ -347,7 +347,7 @@ def test_a_stage_dvc_skipped_is_logged_from_its_outputs_and_marked(tracking, tmp
     view = json.loads(tracking.get_experiment_by_name("put-demo").tags[f"mlflow.sharedViewState.{VARIANTS_VIEW}"])
     assert view["name"].startswith("Variants side by side")
     # The stage runs after all (dvc repro --force): the same run, no longer marked.
-    again = MlflowTracker("demo", "put", "evaluate", dag_id)
+    again = MlflowTracker.open("demo", "put", "evaluate", dag_id)
     again.finish()
     assert again.run_id == tracker.run_id and "put.logged_from" not in tracking.get_run(again.run_id).data.tags
 
@@ -360,17 +360,17 @@ def test_logging_a_model_leaves_the_tracking_uri_and_every_later_run_in_the_stor
 
     import requests
 
-    from put.tracking.spool import stage_tracker
+    from put.tracking.factory import stage_tracker
 
     work = tmp_path / "work"  # where a default ./mlflow.db would land: not the test's store
     work.mkdir()
     monkeypatch.chdir(work)
     checkpoint = tmp_path / "pvqvae.pt"
     checkpoint.write_bytes(b"weights" * 100)
-    with tracked(MlflowTracker("demo", "conv", "train_pvqvae", "dag0009aaaaa")) as t:
+    with tracked(MlflowTracker.open("demo", "conv", "train_pvqvae", "dag0009aaaaa")) as t:
         t.log_model(checkpoint, "pvqvae", {"eval/loss": 0.5}, {"lr": 0.001}, step=1)
     assert os.environ.get("MLFLOW_TRACKING_URI") == mlflow_db
-    with tracked(MlflowTracker("demo", "conv", "evaluate", "dag0009aaaaa")) as later:
+    with tracked(MlflowTracker.open("demo", "conv", "evaluate", "dag0009aaaaa")) as later:
         later.log_metrics({"k50/10-60/psnr": 20.0}, 0)
     assert later.uri == mlflow_db and tracking.get_run(later.run_id).data.metrics == {"k50/10-60/psnr": 20.0}
 

@@ -104,7 +104,7 @@ def test_put_logs_with_the_login_and_a_wrong_password_is_one_line(server, tmp_pa
     from mlflow.tracking import MlflowClient
 
     from put.tracking.base import tracked
-    from put.tracking.spool import stage_tracker
+    from put.tracking.factory import stage_tracker
 
     uri, password = server["uri"], server["password"]
     for name, value in (("PUT_TRACKING", "1"), ("MLFLOW_TRACKING_URI", uri), ("MLFLOW_TRACKING_USERNAME", "admin"),

@@ -63,7 +63,7 @@ def stage_race(monkeypatch, stage: str = "evaluate", first=None) -> tuple[Mlflow
     def racing_create(client, experiment_id, start_time=None, tags=None, run_name=None):
         if (tags or {}).get("put.level") == "stage" and not hosts:
             hosts["Y"] = None  # Y's own creation lands at once
-            hosts["Y"] = MlflowTracker("demo", "conv", stage, DAG)
+            hosts["Y"] = MlflowTracker.open("demo", "conv", stage, DAG)
             hosts["Y"].log_params({"ssim_window": 51})
             hosts["Y"].log_metrics({"k50/10-60/psnr": 20.0}, 0)
             if first:
@@ -71,7 +71,7 @@ def stage_race(monkeypatch, stage: str = "evaluate", first=None) -> tuple[Mlflow
         return create_run(client, experiment_id, start_time=start_time, tags=tags, run_name=run_name)
 
     monkeypatch.setattr(MlflowClient, "create_run", racing_create)
-    x = MlflowTracker("demo", "conv", stage, DAG)
+    x = MlflowTracker.open("demo", "conv", stage, DAG)
     return x, hosts["Y"], hosts["Y"].run_id
 
 
@@ -126,7 +126,7 @@ def test_the_same_stage_run_resolved_twice_keeps_each_record_once(tracking, monk
     manifest.write_text("image,mask,group\na.png,m.png,10-60\n")
     y.log_dataset(manifest, "demo test masks", "evaluation")
     y.finish()
-    z = MlflowTracker("demo", "conv", "evaluate", DAG)
+    z = MlflowTracker.open("demo", "conv", "evaluate", DAG)
     z.log_metrics({"k50/10-60/psnr": 20.0}, 0)
     z.finish()
     x.finish()
@@ -151,14 +151,14 @@ def test_three_racing_hosts_end_with_every_child_under_the_kept_parent(tracking,
     search, blind, hosts = MlflowTracker._search, [], {}
     monkeypatch.setattr(MlflowTracker, "_search", lambda tracker, tags: [] if tags.get("put.level") == "dag"
                         and blind and blind.pop() else search(tracker, tags))
-    c = MlflowTracker("demo", "tok", "evaluate", DAG)
+    c = MlflowTracker.open("demo", "tok", "evaluate", DAG)
     c.finish()
     set_tag = MlflowClient.set_tag
 
     def racing_set_tag(client, run_id, key, value, *args, **kwargs):
         if key == PARENT and run_id == c.run_id and value == hosts["B"] and "A" not in hosts:
             blind.append(True)
-            hosts["A"] = MlflowTracker("demo", "put", "evaluate", DAG)
+            hosts["A"] = MlflowTracker.open("demo", "put", "evaluate", DAG)
         return set_tag(client, run_id, key, value, *args, **kwargs)
 
     monkeypatch.setattr(MlflowClient, "set_tag", racing_set_tag)
@@ -172,7 +172,7 @@ def test_three_racing_hosts_end_with_every_child_under_the_kept_parent(tracking,
 
     monkeypatch.setattr(MlflowClient, "create_run", noting_create)
     blind.append(True)
-    b = MlflowTracker("demo", "conv", "evaluate", DAG)
+    b = MlflowTracker.open("demo", "conv", "evaluate", DAG)
     a = hosts["A"]
     b.finish()
     a.finish()
@@ -186,7 +186,7 @@ def test_a_resolver_moves_the_children_of_a_parent_marked_before(tracking, monke
     """A parent marked a duplicate, with a finished child under it (its host gone): the next stage's resolution of
     the parents moves that child under the kept one too."""
     no_lock_and_ids(monkeypatch, "ascending")
-    first = MlflowTracker("demo", "put", "evaluate", DAG)
+    first = MlflowTracker.open("demo", "put", "evaluate", DAG)
     first.finish()
     tags = {"put.dag_id": DAG, "put.preset": "demo", "put.level": "dag"}
     duplicate = tracking.create_run(first.experiment, tags={**tags, DUPLICATE_OF: first.parent}).info.run_id
@@ -194,7 +194,7 @@ def test_a_resolver_moves_the_children_of_a_parent_marked_before(tracking, monke
     child = tracking.create_run(first.experiment, run_name="evaluate tok",
                                 tags={PARENT: duplicate, "put.level": "stage", "put.dag_id": DAG}).info.run_id
     tracking.set_terminated(child, "FINISHED")
-    MlflowTracker("demo", "conv", "evaluate", DAG).finish()
+    MlflowTracker.open("demo", "conv", "evaluate", DAG).finish()
     assert tracking.get_run(child).data.tags[PARENT] == first.parent
 
 
@@ -203,7 +203,7 @@ def test_a_mark_pointing_at_a_deleted_run_is_resolved_among_the_runs_left(tracki
     stays in its own runs, their marks cleared (back in the saved view), rather than moving into deleted runs (or
     staying hidden)."""
     no_lock_and_ids(monkeypatch, "descending")  # the racers' runs, made later, have the smaller ids
-    host = MlflowTracker("demo", "conv", "evaluate", DAG)
+    host = MlflowTracker.open("demo", "conv", "evaluate", DAG)
     experiment = host.experiment
     for run_id in (host.parent, host.run_id):
         tags = tracking.get_run(run_id).data.tags
@@ -263,7 +263,7 @@ def test_put_track_logs_the_kept_run_of_an_instance_whose_only_finished_run_is_a
     from put.cli import main
 
     ordered_ids(monkeypatch, "ascending")
-    kept = MlflowTracker("demo", "put", "evaluate", evaluations.dag_id())  # its stage never ended here
+    kept = MlflowTracker.open("demo", "put", "evaluate", evaluations.dag_id())  # its stage never ended here
     tags = {k: v for k, v in tracking.get_run(kept.run_id).data.tags.items()
             if k.startswith("put.") and k != "put.attempt"}
     duplicate = tracking.create_run(kept.experiment, tags={**tags, PARENT: kept.parent, DUPLICATE_OF: kept.run_id})
@@ -312,8 +312,9 @@ def test_put_compare_mlflow_waits_for_the_store_lock_another_process_holds(track
 
 
 def test_every_mlflow_client_of_the_package_is_made_under_the_store_lock():
-    """MlflowClient is built in two places, each inside the store's lock: locked_client, and MlflowTracker, whose
-    every call holds its lock; no `mlflow.<call>` touches a store (mlflow.data.from_pandas builds a dataset)."""
+    """MlflowClient is built in two places, each inside the store's lock: locked_client, and MlflowTracker.start,
+    after which its every call holds its lock; no `mlflow.<call>` touches a store (mlflow.data.from_pandas builds a
+    dataset)."""
     root = Path(__file__).resolve().parents[1] / "put"
     made, calls = set(), set()
     for path in root.rglob("*.py"):
@@ -330,5 +331,5 @@ def test_every_mlflow_client_of_the_package_is_made_under_the_store_lock():
                     value = value.value
                 if getattr(value, "id", None) == "mlflow":
                     calls.add(".".join(["mlflow", *reversed(chain)]))
-    assert made == {("tracking/runs.py", "locked_client"), ("tracking/runs.py", "__init__")}
+    assert made == {("tracking/runs.py", "locked_client"), ("tracking/runs.py", "start")}
     assert calls == {"mlflow.data.from_pandas"}

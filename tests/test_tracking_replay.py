@@ -38,20 +38,20 @@ def test_points_logged_before_an_outage_inside_a_call_are_not_doubled_by_the_rep
     tracker.finish()
     assert tracker.spool is not None
     assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
-    replay(tracker.spool, MlflowTracker)
+    replay(tracker.spool, MlflowTracker.open)
     assert [(m.step, m.value) for m in store.get_metric_history(run_id, "eval/loss")] == [(1, 0.5)]
     assert store.get_run(run_id).info.status == "FINISHED"
 
     masks = tmp_path / "manifest.csv"
     masks.write_text("image,mask,group\na.png,m.png,10-60\n")
-    from put.tracking.spool import stage_tracker
+    from put.tracking.factory import stage_tracker
 
     evaluation = stage_tracker("demo", "conv", "evaluate", DAG)
     evaluation_id = evaluation.inner.run_id
     evaluation.inner.client = Late(evaluation.inner.client, 0, "set_experiment_tag")  # after its log_metrics
     evaluation.log_evaluation({"k50": {"10-60": {"psnr": 21.0, "ssim": 0.7}}}, masks)
     evaluation.finish()
-    replay(evaluation.spool, MlflowTracker)
+    replay(evaluation.spool, MlflowTracker.open)
     points = store.get_metric_history(evaluation_id, "k50/10-60/psnr")
     assert [(m.step, m.value) for m in points] == [(0, 21.0)]
 
@@ -69,7 +69,7 @@ def test_a_replay_into_another_store_after_one_cut_short_logs_every_record_there
     _, run_id, spool = attempt(range(6), lost_at=2)  # steps 0-1 logged into A, 2-5 and the end spooled
 
     def dropping(**init):  # A goes away again after two of the replay's batches (steps 2 and 3)
-        tracker = MlflowTracker(**init)
+        tracker = MlflowTracker.open(**init)
         tracker.client = Dropping(tracker.client, 2)
         return tracker
 
@@ -78,11 +78,11 @@ def test_a_replay_into_another_store_after_one_cut_short_logs_every_record_there
     assert [s for s, _ in history(store, run_id)] == [0, 1, 2, 3]
     shutil.copyfile(mlflow_db_template, tmp_path / "b.db")
     other = f"sqlite:///{tmp_path / 'b.db'}"
-    assert replay(spool, MlflowTracker, to=other) == 5  # every record: steps 2-5 and the end
+    assert replay(spool, MlflowTracker.open, to=other) == 5  # every record: steps 2-5 and the end
     b = MlflowClient(other)
     (run,) = stage_runs(b)
     assert [s for s, _ in history(b, run.info.run_id)] == [2, 3, 4, 5] and run.info.status == "FINISHED"
-    assert replay(spool, MlflowTracker) == 3  # A's rest: steps 4, 5 and the end, after A's own cursor
+    assert replay(spool, MlflowTracker.open) == 3  # A's rest: steps 4, 5 and the end, after A's own cursor
     assert [s for s, _ in history(store, run_id)] == list(range(6))
 
 
@@ -105,7 +105,7 @@ def test_put_track_and_the_replay_in_either_order_leave_one_point_per_step_and_t
     from put.config.params import load_params
     from put.dag import graph
     from put.metrics.files import log_evaluation as log_outputs
-    from put.tracking.spool import stage_tracker
+    from put.tracking.factory import stage_tracker
 
     params = load_params(None, preset="demo")
     masks = tmp_path / "data" / "demo" / "masks"
@@ -152,8 +152,8 @@ def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_curren
     """Issue 43, 5: the replay of a spool from before a code edit, after the edited code made its own run,
     marked the new run superseded by the old one (and moved the model's alias `current` to the old model)."""
     from put.tracking import runs as runs_module
+    from put.tracking.factory import stage_tracker
     from put.tracking.runs import MlflowTracker
-    from put.tracking.spool import stage_tracker
     from tests.tracking_helpers import closed_port
 
     old_checkpoint, new_checkpoint = tmp_path / "old.pt", tmp_path / "new.pt"
@@ -175,7 +175,7 @@ def test_an_old_spool_replayed_after_the_new_codes_run_leaves_the_new_run_curren
     new.finish()
     new_id = new.inner.run_id
 
-    replay(old.spool, MlflowTracker, to=store.tracking_uri)
+    replay(old.spool, MlflowTracker.open, to=store.tracking_uri)
     current = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
     assert [r.info.run_id for r in current] == [new_id] and current[0].data.tags["put.code"] == "new0new0new0"
     (replayed,) = [r for r in stage_runs(store) if r.info.run_id != new_id]

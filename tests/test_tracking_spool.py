@@ -13,7 +13,8 @@ import requests
 from put.cli import main
 from put.stages.train import train_pvqvae
 from put.tracking.base import NullTracker
-from put.tracking.spool import ResilientTracker, replay
+from put.tracking.resilient import ResilientTracker
+from put.tracking.spool import replay
 from tests.tiny_training import params
 from tests.tracking_helpers import DAG, Dropping, attempt, closed_port, history, stage_runs
 
@@ -141,19 +142,19 @@ def test_a_replay_cut_short_resumes_where_it_stopped_and_logs_no_point_twice(sto
                if r["call"] == "log_metrics"}
 
     def dropping(**init):  # the server goes away again after two of the replay's batches
-        tracker = MlflowTracker(**init)
+        tracker = MlflowTracker.open(**init)
         tracker.client = Dropping(tracker.client, 2)
         return tracker
 
     with pytest.raises(requests.ConnectionError):
         replay(spool, dropping)
-    logged = replay(spool, MlflowTracker)  # the server is back: the rest
+    logged = replay(spool, MlflowTracker.open)  # the server is back: the rest
     points = history(store, run_id)
     assert [s for s, _ in points] == list(range(6))  # each step once
     assert {s: t for s, t in points if s >= 2} == spooled  # at the time the attempt logged them
     assert logged == 3  # steps 4, 5 and the end: 2 and 3 were logged by the first try, which noted so beside it
     assert json.loads(spool.with_name(spool.name + ".cursor").read_text()) == {store.tracking_uri: 5}
-    assert replay(spool, MlflowTracker) == 0 and history(store, run_id) == points  # done: nothing again
+    assert replay(spool, MlflowTracker.open) == 0 and history(store, run_id) == points  # done: nothing again
     assert store.get_run(run_id).info.status == "FINISHED"
 
 
@@ -190,12 +191,12 @@ def test_a_replay_logs_to_the_store_the_spool_names_and_refuses_a_different_one(
 
 def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypatch):
     from put.tracking import runs as runs_module
+    from put.tracking.factory import stage_tracker
     from put.tracking.runs import MlflowTracker
-    from put.tracking.spool import stage_tracker
 
     _, run_id, spool = attempt(range(3), lost_at=1)  # the run known when the server went away
     monkeypatch.setattr(runs_module, "code_version", lambda files: "0123456789ab")  # the stage's code edited
-    assert replay(spool, MlflowTracker) == 3
+    assert replay(spool, MlflowTracker.open) == 3
     assert [r.info.run_id for r in stage_runs(store)] == [run_id]  # no run of today's code
     assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
 
@@ -207,20 +208,20 @@ def test_a_replay_after_a_code_change_logs_into_the_spooled_run(store, monkeypat
     later.finish()
     monkeypatch.setattr(runs_module, "code_version", lambda files: "ba9876543210")  # edited again
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
-    assert replay(later.spool, MlflowTracker, to=store.tracking_uri) == 2
+    assert replay(later.spool, MlflowTracker.open, to=store.tracking_uri) == 2
     (run,) = [r for r in stage_runs(store) if "put.superseded_by" not in r.data.tags]
     assert run.data.tags["put.code"] == "0123456789ab" and run.data.tags["put.previous_run"] == run_id
     assert [s for s, _ in history(store, run.info.run_id)] == [3]
 
 
 def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(store, monkeypatch, capsys):
+    from put.tracking.factory import stage_tracker
     from put.tracking.runs import MlflowTracker
-    from put.tracking.spool import stage_tracker
 
     _, run_id, first = attempt(range(2), lost_at=1, status="KILLED")  # its time limit, spooled
     second, second_id, _ = attempt(range(1, 3), lost_at=None, finish=False)  # retried, still running
     assert second_id == run_id
-    replay(first, MlflowTracker)
+    replay(first, MlflowTracker.open)
     assert store.get_run(run_id).info.status == "RUNNING"  # the second attempt's, not the first's KILLED
     second.finish("FINISHED")
     assert store.get_run(run_id).info.status == "FINISHED"
@@ -228,8 +229,8 @@ def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(
     # Both attempts spooled, replayed later one first: the later one's end stands.
     _, run_id, first = attempt(range(2), lost_at=1, status="KILLED", variant="put")
     _, _, second = attempt(range(1, 3), lost_at=1, variant="put")
-    replay(second, MlflowTracker)
-    replay(first, MlflowTracker)
+    replay(second, MlflowTracker.open)
+    replay(first, MlflowTracker.open)
     run = store.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["put.last_status"] == "FINISHED"
     parent = store.get_run(run.data.tags["mlflow.parentRunId"])
@@ -244,7 +245,7 @@ def test_the_end_of_an_earlier_spooled_attempt_leaves_the_later_attempts_status(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
     _, run_id, _ = attempt(range(1, 2), lost_at=None, variant="one")
     store.set_tag(run_id, "put.host", "the second attempt's host")
-    replay(first.spool, MlflowTracker, to=store.tracking_uri)
+    replay(first.spool, MlflowTracker.open, to=store.tracking_uri)
     run = store.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["put.host"] == "the second attempt's host"
     assert [s for s, _ in history(store, run_id)] == [0, 1]
@@ -260,13 +261,13 @@ def test_a_model_whose_logging_was_cut_short_is_completed_once(store, tmp_path):
     tracker.finish()
 
     def dropping(**init):  # the server goes away after the model's version is created, before its alias
-        tracker = MlflowTracker(**init)
+        tracker = MlflowTracker.open(**init)
         tracker.client = Dropping(tracker.client, 0, "set_registered_model_alias")
         return tracker
 
     with pytest.raises(requests.ConnectionError):
         replay(spool, dropping)
-    replay(spool, MlflowTracker)
+    replay(spool, MlflowTracker.open)
     experiment = store.get_experiment_by_name("put-demo").experiment_id
     (model,) = store.search_logged_models([experiment])
     assert str(model.status).endswith("READY")
@@ -288,3 +289,13 @@ def test_two_attempts_spooled_in_one_second_keep_a_file_each(tmp_path, monkeypat
         tracker.log_metrics({"train/loss": loss}, 0)
         spools.append(tracker.spool)
     assert len(set(spools)) == 2 and all(len(s.read_text().splitlines()) == 2 for s in spools)
+
+
+def test_a_replays_cursor_round_trips_its_counts_per_store(tmp_path):
+    from put.tracking.spool import cursor_path, read_cursor, write_cursor
+
+    spool = tmp_path / "demo-evaluate-put-1-20260101T000000.jsonl"
+    assert read_cursor(spool) == {}  # no record logged yet
+    counts = {"sqlite:////a/mlflow.db": 3, "http://server:5000": 7}
+    write_cursor(spool, counts)
+    assert read_cursor(spool) == counts and json.loads(cursor_path(spool).read_text()) == counts

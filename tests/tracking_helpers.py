@@ -53,7 +53,7 @@ def attempt(steps: range, lost_at: int | None, status: str = "FINISHED", variant
             finish: bool = True):
     """A training attempt logging `steps` whose server goes away before step `lost_at` (None: it stays);
     returns the tracker, its run id and its spool (None when nothing was spooled)."""
-    from put.tracking.spool import stage_tracker
+    from put.tracking.factory import stage_tracker
 
     tracker = stage_tracker("demo", variant, "train_pvqvae", DAG)
     run_id = tracker.inner.run_id

@@ -14,7 +14,7 @@ def write(uri: str, folder: str, variant: str, stage: str) -> None:
     """One stage's run as a stage logs it: params, 20 metric steps, finished."""
     os.environ["MLFLOW_TRACKING_URI"] = uri
     os.chdir(folder)
-    t = MlflowTracker("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
+    t = MlflowTracker.open("demo", variant, stage, "dag0001aaaaa", {"snakemake_rule": f"{stage}@{variant}"})
     t.log_params({"lr": 0.1, "nested": {"a": 1}})
     for step in range(20):
         t.log_metrics({"train/loss": 1.0 / (step + 1)}, step)

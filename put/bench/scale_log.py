@@ -10,7 +10,7 @@ from pathlib import Path
 from put.config.params import load_params
 from put.metrics.files import log_evaluation
 from put.tracking.base import tracked
-from put.tracking.spool import stage_tracker
+from put.tracking.factory import stage_tracker
 
 
 def log_one_evaluation(label: str, masks: Path, metrics: Path) -> None:

@@ -60,9 +60,10 @@ def instance_run_name(stage: Stage, name: str | None, params: Params) -> str:
 def run(args: argparse.Namespace) -> None:
     from put.dag.graph import instances, output_paths
     from put.tracking.base import tracked
-    from put.tracking.runs import finished_run
+    from put.tracking.factory import stage_tracker
+    from put.tracking.lookup import finished_run
     from put.tracking.source import tracking_enabled, tracking_uri
-    from put.tracking.spool import instance_key, pending_spools, stage_tracker
+    from put.tracking.spool import instance_key, pending_spools
 
     if not tracking_enabled():
         print("put track: tracking is off (PUT_TRACKING=0): nothing logged")

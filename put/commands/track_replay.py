@@ -38,24 +38,23 @@ def given_files(paths: list[Path]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> None:
     from put.errors import ServiceError
+    from put.tracking.resilient import outage, unreachable
     from put.tracking.runs import MlflowTracker
     from put.tracking.spool import (
         NotASpool,
         lock_spool,
-        outage,
         read_records,
         remove_spool,
         replay,
         spool_header,
         still_written,
-        unreachable,
     )
 
     stores: list[str] = []  # the store each replay chose (the recorded one, or --to)
 
     def make(**init: Any) -> MlflowTracker:
         stores.append(init["uri"])
-        return MlflowTracker(**init)
+        return MlflowTracker.open(**init)
 
     for spool in given_files(args.spools):
         if not spool.exists():

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from put.tracking.runs import experiment_link
+    from put.tracking.lookup import experiment_link
     from put.tracking.source import tracking_uri
 
     preset = load_cli_params(args).preset

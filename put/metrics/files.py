@@ -18,13 +18,13 @@ from put.masks.evaluation import MANIFEST
 from put.metrics.cells import BOUNDS
 from put.metrics.per_image import read_per_image, rule_of
 from put.metrics.summary import PIXEL_METRICS
-from put.tracking.base import NullTracker
+from put.tracking.base import Tracker
 
 METRICS = ("fid", "lpips", *PIXEL_METRICS)
 NO_INTERVAL = "no_interval"  # <metric>_no_interval: why a measured value has no interval (read_metrics)
 
 
-def log_evaluation(tracker: NullTracker, params: Params, masks: Path, out: Path) -> None:
+def log_evaluation(tracker: Tracker, params: Params, masks: Path, out: Path) -> None:
     """The evaluation's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
     parameters, the metrics named <mode>/<group>/<metric> (k50/10-60/psnr) on the frozen masks' manifest as
     dataset, and the four files."""

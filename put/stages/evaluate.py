@@ -33,7 +33,7 @@ from put.metrics.summary import PIXEL_METRICS, fid_summary, mean_summary, pixel_
 from put.sampling.jobs import TABLE_MODES, read_samples
 from put.stats.bootstrap import Bootstrap
 from put.tracking.base import tracked
-from put.tracking.spool import stage_tracker
+from put.tracking.factory import stage_tracker
 
 
 def mode_label(mode: str, top_k: int) -> str:

@@ -26,8 +26,8 @@ from put.masks.export import result_files
 from put.masks.io import read_mask
 from put.masks.layouts import sample_file
 from put.sampling.jobs import SAMPLES_MANIFEST, sampling_jobs
-from put.tracking.base import NullTracker, tracked
-from put.tracking.spool import stage_tracker
+from put.tracking.base import Tracker, tracked
+from put.tracking.factory import stage_tracker
 
 
 def entry_of(params: Params, label: str) -> tuple[str, ExternalMethod]:
@@ -60,7 +60,7 @@ def run_external(params: Params, label: str, masks: Path, out: Path, tags: dict[
         return manifest
 
 
-def log_outputs(tracker: NullTracker, params: Params, label: str, masks: Path) -> None:
+def log_outputs(tracker: Tracker, params: Params, label: str, masks: Path) -> None:
     """The run, from its files: the entry's settings and the frozen masks' manifest as dataset."""
     _, entry = entry_of(params, label)
     tracker.log_params({k: v for k, v in entry.model_dump().items() if v is not None})

@@ -16,10 +16,10 @@ from put.masks.evaluation import MANIFEST
 from put.report.frontier import FRONTIER_FIGURE, FRONTIER_TABLE, frontier_table, plot_frontier
 from put.report.latex import write_latex
 from put.study.frontier import measure_frontier
-from put.tracking.base import NullTracker, tracked
+from put.tracking.base import Tracker, tracked
+from put.tracking.factory import stage_tracker
 from put.tracking.names import metric_names
 from put.tracking.source import git_commit
-from put.tracking.spool import stage_tracker
 
 METRICS_FILE = Path(paths.FRONTIER_METRICS).name
 CSV_FILE = Path(paths.FRONTIER_CSV).name
@@ -44,7 +44,7 @@ def run_frontier(params: Params, variant: str, checkpoint: Path, masks: Path, ou
         return frame
 
 
-def log_outputs(tracker: NullTracker, params: Params, masks: Path, out_dir: Path) -> None:
+def log_outputs(tracker: Tracker, params: Params, masks: Path, out_dir: Path) -> None:
     """The frontier's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
     parameters, the frozen masks' manifest as dataset, the transformer it read, the metrics named
     <setting>/<group>/<metric>, and its files."""

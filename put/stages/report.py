@@ -41,9 +41,9 @@ from put.report.table1 import measured_methods, table1
 from put.report.tables import table3
 from put.sampling.jobs import read_samples
 from put.study.results import EvaluatedResults, read_results
-from put.tracking.base import NullTracker, tracked
+from put.tracking.base import Tracker, tracked
+from put.tracking.factory import stage_tracker
 from put.tracking.source import git_commit
-from put.tracking.spool import stage_tracker
 
 # The main part, read in minutes (docs/pipeline.md, "The report"); every other table goes to the appendix.
 MAIN_TABLES = ("table1", "table3", "generations", "generations_diversity", "speed_summary")
@@ -176,7 +176,7 @@ def compile_report(tex: Path, pdf: Path) -> None:
     print(f"report compiled: {pdf}")
 
 
-def log_outputs(tracker: NullTracker, out_dir: Path) -> None:
+def log_outputs(tracker: Tracker, out_dir: Path) -> None:
     """The report's run, from its folder (the stage at its end; `put track` when DVC skipped the stage): every
     file of it (tables, figures, their HTML, the tidy numbers, report.tex)."""
     for path in sorted(p for p in Path(out_dir).iterdir() if p.is_file() and not p.name.startswith(".")):

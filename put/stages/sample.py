@@ -25,8 +25,8 @@ from put.models.seeding import derive_seed
 from put.sampling.engine import Sampler, inpaint_batch
 from put.sampling.jobs import SAMPLES_MANIFEST, TABLE_MODES, read_samples, sampling_jobs
 from put.sampling.schedules import SamplingOptions
-from put.tracking.base import NullTracker, tracked
-from put.tracking.spool import stage_tracker
+from put.tracking.base import Tracker, tracked
+from put.tracking.factory import stage_tracker
 
 # Deterministic all-at-once (PUT_all), top-K sampling (PUT_K), and the fine-bin diversity samples.
 MODE_SEED_KEYS = {"all": 0, "topk": 1, "diversity": 2}
@@ -55,7 +55,7 @@ def run_sample(params: Params, variant: str, transformer: Path, masks: Path, out
         return manifest
 
 
-def log_outputs(tracker: NullTracker, params: Params, masks: Path, out_dir: Path) -> None:
+def log_outputs(tracker: Tracker, params: Params, masks: Path, out_dir: Path) -> None:
     """The sampling's run, from its files (the stage at its end; `put track` when DVC skipped the stage): its
     parameters, the frozen masks' manifest as dataset, the transformer it read, a preview of the results."""
     tracker.log_params(params.resolved().sample.model_dump())

@@ -12,9 +12,9 @@ from put.errors import InputError
 from put.io.code import command_sources
 from put.io.files import file_sha256, read_csv
 from put.models.checkpoint import check_variant, load_checkpoint
-from put.tracking.base import NullTracker, tracked
+from put.tracking.base import NullTracker, Tracker, tracked
+from put.tracking.factory import stage_tracker
 from put.tracking.source import code_version
-from put.tracking.spool import stage_tracker
 from put.train.distributed import setup_distributed, teardown_distributed
 from put.train.inputs import split_datasets, training_masks
 from put.train.loop import LoopResult, run_training
@@ -34,7 +34,7 @@ def main_tracker(params: Params, variant: str, stage: str, is_main: bool, tags: 
     return tracker
 
 
-def log_start(tracker: NullTracker, params: Params, stage_params: dict, split_dir: Path) -> None:
+def log_start(tracker: Tracker, params: Params, stage_params: dict, split_dir: Path) -> None:
     tracker.log_params(stage_params)
     for part, context in (("train", "training"), ("test", "validation")):
         tracker.log_dataset(Path(split_dir) / f"{part}.csv", f"{params.preset} {part} split", context)
@@ -49,7 +49,7 @@ def transformer_params(config: ModelConfig, preset: Preset, pvqvae_sha256: str) 
             "pvqvae_sha256": pvqvae_sha256}
 
 
-def log_outputs(tracker: NullTracker, params: Params, variant: str, kind: str, split_dir: Path, out: Path,
+def log_outputs(tracker: Tracker, params: Params, variant: str, kind: str, split_dir: Path, out: Path,
                 curves: Path, pvqvae: Path | None = None) -> None:
     """A training's run from its files, for a training DVC skipped (`put track`; a training that runs logs as it
     goes): its parameters and datasets, the curves (train.csv as train/<loss>, eval.csv as eval/<metric>, at their

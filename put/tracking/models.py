@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from put.io.files import file_sha256
+from put.tracking.mlflow_private import module_tracking_uri
 from put.tracking.names import SUPERSEDED, flatten, tag_filter
 
 MODEL_ALIAS = "current"
@@ -24,15 +25,15 @@ MODEL_VERSIONS_TAG = "mlflow.modelVersions"  # a LoggedModel's registered versio
 def default_store(uri: str):
     """MLflow's default store for the process pointed at `uri` for the block, then MLFLOW_TRACKING_URI exactly as it
     was. Not MLflow's `_use_tracking_uri`: it restores its module's URI, None until someone sets it, and a None
-    unsets the variable, so every later run of the process went to ./mlflow.db (issue 43)."""
-    from mlflow.tracking._tracking_service import utils
+    unsets the variable, which would send every later run of the process to ./mlflow.db."""
+    from mlflow import set_tracking_uri
 
-    module, variable = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
-    utils.set_tracking_uri(uri)
+    module, variable = module_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
+    set_tracking_uri(uri)
     try:
         yield
     finally:
-        utils.set_tracking_uri(module)
+        set_tracking_uri(module)
         if variable is None:
             os.environ.pop("MLFLOW_TRACKING_URI", None)
         else:

@@ -17,7 +17,7 @@ import numpy as np
 from put.config import VARIANT_COLOURS
 from put.io.code import command_sources
 from put.io.files import file_sha256
-from put.tracking.base import NullTracker
+from put.tracking.mlflow_private import dataset_entity
 from put.tracking.models import ModelLogging
 from put.tracking.names import (
     ATTEMPT_TAG,
@@ -26,16 +26,12 @@ from put.tracking.names import (
     LAST_STATUS,
     LOGGED_FROM,
     SUPERSEDED,
-    UI_HOST,
-    UI_PORT,
     VARIANTS_VIEW,
     VIEW_METRICS_TAG,
     experiment_name,
     flatten,
     metric_names,
     parent_name,
-    runs_link,
-    tag_filter,
     variants_view,
 )
 from put.tracking.races import PARENT_TAG, RaceResolution
@@ -119,21 +115,9 @@ def run_name(stage: str, variant: str | None, seed: int = 0) -> str:
     return f"{stage} {variant}" + (f" seed {seed}" if seed else "") if variant else stage
 
 
-def finished_run(preset: str, variant: str | None, stage: str, dag_id: str, seed: int = 0) -> str | None:
-    """The id of this stage instance's finished run at the current code version, or None (`put track` logs the
-    runs that are missing)."""
-    code = stage_code(stage)
-    query = f"{tag_filter(lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: code})} and " \
-            f"attributes.status = 'FINISHED' and tags.`{DUPLICATE_OF}` IS NULL"  # a duplicate is no instance's run
-    with locked_client() as client:
-        experiment = client.get_experiment_by_name(experiment_name(preset))
-        if experiment is None:
-            return None
-        found = client.search_runs([experiment.experiment_id], query, max_results=1)
-    return found[0].info.run_id if found else None
+class MlflowTracker(ModelLogging, RaceResolution):
+    """The MLflow run of a stage instance; `MlflowTracker.open(...)` builds one and opens its run (start)."""
 
-
-class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
     def __init__(self, preset: str, variant: str | None, stage: str, dag_id: str,
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
                  seed: int = 0, from_outputs: bool = False, code: str | None = None, run_id: str | None = None,
@@ -148,58 +132,80 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         A replay of a spool (tracking/spool.py) passes what the attempt recorded: `code` and `run_id`, the run's
         identity (its records land in that run whatever the code is today), `attempt`, when the attempt started
         (ms; default now: an attempt that a later one followed leaves the run's status to the later one), and
-        `uri`, the store (default MLFLOW_TRACKING_URI)."""
-        from mlflow.entities import RunTag
-        from mlflow.tracking import MlflowClient
-
+        `uri`, the store (default MLFLOW_TRACKING_URI). Nothing is sent before start()."""
         self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
+        self.tags, self.labels, self.from_outputs, self.recorded_run = tags, labels, from_outputs, run_id
         self.uri = uri or tracking_uri()
         self.lock = TrackerLock(self.uri)
         self.model_id: str | None = None
         self.attempt = int(time.time() * 1000) if attempt is None else attempt
         self.call_time = threading.local()  # the time of the stage's call being logged (called_at), per thread
         self.checked = time.monotonic()  # when the run's mark was last looked at (_current)
-        command = stage_command(stage)
-        files = command_sources(command)
-        self.code = code or code_version(files)
+        self.files = command_sources(stage_command(stage))
+        self.code = code or code_version(self.files)
         self.identity = lineage_tags(preset, variant, stage, dag_id, seed) | {CODE_TAG: self.code}
         self.parent_identity = {"put.dag_id": dag_id, "put.preset": preset, "put.level": "dag"}
+
+    @classmethod
+    def open(cls, *args: Any, **kwargs: Any) -> MlflowTracker:
+        """A tracker whose run is open: the constructor's arguments."""
+        tracker = cls(*args, **kwargs)
+        tracker.start()
+        return tracker
+
+    def start(self) -> None:
+        """Opens the run: the attempt's recorded run when the store has it, else this instance's run found or
+        created (with its experiment and parent, resolving a race), tagged and claimed RUNNING."""
+        from mlflow.tracking import MlflowClient
+
         with self.lock:  # a client opens (and may create) the SQLite store
             self.client = MlflowClient(self.uri)
-            rejoined = run_id is not None and self._rejoin(run_id)
+            rejoined = self.recorded_run is not None and self._rejoin(self.recorded_run)
             if rejoined:  # its tags and environment are the attempt's own
                 self._claim()
         if rejoined:
             return
         # outside the lock: git and the installed distributions take a while
-        environment = environment_tags(" ".join(["put", command] + ([variant] if variant else [])), files)
+        command = " ".join(["put", stage_command(self.stage)] + ([self.variant] if self.variant else []))
+        environment = environment_tags(command, self.files)
         distributions = installed_distributions()
-        own_tags = {**environment, **(tags or {})}
-        if variant in VARIANT_COLOURS:  # the variant's colour in MLflow's tables and charts, as everywhere
-            own_tags[RUN_COLOUR_TAG] = VARIANT_COLOURS[variant]
-        if from_outputs:
-            own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
         with self.lock:
-            self.experiment = self._experiment(experiment_name(preset))
-            self.parent = self._run(self.parent_identity, parent_name(preset, dag_id, labels), None)
-            if labels is not None:
-                self.client.set_tag(self.parent, "put.variants", ",".join(labels))
-            self.run_id = self._stage_run(lineage_tags(preset, variant, stage, dag_id, seed),
-                                          run_name(stage, variant, seed))
+            self._open_runs()
             if self._superseded():  # a replay of an earlier attempt: the later one's tags and status stand
                 return
-            run = self.client.get_run(self.run_id)
-            self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in own_tags.items()])
-            if not from_outputs and LOGGED_FROM in run.data.tags:  # the stage ran after all: its own run now
-                self.client.delete_tag(self.run_id, LOGGED_FROM)
-                self.client.delete_tag(self.run_id, "mlflow.note.content")
-            if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:  # its first stage's source
-                for key in (k for k in environment if k.startswith("mlflow.source.")):
-                    self.client.set_tag(self.parent, key, f"put DAG ({preset})" if key.endswith(".name")
-                                        else environment[key])
+            self._tag_runs(environment)
             self._claim()
             if not self.client.list_artifacts(self.run_id, "environment.txt"):
                 self.client.log_text(self.run_id, distributions, "environment.txt")
+
+    def _open_runs(self) -> None:
+        """The experiment, the DAG configuration's parent run and this stage instance's run, found or created."""
+        self.experiment = self._experiment(experiment_name(self.preset))
+        self.parent = self._run(self.parent_identity, parent_name(self.preset, self.dag_id, self.labels), None)
+        if self.labels is not None:
+            self.client.set_tag(self.parent, "put.variants", ",".join(self.labels))
+        self.run_id = self._stage_run(lineage_tags(self.preset, self.variant, self.stage, self.dag_id, self.seed),
+                                      run_name(self.stage, self.variant, self.seed))
+
+    def _tag_runs(self, environment: dict[str, str]) -> None:
+        """The run's own tags (its environment, the caller's, its colour, where it was logged from); the parent's
+        source, that of its first stage."""
+        from mlflow.entities import RunTag
+
+        own_tags = {**environment, **(self.tags or {})}
+        if self.variant in VARIANT_COLOURS:  # the variant's colour in MLflow's tables and charts, as everywhere
+            own_tags[RUN_COLOUR_TAG] = VARIANT_COLOURS[self.variant]
+        if self.from_outputs:
+            own_tags |= {LOGGED_FROM: "outputs", "mlflow.note.content": FROM_OUTPUTS_NOTE}
+        run = self.client.get_run(self.run_id)
+        self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in own_tags.items()])
+        if not self.from_outputs and LOGGED_FROM in run.data.tags:  # the stage ran after all: its own run now
+            self.client.delete_tag(self.run_id, LOGGED_FROM)
+            self.client.delete_tag(self.run_id, "mlflow.note.content")
+        if "mlflow.source.name" not in self.client.get_run(self.parent).data.tags:
+            for key in (k for k in environment if k.startswith("mlflow.source.")):
+                self.client.set_tag(self.parent, key, f"put DAG ({self.preset})" if key.endswith(".name")
+                                    else environment[key])
 
     def _rejoin(self, run_id: str) -> bool:
         """The run an attempt recorded, when this store has it (a replay `--to` another store may not)."""
@@ -264,7 +270,7 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         others = [r for r in self._search(lineage)  # a race's losing duplicate is no other version
                   if r.data.tags.get(CODE_TAG) != self.code and DUPLICATE_OF not in r.data.tags]
         # A run created after this attempt started is newer code, not older: the replay of an old spool made
-        # after a code change and its run (issue 43). That one stays current; this one is the superseded one.
+        # after a code change and its run. That one stays current; this one is the superseded one.
         earlier = [r for r in others if r.info.start_time <= self.attempt]
         later = [r for r in others if r.info.start_time > self.attempt]
         run_id = self._run(own, name, self.parent)
@@ -321,7 +327,7 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
         with warnings.catch_warnings():  # MLflow's hints on schema inference and ambiguous local sources
             warnings.simplefilter("ignore", UserWarning)
             dataset = mlflow.data.from_pandas(pd.read_csv(path), source=str(path.resolve()), name=name, digest=digest)
-            entity = DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])
+            entity = DatasetInput(dataset_entity(dataset), tags=[InputTag("mlflow.data.context", context)])
         with self.lock:
             self.client.log_inputs(self._current(), datasets=[entity])
         return {"dataset_name": name, "dataset_digest": digest}
@@ -372,17 +378,3 @@ class MlflowTracker(ModelLogging, RaceResolution, NullTracker):
                 moved = self._follow_own()
                 if not (self._follow_parent() or moved):
                     return
-
-
-def experiment_link(preset: str, server: str | None = None) -> str | None:
-    """The link that opens the preset's training runs in the saved view of the variants (names.runs_link) on
-    `server`: by default the tracking server when MLFLOW_TRACKING_URI names one, else where `put ui` serves the
-    local store. None while the experiment does not exist."""
-    uri = tracking_uri()
-    with locked_client(uri) as client:
-        experiment = client.get_experiment_by_name(experiment_name(preset))
-    if experiment is None:
-        return None
-    if server is None:
-        server = uri if uri.startswith(("http://", "https://")) else f"http://{UI_HOST}:{UI_PORT}"
-    return runs_link(server, experiment.experiment_id)

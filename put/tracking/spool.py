@@ -1,7 +1,7 @@
-"""Tracking that outlives a tracking server's outage: once MLflow's client has run out of retries, this call and
-every later one of the run go to a spool file, the stage finishes its work and names the run it could not log;
-`put track-replay FILE` logs them into the same run of the same store once the server is back, resuming where
-an interrupted replay stopped (docs/mlflow.md, "When the tracking server is down")."""
+"""The spool file of a run whose tracking server stopped answering (written by put/tracking/resilient.py): its
+header, records, arrays, lock and cursor, and the replay that `put track-replay FILE` runs once the server is
+back, into the same run of the same store, resuming where an interrupted replay stopped (docs/mlflow.md, "When
+the tracking server is down")."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import fcntl
 import json
 import os
 import socket
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,31 +20,12 @@ import numpy as np
 from put.errors import InputError
 from put.io.files import atomic_write_text
 from put.io.output_lock import node_local_locks
-from put.tracking.base import NullTracker
-from put.tracking.source import store_address, tracking_enabled, tracking_uri
+from put.tracking.base import Tracker
+from put.tracking.source import store_address
 from put.tracking.workspace import resolve
 
 SPOOL_ENV = "PUT_MLFLOW_SPOOL"
 SPOOL_DIR = "mlflow-unsent"  # in the workspace, beside its outputs (a cluster's shared file system)
-
-
-def unreachable(err: BaseException) -> bool:
-    """A tracking server that did not answer (after MLflow's retries): a connection error, a time-out, or 5xx
-    answers until the retries ran out. MLflow wraps these in an MlflowException raised while handling them."""
-    import requests
-
-    return any(isinstance(e, (requests.RequestException, ConnectionError))
-               for e in (err, err.__cause__, err.__context__) if e is not None)
-
-
-def outage(err: BaseException) -> str:
-    """The cause in a few words: "Connection refused", "timed out", "too many 503 error responses"."""
-    import re
-
-    text = str(err)
-    found = (re.search(r"\[Errno -?\d+\] ([^'\")]+)", text) or re.search(r"(too many \d+ error responses)", text)
-             or re.search(r"(timed? ?out)", text, re.IGNORECASE))
-    return found.group(1).strip() if found else text.splitlines()[0][:150]
 
 
 def spool_folder() -> Path:
@@ -100,7 +79,7 @@ def pending_spools(uri: str) -> dict[tuple, Path]:
     return found
 
 
-def _encode(value: Any, folder: Path, stem: str) -> Any:
+def encode(value: Any, folder: Path, stem: str) -> Any:
     """JSON for a call's argument: paths as absolute paths, arrays (images) as .npy files beside the spool."""
     if isinstance(value, Path):
         return {"__path__": str(value.resolve())}
@@ -109,31 +88,31 @@ def _encode(value: Any, folder: Path, stem: str) -> Any:
         np.save(folder / name, value)
         return {"__npy__": name}
     if isinstance(value, dict):
-        return {str(k): _encode(v, folder, stem) for k, v in value.items()}
+        return {str(k): encode(v, folder, stem) for k, v in value.items()}
     if isinstance(value, tuple):  # logged as text: (0.0, 0.5) must stay a tuple
-        return {"__tuple__": [_encode(v, folder, stem) for v in value]}
+        return {"__tuple__": [encode(v, folder, stem) for v in value]}
     if isinstance(value, list):
-        return [_encode(v, folder, stem) for v in value]
+        return [encode(v, folder, stem) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value
 
 
-def _decode(value: Any, folder: Path) -> Any:
+def decode(value: Any, folder: Path) -> Any:
     if isinstance(value, dict):
         if "__path__" in value:
             return Path(value["__path__"])
         if "__npy__" in value:
             return np.load(folder / value["__npy__"])
         if "__tuple__" in value:
-            return tuple(_decode(v, folder) for v in value["__tuple__"])
-        return {k: _decode(v, folder) for k, v in value.items()}
+            return tuple(decode(v, folder) for v in value["__tuple__"])
+        return {k: decode(v, folder) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v, folder) for v in value]
+        return [decode(v, folder) for v in value]
     return value
 
 
-def _new_spool(stem: Path, header: str) -> tuple[Path, int]:
+def new_spool(stem: Path, header: str) -> tuple[Path, int]:
     """A spool file of its own, never another attempt's of the same second and process: `<stem>.jsonl`, else
     `<stem>_N.jsonl` (not matched by the arrays' glob `<stem>-*.npy`). Returned with an open descriptor that holds
     flock(2) on it, taken before the header is written: until the stage ends, a replay finds it locked
@@ -194,111 +173,22 @@ def lock_spool(spool: Path) -> int | None:
     return fd
 
 
-class ResilientTracker:
-    """Forwards every call to the tracker `make` builds, or spools it once the server did not answer. `init`: the
-    tracker's arguments (JSON), recorded so that a replay builds the same run (with the run's id, when the
-    tracker had one before the server went away)."""
-
-    def __init__(self, make: Callable[..., NullTracker], init: dict[str, Any], system_metrics: bool = False):
-        self.init, self.lock = init, threading.Lock()
-        self.uri = store_address(init["uri"]) if init.get("uri") else tracking_uri()
-        self.inner: NullTracker | None = None
-        self.spool: Path | None = None
-        self.spool_fd: int | None = None  # holds the spool's lock while this stage may append to it
-        self.system = None
-        try:
-            self.inner = make(**init)
-        except Exception as err:
-            if not unreachable(err):
-                raise
-            self._start_spool(err)
-        if system_metrics:  # through this tracker, so that its figures are spooled too
-            from put.tracking.system import SystemMetrics
-
-            self.system = SystemMetrics(self.log_metrics)
-            self.system.start()
-
-    def _start_spool(self, err: BaseException) -> None:
-        with self.lock:
-            if self.spool is not None:
-                return
-            folder = spool_folder()
-            folder.mkdir(parents=True, exist_ok=True)
-            name = "-".join(str(self.init.get(k)) for k in ("preset", "stage", "variant") if self.init.get(k))
-            self.reason = outage(err)
-            run_id = getattr(self.inner, "run_id", None)  # the run this attempt wrote: a replay writes it too
-            init = self.init | ({"run_id": run_id} if run_id else {})
-            # the store the tracker was made for, as an address that does not depend on the directory
-            header = json.dumps({"init": init, "uri": self.uri, "reason": self.reason,
-                                 "writer": {"host": socket.gethostname(), "pid": os.getpid()}})
-            self.spool, self.spool_fd = _new_spool(
-                folder / f"{name}-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}", header)
-            self.inner = None  # after the spool is there: a call that finds no tracker writes to it
-
-    def _write(self, method: str, args: tuple, kwargs: dict, time_ms: int) -> None:
-        stem = self.spool.stem
-        record = {"call": method, "time_ms": time_ms,
-                  "args": _encode(list(args), self.spool.parent, stem),
-                  "kwargs": _encode(kwargs, self.spool.parent, stem)}
-        with self.lock, open(self.spool, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        # The call's time, fixed before any of it is sent: its points carry it, and so does its record if the
-        # server goes away part-way (inside log_model, after its log_metrics went through), so that the replay's
-        # points are those already logged, which the store keeps once, not a second point at another time.
-        time_ms = int(time.time() * 1000)
-        inner = self.inner
-        if inner is not None:
-            try:
-                with inner.called_at(time_ms):
-                    return getattr(inner, method)(*args, **kwargs)
-            except Exception as err:
-                if not unreachable(err):
-                    raise
-                self._start_spool(err)
-        self._write(method, args, kwargs, time_ms)
-        return None
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        """Every tracking call (log_metrics, log_model, ...: whatever the tracker offers) goes through `_call`."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
-
-    @property
-    def run_name(self) -> str:
-        return " ".join(str(self.init[k]) for k in ("stage", "variant") if self.init.get(k))
-
-    def finish(self, status: str = "FINISHED") -> None:
-        if self.system is not None:
-            self.system.finish()
-        self._call("finish", status)
-        if self.spool is not None:
-            with self.lock:  # the end record is written: a replay may take the spool now
-                if self.spool_fd is not None:
-                    os.close(self.spool_fd)
-                    self.spool_fd = None
-            print(f"put: MLflow at {self.uri} did not answer ({self.reason}); run '{self.run_name}' of "
-                  f"put-{self.init['preset']} is not logged in full: its records are in {self.spool}; log them "
-                  f"once the server is back: put track-replay {self.spool}", file=sys.stderr, flush=True)
-
-
 def cursor_path(spool: Path) -> Path:
     """How many of the spool's records a replay has logged into each store (`<spool>.cursor`, JSON: store address
     to count): a rerun into the same store starts after them, a replay into another store from the first."""
     return spool.with_name(spool.name + ".cursor")
 
 
-def read_cursor(spool: Path, recorded: str) -> dict[str, int]:
-    """The cursor's counts per store; a count alone (the format before issue 43) was the recorded store's."""
+def read_cursor(spool: Path) -> dict[str, int]:
+    """The cursor's counts per store (none before the first record is logged)."""
     cursor = cursor_path(spool)
     if not cursor.exists():
         return {}
-    value = json.loads(cursor.read_text())
-    return {recorded: int(value)} if isinstance(value, int) else {k: int(v) for k, v in value.items()}
+    return {k: int(v) for k, v in json.loads(cursor.read_text()).items()}
+
+
+def write_cursor(spool: Path, counts: dict[str, int]) -> None:
+    atomic_write_text(cursor_path(spool), json.dumps(counts))
 
 
 def replay_target(recorded: str, to: str | None) -> str:
@@ -334,7 +224,7 @@ def read_records(spool: Path) -> list[dict]:
     return records
 
 
-def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None) -> int:
+def replay(spool: Path, make: Callable[..., Tracker], to: str | None = None) -> int:
     """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
     `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
     original time (a metric point sent twice is the same point) and the cursor file moves past it once logged
@@ -343,18 +233,18 @@ def replay(spool: Path, make: Callable[..., NullTracker], to: str | None = None)
     header = spool_header(spool)
     uri = replay_target(store_address(header["uri"]), to)
     calls = read_records(spool)
-    counts = read_cursor(spool, store_address(header["uri"]))
+    counts = read_cursor(spool)
     done = counts.get(uri, 0)  # what went into this store: a replay cut short into another one logged none here
     if done >= len(calls):
         return 0
     tracker = make(**(header["init"] | {"uri": uri}))
     for index in range(done, len(calls)):
         record = calls[index]
-        args, kwargs = _decode(record["args"], spool.parent), _decode(record["kwargs"], spool.parent)
+        args, kwargs = decode(record["args"], spool.parent), decode(record["kwargs"], spool.parent)
         with tracker.called_at(record["time_ms"]):
             getattr(tracker, record["call"])(*args, **kwargs)
         counts[uri] = index + 1
-        atomic_write_text(cursor_path(spool), json.dumps(counts))
+        write_cursor(spool, counts)
     return len(calls) - done
 
 
@@ -365,20 +255,3 @@ def remove_spool(spool: Path) -> None:
         npy.unlink()
     spool.unlink()
     cursor_path(spool).unlink(missing_ok=True)
-
-
-def stage_tracker(preset: str, variant: str | None, stage: str, dag_id: str, tags: dict[str, str] | None = None,
-                  **options: Any) -> NullTracker:
-    """MlflowTracker unless PUT_TRACKING=0 (options: labels, system_metrics, seed, from_outputs), whose calls are
-    spooled once the server stops answering (put/tracking/spool.py)."""
-    if not tracking_enabled():
-        return NullTracker()
-    from put.tracking.runs import MlflowTracker, stage_code
-
-    # sampled through ResilientTracker, so that its figures are spooled too; a run logged from outputs ran nothing
-    system = options.pop("system_metrics", False) and not options.get("from_outputs", False)
-    # the run's identity and the attempt's start, fixed now: a replay after a code change logs into this run
-    # and its store, resolved once: what the process's environment says later does not move it (issue 43)
-    init = {"preset": preset, "variant": variant, "stage": stage, "dag_id": dag_id, "tags": tags,
-            "code": stage_code(stage), "attempt": int(time.time() * 1000), "uri": tracking_uri(), **options}
-    return ResilientTracker(MlflowTracker, init, system)

@@ -28,7 +28,7 @@ from put.io.diskspace import DiskFullError, require_space
 from put.io.files import atomic_path, link_or_copy, recover_leftovers
 from put.models.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from put.models.seeding import derive_seed
-from put.tracking.base import NullTracker
+from put.tracking.base import NullTracker, Tracker
 from put.tracking.names import flatten
 from put.train.distributed import Distributed
 from put.train.room import state_bytes, warn_if_short
@@ -296,7 +296,7 @@ class StepTimes:
         return found
 
 
-def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: NullTracker = NullTracker(),
+def run_training(task: Task, config: TrainConfig, out: Path, dist: Distributed, tracker: Tracker = NullTracker(),
                  labels: dict[str, str] | None = None, *, identity: dict, curves: Path | None = None,
                  restart: bool = False, code: str) -> LoopResult:
     """`identity`: what defines this training (see the module docstring); `code`: the version of the code that
@@ -335,7 +335,7 @@ def announce_start(task: Task, out: Path, resumed: Resumed, partial: Path, final
     warn_if_short(out, partial, state_bytes(task.checkpoint({}), task))
 
 
-def train_steps(task: Task, config: TrainConfig, dist: Distributed, tracker: NullTracker, saver: Saver,
+def train_steps(task: Task, config: TrainConfig, dist: Distributed, tracker: Tracker, saver: Saver,
                 progress: tqdm, resumed: Resumed, partial: Path) -> tuple[int, dict[str, float]]:
     """The steps from the resumed one to the last (or to a stop signal, which saves the state and raises): each
     logged, evaluated and saved at its interval. Returns the step reached and its metrics."""
@@ -374,7 +374,7 @@ def train_steps(task: Task, config: TrainConfig, dist: Distributed, tracker: Nul
     return step, metrics
 
 
-def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: NullTracker, progress: tqdm,
+def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: Tracker, progress: tqdm,
              dist: Distributed) -> dict[str, float]:
     """The task's evaluation at `step`: logged, added to the curves and shown."""
     evaluation = task.evaluate()

@@ -90,7 +90,7 @@ NODES = ("putnode1", "putnode2")
 # each check that finds no job ended; a time-limit attempt of about 62 s is seen at 2+12+22+32 = 68 s).
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "2")
 # MLflow's client retries during the DAG run and the time-limit run: 0+2+4 s, well below the outage (and below a
-# 1-minute attempt): the stages that log meanwhile spool their records (put/tracking/spool.py).
+# 1-minute attempt): the stages that log meanwhile spool their records (put/tracking/resilient.py).
 RETRIES_SHORTER_THAN_THE_OUTAGE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 OUTAGE_S = 75
 # The time-limit test: an attempt under a 1-minute limit lasts at most ATTEMPT_MAX_S s (slurmctld looks at time
@@ -639,7 +639,7 @@ def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[in
     and before the last (its cursor says how far it got): a replay the server interrupted. Returns (records
     logged, records in all)."""
     lines = spool.read_text().splitlines()
-    total, recorded = len(lines) - 1, json.loads(lines[0])["uri"]
+    total = len(lines) - 1
     # past the second such record, a few records before the end (the kill lands a record or two late)
     past = next((i + 1 for i in point_records(spool)[1:] if i + 4 < total), 1)
     # Run beside the other store: a new SQLite store keeps its artefacts in ./mlruns, which must not be the
@@ -651,7 +651,7 @@ def replay_cut_short(repo: Path, spool: Path, store: str, cwd: Path) -> tuple[in
 
     def logged() -> int:
         try:
-            return read_cursor(spool, recorded).get(store, 0)
+            return read_cursor(spool).get(store, 0)
         except ValueError:  # caught while the replay replaces the file
             return 0
 
