@@ -128,40 +128,13 @@ def run(args: argparse.Namespace) -> list[dict]:
     # The training and loader benchmarks are imported by name, as put/cli.py imports commands: the DAG's bench
     # stage reuses this module without running them, so it does not depend on their code (put/io/code.py).
     if args.what == "scale":
-        bench_scale = importlib.import_module("put.bench.scale")
-        if args.tables_only:
-            if not (args.out and args.page):
-                raise InputError("--tables-only: give the benchmark's file (--out) and the page to rewrite (--page)")
-            return bench_scale.rewrite_tables(Path(args.out), Path(args.page))
-        return bench_scale.run_scale(args.sizes, args.test_images, Path(args.work), args.out,
-                                     (args.preset or ["imagenet"])[0], page=args.page,
-                                     only=tuple(args.only) if args.only else None, append=args.append)
+        return run_scale(args)
     args.preset = args.preset or ["ffhq"]
     if args.what == "loader":
         bench_loader = importlib.import_module("put.bench.loader")
         return bench_loader.run_loader_bench(args.preset, args.workers, args.seconds, args.out)
-    if args.what == "fid-routes":
-        rows = importlib.import_module("put.bench.evaluate").bench_fid_routes(args.images, args.dim)
-        for r in rows:
-            print(describe(r), flush=True)
-        if args.out:
-            atomic_write_text(args.out, json.dumps(rows, indent=2) + "\n")
-        return rows
-    if args.what in ("evaluate", "fid-interval"):
-        import torch
-
-        bench_evaluate = importlib.import_module("put.bench.evaluate")
-        from put.config.evaluation import MetricProtocol
-
-        resamples = args.resamples or MetricProtocol().fid_bootstrap_resamples
-        results = ([bench_evaluate.bench_fid_interval(args.images[0], args.dim, resamples)]
-                   if args.what == "fid-interval" else
-                   [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset])
-        for r in results:
-            print(describe(r), flush=True)
-        if args.out:
-            atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
-        return results
+    if args.what in ("fid-routes", "evaluate", "fid-interval"):
+        return written(evaluation_rows(args), args.out)
     presets = args.preset
     results = []
     if args.what == "precision":
@@ -189,6 +162,41 @@ def run(args: argparse.Namespace) -> list[dict]:
             for batch in train_batches(name, stage, args.batch, args.gpu_counts):
                 results.append(bench_train.bench_train(name, stage, batch, device=args.device, steps=args.steps))
                 print(describe(results[-1]), flush=True)
-    if args.out:
-        atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
-    return results
+    return written(results, args.out)
+
+
+def run_scale(args: argparse.Namespace) -> list[dict]:
+    bench_scale = importlib.import_module("put.bench.scale")
+    if args.tables_only:
+        if not (args.out and args.page):
+            raise InputError("--tables-only: give the benchmark's file (--out) and the page to rewrite (--page)")
+        return bench_scale.rewrite_tables(Path(args.out), Path(args.page))
+    return bench_scale.run_scale(args.sizes, args.test_images, Path(args.work), args.out,
+                                 (args.preset or ["imagenet"])[0], page=args.page,
+                                 only=tuple(args.only) if args.only else None, append=args.append)
+
+
+def evaluation_rows(args: argparse.Namespace) -> list[dict]:
+    """The evaluation's benchmarks: FID's routes, its interval, or each preset's evaluation; each row printed."""
+    bench_evaluate = importlib.import_module("put.bench.evaluate")
+    if args.what == "fid-routes":
+        rows = bench_evaluate.bench_fid_routes(args.images, args.dim)
+    elif args.what == "fid-interval":
+        from put.config.evaluation import MetricProtocol
+
+        resamples = args.resamples or MetricProtocol().fid_bootstrap_resamples
+        rows = [bench_evaluate.bench_fid_interval(args.images[0], args.dim, resamples)]
+    else:
+        import torch
+
+        rows = [bench_evaluate.bench_evaluate(name, torch.device(args.device)) for name in args.preset]
+    for r in rows:
+        print(describe(r), flush=True)
+    return rows
+
+
+def written(rows: list[dict], out: str | None) -> list[dict]:
+    """The rows, written to `out` as JSON when given."""
+    if out:
+        atomic_write_text(out, json.dumps(rows, indent=2) + "\n")
+    return rows
