@@ -147,8 +147,21 @@ def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jo
                 frame.loc[first_rows, "image"]).to_numpy()
         per_image.append(frame)
 
-    info = {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
-            "protocol": protocol.model_dump(), "sampling": preset.sample.model_dump(),
+    images = pd.concat(per_image, ignore_index=True).reindex(columns=list(IMAGE_COLUMNS))
+    info = evaluation_info(params, variant, protocol, jobs, masks, cells)
+    atomic_write_text(metrics_info_file(out), json.dumps(info, indent=2) + "\n")
+    atomic_write_text(metrics_bins_file(out), bins_frame(variant, cells.values.get(BINS, {})).to_csv(index=False))
+    atomic_write_text(metrics_images_file(out), images.to_csv(index=False))
+    atomic_write_text(out, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")  # last: the DAG's output
+    return cells.values
+
+
+def evaluation_info(params: Params, variant: str, protocol: MetricProtocol, jobs: pd.DataFrame, masks: Path,
+                    cells: Cells) -> dict:
+    """The evaluation's record (`<variant>_info.json`): what was evaluated, how, on which masks, and each cell's
+    sample size, intervals and what could not be measured."""
+    return {"variant": variant, "seed": params.seed, "preset": params.preset, "dag_id": params.dag_id(),
+            "protocol": protocol.model_dump(), "sampling": params.resolved().sample.model_dump(),
             MASKS: masks_record(masks / MANIFEST),
             "groups": {name: list(bounds) for name, bounds in {**TABLE_GROUPS, **FINE_BINS}.items()},
             "interval": f"{protocol.interval_level:.0%} expanded percentile bootstrap over the sources of the test "
@@ -157,12 +170,6 @@ def _write_evaluation(params: Params, variant: str, protocol: MetricProtocol, jo
                         f"{protocol.bootstrap_resamples} resamples, FID {protocol.fid_bootstrap_resamples}, "
                         f"seed {protocol.bootstrap_seed}; none below {protocol.min_units} sources)",
             "n": cells.counts, "unavailable": cells.unavailable, "intervals": cells.intervals}
-    images = pd.concat(per_image, ignore_index=True).reindex(columns=list(IMAGE_COLUMNS))
-    atomic_write_text(metrics_info_file(out), json.dumps(info, indent=2) + "\n")
-    atomic_write_text(metrics_bins_file(out), bins_frame(variant, cells.values.get(BINS, {})).to_csv(index=False))
-    atomic_write_text(metrics_images_file(out), images.to_csv(index=False))
-    atomic_write_text(out, json.dumps(cells.values, indent=2, allow_nan=False) + "\n")  # last: the DAG's output
-    return cells.values
 
 
 def bins_frame(variant: str, bins: dict) -> pd.DataFrame:
