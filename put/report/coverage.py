@@ -137,34 +137,15 @@ def replicate_section(rows: pd.DataFrame, level: float) -> list[str]:
     ]
 
 
+def pct(v: float) -> str:
+    return f"{100 * v:.1f}"
+
+
 def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
     """docs/coverage.md: the tables and what they mean."""
-    def pct(v: float) -> str:
-        return f"{100 * v:.1f}"
-
     level = frame["nominal"].iloc[0]
     means = frame[frame["check"].str.startswith(("mean", "paired"))]
-    wide = means.pivot_table(index=["check", "distribution"], columns="n", values="observed", sort=False)
-    lines = ["| check | distribution | " + " | ".join(f"n = {n}" for n in wide.columns) + " |",
-             "|---|---|" + "---:|" * len(wide.columns)]
-    lines += [f"| {check} | {dist} | " + " | ".join(pct(v) for v in row) + " |"
-              for (check, dist), row in wide.iterrows()]
-    sets = int(means["sets"].iloc[0])
-    half = 1.96 * np.sqrt(level * (1 - level) / sets)
     minimum = minimum_units(frame)
-    family = frame[frame["check"].str.startswith("family-wise")]
-    rates = family.assign(method=family["check"].str.split(", ").str[1]).pivot_table(
-        index="method", columns="n", values="observed", sort=False)
-    big = [n for n in rates.columns if minimum is not None and n >= minimum]
-    fid = frame[frame["check"].str.startswith("FID")]
-    population = fid.loc[fid["check"] == "FID: population FID", "observed"]
-    of_n = fid.loc[fid["check"] != "FID: population FID", "observed"]
-    smallest = int(means["n"].min())
-    worst_small = rows_at(means, smallest)["observed"].min()
-    ignored = means.loc[means["check"] == "mean, sources ignored", "observed"]
-    per_n = means.groupby("n")["resamples"].max()
-    more = ", ".join(f"n = {n}: {r}" for n, r in per_n.items() if r > per_n.min())
-    replicates = frame[frame["check"].map(PARTS["replicates"])]
     return "\n".join([
         "# Coverage of the evaluation's intervals",
         "",
@@ -174,6 +155,28 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         "interval functions on synthetic test sets whose truth is known and counts how often the "
         f"{level:.0%} interval holds it.",
         "",
+        *means_section(means, level, minimum),
+        *family_section(frame[frame["check"].str.startswith("family-wise")], level, minimum),
+        *replicate_section(frame[frame["check"].map(PARTS["replicates"])], level),
+        *fid_section(frame[frame["check"].str.startswith("FID")]),
+    ])
+
+
+def means_section(means: pd.DataFrame, level: float, minimum: int | None) -> list[str]:
+    """The coverage of the means' and paired differences' intervals per n, and the minimum n it sets."""
+    wide = means.pivot_table(index=["check", "distribution"], columns="n", values="observed", sort=False)
+    lines = ["| check | distribution | " + " | ".join(f"n = {n}" for n in wide.columns) + " |",
+             "|---|---|" + "---:|" * len(wide.columns)]
+    lines += [f"| {check} | {dist} | " + " | ".join(pct(v) for v in row) + " |"
+              for (check, dist), row in wide.iterrows()]
+    sets = int(means["sets"].iloc[0])
+    half = 1.96 * np.sqrt(level * (1 - level) / sets)
+    smallest = int(means["n"].min())
+    worst_small = rows_at(means, smallest)["observed"].min()
+    ignored = means.loc[means["check"] == "mean, sources ignored", "observed"]
+    per_n = means.groupby("n")["resamples"].max()
+    more = ", ".join(f"n = {n}: {r}" for n, r in per_n.items() if r > per_n.min())
+    return [
         f"## Means and paired differences (nominal {pct(level)}%)",
         "",
         f"Percent of {sets} simulated test sets whose interval holds the true value (each estimate within "
@@ -196,6 +199,15 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"before sources were recorded: {pct(ignored.min())} to {pct(ignored.max())}%, which is why the bootstrap "
         "resamples sources.",
         "",
+    ]
+
+
+def family_section(family: pd.DataFrame, level: float, minimum: int | None) -> list[str]:
+    """The family-wise error rate of a null family of 45 comparisons under each correction."""
+    rates = family.assign(method=family["check"].str.split(", ").str[1]).pivot_table(
+        index="method", columns="n", values="observed", sort=False)
+    big = [n for n in rates.columns if minimum is not None and n >= minimum]
+    return [
         "## Multiplicity: a null family of 45 comparisons",
         "",
         f"{int(family['sets'].iloc[0])} simulated Table-3-like families per n (5 variants x 9 metric-group cells, "
@@ -216,7 +228,14 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         f"correction {pct(rates.loc['none', big].min())}% or more of the null families get at least one mark."
         if minimum is not None else "No n of the grid keeps the family-wise error rate near its level.",
         "",
-        *replicate_section(replicates, level),
+    ]
+
+
+def fid_section(fid: pd.DataFrame) -> list[str]:
+    """Whether FID's interval holds the population FID, and the FID expected of n images."""
+    population = fid.loc[fid["check"] == "FID: population FID", "observed"]
+    of_n = fid.loc[fid["check"] != "FID: population FID", "observed"]
+    return [
         "## FID",
         "",
         f"Paired Gaussian features ({fid['distribution'].iloc[0]}) whose population FID is known in closed form; "
@@ -234,4 +253,4 @@ def coverage_markdown(frame: pd.DataFrame, command: str) -> str:
         "is what comparing models at the same n needs, as every FID of the report is; it is not an interval for "
         "FID at infinite n, and an FID of one n is not comparable with an FID of another.",
         "",
-    ])
+    ]
