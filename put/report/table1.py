@@ -109,9 +109,10 @@ def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: flo
         one_rule({"the ranked block": rule, **{f"{v}'s differences from put": r
                                                for v, r in rules_of(family).items()}}, "Table 1's marks")
     where = dataset_sentence(preset, dataset, own) if data_name is None else own_data_sentence(preset, data_name)
+    blocks_text = blocks_sentence(official, methods, paper_rule if len(paper) else None, reported is not None)
     caption = (f"Comparison with the paper's Table~1, {where}. Ranked block "
                f"(``measured, {rule}''): our reproduction{'; ' + MASKS_NOTE if methods else ''}; "
-               f"{RULE_CLAUSES[rule]}.{blocks_sentence(official, methods, paper_rule if len(paper) else None)}"
+               f"{RULE_CLAUSES[rule]}.{blocks_text}"
                f"{'' if data_name is not None else REPORTED_NOTE} {BOLD_RULE}"
                f"{sample_sizes(metrics, ['put', *official, *shown])}{interval_sentence(metrics, level)}"
                f"{marks_sentence(family, level, 'the method differs from PUT', per='sampling mode')}")
@@ -153,12 +154,13 @@ def reported_rows(reported: pd.DataFrame | None, dataset: str, metric: str, cont
 REPORTED_NOTE = " Reported block (below the rule, in italics): numbers printed in the paper."
 
 
-def blocks_sentence(official: Sequence[str], methods: Sequence[MeasuredMethod], paper_rule: str | None) -> str:
+def blocks_sentence(official: Sequence[str], methods: Sequence[MeasuredMethod], paper_rule: str | None,
+                    reported: bool = True) -> str:
     """The caption's account of the ranked block's other rows and of the block of PUT's own rule (if any)."""
     released = (" Released rows: the authors' released checkpoints, imported and evaluated under our protocol."
                 if official else "")
     others = "".join(f" {m.label} ({m.citation}): {m.how}" for m in methods)
+    compare = "to compare with the reported block, not with the ranked one" if reported else "not with the ranked one"
     second = (f" Block ``measured, {paper_rule}'' (not ranked): PUT's own rows "
-              f"{RULE_CLAUSES[paper_rule].removeprefix('every row ')}, to compare with the reported block, not with "
-              "the ranked one." if paper_rule is not None else "")
+              f"{RULE_CLAUSES[paper_rule].removeprefix('every row ')}, {compare}." if paper_rule is not None else "")
     return released + others + second

@@ -252,8 +252,10 @@ def own_data_sentence(preset: str, name: str) -> str:
             "the user's images; the paper reports no numbers on it, so no reported rows)")
 
 
-_BOLD_RULE = ("Bold: best measured value per column within each metric (lower is better for FID and MAE, higher "
-              "for PSNR and SSIM); reported rows are not ranked.")
+def bold_rule(reported: bool) -> str:
+    """How Table 3 ranks its rows (and that the paper's, where it has them, are not)."""
+    return ("Bold: best measured value per column within each metric (lower is better for FID and MAE, higher "
+            "for PSNR and SSIM)" + ("; reported rows are not ranked." if reported else "."))
 
 
 # --------------------------------------------------------------------------------------------- tables
@@ -294,6 +296,6 @@ def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None 
         f"masks and sample draws); its intervals cover {covers}. Unmarked: not distinguishable from that noise. FID "
         "is not tested.")
     scored = f" {RULE_CLAUSES[rule][0].upper()}{RULE_CLAUSES[rule][1:]}." if rule else ""
-    caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}.{scored} {_BOLD_RULE}"
+    caption = (f"Ablations as in the paper's Table~3, $\\mathcal{{K}}=50$, {where}.{scored} {bold_rule(has_reported)}"
                f"{sample_sizes(metrics, VARIANT_ORDER)}{interval_sentence(metrics, level)}{tested}")
     return styled(rows, ("Source", "Variant"), caption, significant_cells(family, "variant", "metric", "group"))
