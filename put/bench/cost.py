@@ -1,7 +1,5 @@
-"""What each preset costs: GPU-hours and wall time of every stage of the ablation DAG, from measured benchmark
-rows (`put bench train`, `put bench sampling`), the presets' schedules and the GPU counts of
-workflow/resources.yaml. `put cost` writes reports/benchmarks/cost.json (docs/speed-and-cost.md, "What each
-preset costs").
+"""What each preset costs: GPU-hours and wall time of every DAG stage, from measured benchmark rows, the presets'
+schedules and workflow/resources.yaml (docs/speed-and-cost.md, "What each preset costs").
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What the evaluate stage costs (`put bench fid-interval`, `put bench evaluate`): one FID interval at the scale of a
-real evaluation, beside the method it replaced, and the parts of one variant's evaluation (per-image PSNR/SSIM/MAE,
-Inception features and LPIPS by random-weight networks of the real architectures, the mean and FID intervals), from
-which put/bench/cost.py models the stage.
-
-Features and images are synthetic (correlated Gaussian features, random images): the speed depends on their
-sizes, not their content.
+"""What the evaluate stage costs (`put bench fid-interval`, `put bench evaluate`): one FID interval at a real
+evaluation's scale, and the parts of one variant's evaluation, from which put/bench/cost.py models the stage.
+Features and images are synthetic: the speed depends on their sizes, not their content.
 """
 
 from __future__ import annotations

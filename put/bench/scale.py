@@ -1,10 +1,6 @@
-"""`put bench scale`: every CPU-side stage of the DAG at growing data sizes. For each size it fabricates the data
-(put/bench/scale_data.py), runs the stages with the DAG's own commands (put/dag/declaration.py, as DVC runs them)
-in a workspace of their own, the built-in Telea method standing in for sampling (the `external` stage), and
-records each stage's wall and CPU time, peak resident memory (GNU time's: of the largest process) and the disk
-its outputs take; then the bookkeeping around them (put/bench/scale_tools.py). put/bench/scale_fit.py turns the
-rows into costs per item, growth exponents and the extrapolation to the paper presets (docs/speed-and-cost.md, "At
-the paper's data sizes").
+"""`put bench scale`: every CPU-side DAG stage at growing data sizes, run with the DAG's own commands on fabricated
+data (Telea standing in for sampling), recording wall and CPU time, peak memory (GNU time's: largest process) and
+disk; scale_fit.py extrapolates to the paper presets (docs/speed-and-cost.md, "At the paper's data sizes").
 """
 
 from __future__ import annotations

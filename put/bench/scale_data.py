@@ -1,7 +1,6 @@
-"""The scale benchmark's data (`put bench scale`): n synthetic images of a preset's size in the ImageNet layout
-(ROOT/train/<class>/*.JPEG, ROOT/val/*.JPEG), each its own source, named in a `data.sources` CSV (docs/cluster.md),
-and the params.yaml of a workspace that runs the DAG's stages on them. Every image is a function of (seed, its
-number) only, so a size's data is the same at every run and the smaller sizes' images are the larger's first ones.
+"""The scale benchmark's data: n synthetic images in the ImageNet layout, each its own source (a `data.sources`
+CSV, docs/cluster.md), and a workspace's params.yaml. Each image depends on (seed, number) only, so the smaller
+sizes' images are the larger's first ones.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Training-step benchmark: seconds per step, images/s and peak memory of each training stage of a preset at a
-given per-GPU batch, with the stages' own task classes (put/train/pvqvae.py, transformer.py: models, losses,
-discriminator, optimizers, the loop's per-step seeding and finiteness check) on generated images and the
-preset's generated training masks, random weights, in the precision training uses (bf16 autocast on GPUs).
-
-Data loading is not timed: the batch is already on the device (`put bench loader` measures the input side).
-One process: a layout of N GPUs is timed as one GPU at its per-GPU batch (global batch / N); what DDP's
-gradient all-reduce adds on top is not measured here.
+"""Training-step benchmark: seconds per step, images/s and peak memory of each training stage at a per-GPU batch,
+with the stages' own task classes on generated images and masks, in training's precision (bf16 autocast on GPUs).
+Data loading is not timed (`put bench loader` is); N GPUs are timed as one at the per-GPU batch, without DDP's
+all-reduce.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The `put` subcommands, one module each (put/commands/<name>.py).
-
-Each module has `HELP` (one line for `put --help`), `add_arguments(parser)` and `run(args)`; heavy imports
-stay inside `run`, so that a DAG stage depends only on the code its own subcommand runs (put/io/code.py).
+"""The `put` subcommands, one module each: `HELP`, `add_arguments(parser)` and `run(args)`. Heavy imports stay in
+`run`, so that a DAG stage depends only on the code its own subcommand runs (put/io/code.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """`put masks-export`: a preset's frozen evaluation images and masks in LaMa's or ICT's layout or plain folders.
-
-A command of its own, not a subcommand of `put masks`: the masks stage of the DAG depends on the code of
-put/commands/masks.py and what it imports, and exporting must not make that stage re-run.
+Not part of `put masks`, so that changing the export does not re-run the masks stage.
 """
 
 from __future__ import annotations

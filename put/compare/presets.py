@@ -1,8 +1,6 @@
-"""The preset each result of `put compare` is read under: its own params.yaml's (a revision's or experiment's, as
-committed; a workspace's), or, for one without a params.yaml, `--preset`, else the default the stages run with when
-there is none. A folder of metrics files is read under its evaluation record's. Results of different presets are
-refused in one line naming the result that differs and where each preset came from (docs/statistics.md, "Did a
-change help?")."""
+"""The preset each result of `put compare` is read under: its own params.yaml's, else `--preset`, else the stages'
+default; a metrics folder's is its evaluation record's. Results of different presets are refused
+(docs/statistics.md, "Did a change help?")."""
 
 from __future__ import annotations
 

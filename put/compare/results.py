@@ -1,8 +1,6 @@
-"""The results `put compare` reads: one variant's evaluation (its per-image values and its record, `_info.json`)
-in a workspace or a folder of metrics files, or in a git revision or DVC experiment, read from git's objects
-without checking it out (put/io/revisions.py), each under its own params.yaml's preset (presets.py) and one
-compositing rule's files (rules.py). A result is named `WHERE[:VARIANT]`: WHERE a folder, a revision or an
-experiment (empty: the working directory), VARIANT its evaluated label (default `--variant`)."""
+"""The results `put compare` reads: one variant's evaluation (per-image values and `_info.json`) in a workspace, a
+metrics folder, a git revision or a DVC experiment (read from git's objects). Named `WHERE[:VARIANT]`: WHERE a
+folder, revision or experiment (empty: the working directory), VARIANT its label (default `--variant`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The compositing rule whose files `put compare` reads (docs/external.md, "One rule per block"): each evaluation
-writes its main files under its protocol's `evaluate.known_pixels` (raw by default: results scored as returned)
-and its Table 1 groups under the pasted rule in `pasted/` beside them. PUT's raw output against another method's
-results, which paste the input's known pixels back themselves, would compare rules rather than methods: such a
-comparison reads the pasted files on every side, as Table 1 ranks them, or is refused."""
+"""The compositing rule whose files `put compare` reads (docs/external.md, "One rule per block"): main files under
+`evaluate.known_pixels` (raw by default), Table 1 groups pasted in `pasted/`. PUT's raw output against results
+that paste known pixels back would compare rules, not methods: such a comparison reads pasted files, or is refused."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Hole-ratio bins of the evaluation protocol (docs/fidelity.md, "Metric protocol").
-
-Every bin is a half-open interval [lo, hi) of the hole ratio at the working resolution. Names are derived
-from integer percentages in one place (`_bin`), so a name and its bounds can never disagree; integer
-percentages divided by 100 are the correctly rounded floats 0.1, 0.2, ... that the names promise.
+"""Hole-ratio bins of the evaluation protocol (docs/fidelity.md, "Metric protocol"): half-open [lo, hi) at the
+working resolution, named from integer percentages (`_bin`) so that a name and its bounds cannot disagree.
 """
 
 from __future__ import annotations

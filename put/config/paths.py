@@ -1,11 +1,8 @@
 """Where every pipeline artefact lives, relative to the repository root: one pattern per artefact.
 
-Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE a variant uses: `tok` and
-`qua0` use `put`'s), `{official}` (an entry of params.yaml's `official`, see `with_official`), `{external}` (one of its
-`external`, see `with_external`) and `{seed}`
-(a seed replicate of params.yaml's `seeds`, see `with_replicate`). The DAG
-declaration (put/dag/declaration.py) builds both front ends from these patterns; code that needs one
-concrete path calls `path_of`.
+Placeholders: `{preset}`, `{variant}`, `{pvqvae}` (the variant whose P-VQVAE it uses: `tok` and `qua0` use
+`put`'s), `{official}` (`with_official`), `{external}` (`with_external`) and `{seed}` (`with_replicate`).
+One concrete path: `path_of`.
 """
 
 from __future__ import annotations

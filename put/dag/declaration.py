@@ -1,7 +1,5 @@
-"""The pipeline's DAG, declared once: every stage as one `python -m put <command>` call, the files it reads and
-writes with the options that take them, and its fan-out (per variant, per P-VQVAE, per `official` or `external`
-entry, per seed). dvc.yaml is generated from it (put/dag/dvc_yaml.py) and the Snakefile builds its rules from it
-(put/dag/snakemake.py); code dependencies are computed (put/io/code.py). Adding a stage is one `Stage(...)` below
+"""The pipeline's DAG, declared once: every stage as one `python -m put <command>` call, its files and its fan-out
+(variant, P-VQVAE, `official`/`external` entry, seed), from which dvc.yaml and the Snakefile are built
 (docs/dvc-snakemake.md, "One declaration, two front ends")."""
 
 from __future__ import annotations

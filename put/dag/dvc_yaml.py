@@ -1,10 +1,7 @@
 """dvc.yaml, generated from the DAG declaration (`put dag`; a test fails when the committed file is stale).
-The preset stays a DVC variable (`${preset}` from params.yaml), so `dvc exp run -S preset=ffhq` works on the
-generated file as on a hand-written one; the official stages loop over params.yaml's `official` mapping
-(`foreach: ${official}`) and the seed replicates' stages over its `seeds` list (`foreach: ${seeds}`), so adding an
-entry there adds their instances without regenerating anything: `dvc exp run -S 'seeds=[1,2]'`. (DVC cannot drop
-the first element of a list, so `seeds` lists the replicates beyond the base run: the default, no replicate,
-keeps today's stage names and outputs.)"""
+The preset stays a DVC variable and the official and seed stages loop over params.yaml (`foreach`), so
+`dvc exp run -S preset=ffhq` or `-S 'seeds=[1,2]'` needs no regeneration. `seeds` lists only the replicates beyond
+the base run, as DVC cannot drop a list's first element."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The embedded `demo` dataset: crops of real photographs that ship inside installed packages.
 
-No download is ever needed: every photo is a file inside the scikit-image, scikit-learn or
-matplotlib wheel, read straight from the package folder (scikit-image's own loaders would fall
-back to a network fetch for files it does not bundle). Test crops come from whole photos never
-used for training, so the demo's evaluation measures generalisation, not memorised pixels.
+Every photo is read straight from the scikit-image, scikit-learn or matplotlib package folder (scikit-image's
+loaders may fetch from the network). Test crops come from photos never used for training, so the demo measures
+generalisation.
 """
 
 from __future__ import annotations

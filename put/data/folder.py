@@ -1,9 +1,7 @@
 """The folder dataset: a user's own images, any layout (docs/own-images.md).
 
-Every image under `data.root` (recursively) or in a file list is screened first: a file that does not decode,
-is smaller than the working size, or repeats another's bytes is named (one line each) and left out. The rest is
-split by the user's own train/test lists, or else by source (an image's sub-folder, or a `data.sources` entry)
-with a seeded draw, so crops of one photograph never straddle train and test.
+Images that do not decode, are under the working size or repeat another's bytes are named and left out. The rest
+is split by the user's lists, or by source with a seeded draw, so one photograph never straddles train and test.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which images share a source: the independent units the evaluation's bootstrap resamples.
 
-Several test images cut from one photograph (or frames of one video, scans of one slide) are not independent
-draws: resampling them one by one makes intervals too narrow. The demo's crops name their photograph
-(`<photo>_<k>.png`); any dataset may name the source of its images in a CSV file (`data.sources`, columns
-`path` and `source`, paths as under `data.root`). An image that no entry names is its own source.
+Crops of one photograph are not independent draws: resampling them one by one makes intervals too narrow. The
+demo's crops name their photograph (`<photo>_<k>.png`); any dataset may name sources in a `data.sources` CSV
+(`path`, `source`). An image no entry names is its own source.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Train/test file lists of the datasets in their published folder layouts (docs/fidelity.md, "Datasets and
-splits").
-
-Every split is a sorted list, and any random choice (ImageNet's evaluation images, or an explicit
-eval_count) is a seeded numpy Generator draw from that sorted list, so a split is a pure function
-of (dataset, files on disk, seed, eval_count).
+splits"). A split is a sorted list, any random choice a seeded draw from it: a pure function of (dataset, files,
+seed, eval_count).
 """
 
 from __future__ import annotations

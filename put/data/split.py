@@ -1,9 +1,7 @@
 """The `put split` stage: verify every image, checksum it, and write the split CSVs and a report.
 
-A file that does not fully decode is listed in split_report.json with the reason and left out of
-the CSVs, so a damaged download shows up once, here, instead of as a crash hours into training.
-Each row also names the image's source (put/data/groups.py): images of one source are not independent, and
-the evaluation's bootstrap resamples sources.
+A file that does not fully decode is reported and left out, so a damaged download shows up here, not as a crash
+hours into training. Each row names the image's source, which the evaluation's bootstrap resamples.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The package's own source files that a `put` subcommand runs: its import closure, found statically.
-
-Both the DAG (a stage's code dependencies) and tracking (a run's code version) read it, so they agree on which
-change re-runs which stage (docs/architecture.md, "Code dependencies").
+"""The package's own source files that a `put` subcommand runs: its import closure, found statically. The DAG and
+tracking both read it, so they agree on which change re-runs which stage (docs/architecture.md, "Code dependencies").
 """
 
 from __future__ import annotations

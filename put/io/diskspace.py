@@ -1,9 +1,8 @@
 """A full disk (or quota), told as one line: which output, how many bytes it needs when known, and what was kept.
 
-Every output is written under a temporary name and renamed into place only when complete (put/io/files.py), so a
-write that fails for lack of space loses nothing: the error says so. Writers translate the operating system's
-ENOSPC / EDQUOT (also when a library reports it as another error, as torch's zip writer does) into
-`DiskFullError`; `require_space` refuses a large write before it starts."""
+Outputs are renamed into place only when complete, so a write that runs out of space loses nothing. Writers turn
+ENOSPC / EDQUOT (also when wrapped, as by torch's zip writer) into `DiskFullError`; `require_space` refuses a large
+write before it starts."""
 
 from __future__ import annotations
 

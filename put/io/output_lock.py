@@ -1,10 +1,6 @@
-"""One writer per output: an exclusive flock(2) on `.NAME.lock` beside the output, held by every `put` command
-that writes an output for its whole run (put/cli.py), across processes and the nodes of a shared file system. A
-second run on the same output stops at once with a LockedError naming the holder (host, pid, start, Slurm job,
-command); it never waits. Where locks cannot keep another run out (none, node-local, not enforced), the run is
-refused unless PUT_UNLOCKED_OUTPUTS=1. A command that launches workers keeps its locks through the launch
-(`hand_over`). Why flock, why no lease of our own, which file systems carry the lock across nodes
-(docs/reliability.md, "Output locks")."""
+"""One writer per output: an exclusive flock(2) on `.NAME.lock` beside it, held for the whole run. A second run
+stops at once with a LockedError naming the holder; where locks cannot keep it out, the run is refused unless
+PUT_UNLOCKED_OUTPUTS=1. `hand_over` keeps the locks through a launch (docs/reliability.md, "Output locks")."""
 
 from __future__ import annotations
 

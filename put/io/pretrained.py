@@ -1,7 +1,7 @@
 """Pretrained files the pipeline can use, where each one belongs (torch's hub cache), and `download`.
 
-Nothing is downloaded silently and nothing is replaced by random weights: a missing file is an error
-that names the file, the folder and the address it comes from, until `put weights --download` fetches it.
+Nothing is downloaded silently or replaced by random weights: a missing file is an error naming the file, the
+folder and its address, until `put weights --download` fetches it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The `put masks` stage: one seeded evaluation mask per test image and hole-ratio group, written once.
 
-Layout: `out_dir/<group>/<image stem>.png` (one channel, 255 = hole) for every group of EVAL_GROUPS, and
-`out_dir/manifest.csv` (image, mask, ratio, group, source: the mask's, image_source: the test image's, which the
-evaluation's bootstrap resamples) written last, so a manifest always points at complete files. Masks come from a
-folder of mask files when one is given (the user's own, masks.eval_root, else the PConv set: drawn among the
-masks whose ratio at the working size falls in the group), else from `mask_with_ratio`. The released code drew
-them unseeded and mixed in stroke masks; here the same inputs and seed give byte-identical files.
+Layout: `out_dir/<group>/<image stem>.png` (255 = hole) per group, and `manifest.csv` written last, so it always
+points at complete files. Masks come from a mask folder (drawn among those whose ratio falls in the group), else
+from `mask_with_ratio`; unlike the released code, the same inputs and seed give byte-identical files.
 """
 
 from __future__ import annotations

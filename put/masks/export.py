@@ -1,12 +1,8 @@
 """The frozen evaluation images and masks of a preset, laid out as other inpainting codebases read them.
 
-Reads a `put masks` folder (manifest.csv, the masks, the ground truth gt/) and writes, per mask group, either
-LaMa's layout (`<group>/<name>.png` beside `<group>/<name>_mask001.png`, white = hole) or plain
-`<group>/images/` and `<group>/masks/` folders of matching names (`folder`; `ict`: white = hole, results named as
-ICT names them), with a manifest that maps every exported name back to its group, test image and mask; the images
-are the ground truth, or with `blank` their holes zeroed, for a method that does not blank the hole itself. What
-LaMa's code reads, and why the names look as they do: docs/pipeline.md, "Exporting the evaluation masks"; MAT's
-and ICT's: docs/external.md.
+Per mask group: LaMa's layout (`<name>.png` beside `<name>_mask001.png`) or plain `images/` and `masks/` folders
+(`folder`, `ict`), with a manifest mapping every name back to its group, image and mask; with `blank`, holes are
+zeroed. Why these names: docs/pipeline.md, "Exporting the evaluation masks"; docs/external.md.
 """
 
 from __future__ import annotations

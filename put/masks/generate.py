@@ -2,10 +2,8 @@
 or DeepFill-style strokes with a hole ratio in a given range, and the token-resolution blocky mask. (The
 released training pipeline's strokes, drawn as known pixels up to a keep ratio, are in put.masks.strokes.)
 
-Every random choice comes from the `numpy.random.Generator` passed in. Lengths are given at 256x256 (the
-paper's resolution) and scaled by `unit` = sqrt(H * W) / 256, so a mask looks alike at 32 and at 512
-pixels. Shapes are drawn with PIL (a loop over shapes and vertices, never over pixels), all shapes of a
-mask on one canvas.
+Randomness comes from the Generator passed in. Lengths are given at 256x256 and scaled by `unit` =
+sqrt(H * W) / 256, so a mask looks alike at any size. Shapes are drawn with PIL on one canvas, never per pixel.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The names and layouts of exported evaluation masks (put/masks/export.py): light to import, since the command
-line takes its choices from here. What LaMa's code reads (advimman/lama: README.md, configs/prediction/default.yaml,
-saicinpainting/evaluation/data.py, bin/predict.py), and so these names: docs/pipeline.md, "Exporting the evaluation
-masks". What ICT's code reads and writes (raywzy/ICT at 59dd12d: run.py, Transformer/inference.py,
-Guided_Upsample/src/dataset_my.py and Guided_Upsampler.py), and why MAT needs no format of its own (`folder` with
-hole value 0): docs/external.md, "Exporting for LaMa, MAT and ICT".
+"""The names and layouts of exported evaluation masks, light to import for the command line. Why these names:
+docs/pipeline.md, "Exporting the evaluation masks" (LaMa); docs/external.md, "Exporting for LaMa, MAT and ICT".
 """
 
 from __future__ import annotations

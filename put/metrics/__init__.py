@@ -2,9 +2,8 @@
 FID (fid.py), LPIPS diversity (diversity.py), a cell's numbers with their intervals (summary.py; the intervals
 themselves: put/stats/).
 
-FID and LPIPS need pretrained networks that may be missing on an offline machine; they then return a
-MetricValue that says so instead of a number. fid/diversity are not imported here so that per-image
-metrics do not pull in torch-fidelity and lpips.
+FID and LPIPS return a MetricValue saying so when their networks are missing offline. fid/diversity are not
+imported here, so that per-image metrics do not pull in torch-fidelity and lpips.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Self-describing, pickle-free, atomically written checkpoints, and the models built back from them.
 
-One file per trained model: format tag, kind (`pvqvae` | `transformer`), the model config, the
-weights with their digest, optional training state (optimizer, scheduler, RNG, step) for resuming,
-and for a transformer the path and SHA-256 of the P-VQVAE checkpoint it was trained on. Files are
-written to a temporary name and renamed, and read with `torch.load(weights_only=True)`.
+One file per model: format tag, kind, config, weights and digest, optional training state, and for a transformer
+its P-VQVAE's path and SHA-256. Written to a temporary name and renamed; read with `weights_only=True`.
 """
 
 from __future__ import annotations

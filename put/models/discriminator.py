@@ -1,7 +1,6 @@
 """PatchGAN discriminator as in EdgeConnect: five 4x4 spectral-norm convs, LeakyReLU 0.2, sigmoid.
 
-`forward` returns the logits: the sigmoid is folded into the BCE-with-logits losses, which is the same
-function as sigmoid + BCE but numerically stable and safe under autocast.
+`forward` returns logits: BCE-with-logits equals sigmoid + BCE but is stable and safe under autocast.
 """
 
 from __future__ import annotations

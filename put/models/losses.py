@@ -1,11 +1,9 @@
 """P-VQVAE losses (supplementary Sec. B), term by term as the released EdgeConnectLoss computes them:
 pixel, gradient, adversarial, perceptual, style, commitment.
 
-All image terms are computed on [0, 1] images (clamped, as the released code's post-processing does), or,
-with `image_range: model` (TPAMI's norm_to_0_1 false), on the network's own unclamped pixel values.
-Gradient, adversarial, perceptual and style terms (and the discriminator's own loss) switch on at
-`LossConfig.delayed_start`. Without a reference branch (`no_ref`) the released code passes no mask:
-the pixel loss is not divided by a hole fraction and the style loss covers the whole image.
+Image terms are on clamped [0, 1] images as in the released code (`image_range: model`: unclamped). Gradient,
+adversarial, perceptual and style terms start at `LossConfig.delayed_start`. Without a reference branch
+(`no_ref`) the released code passes no mask: no hole-fraction division, style over the whole image.
 """
 
 from __future__ import annotations

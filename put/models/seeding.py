@@ -1,10 +1,8 @@
 """Where randomness comes from: seeds derived from tuples of integers, and the sampler's per-step noise.
 
-Every random draw of the pipeline is a pure function of a run seed and a position in the run (training
-step, batch row, sampling step ...), never of how the run was split up, resumed or replayed. The sampler's
-noise is drawn by torch's own generator, seeded afresh for each step: the eager sampler and the captured
-engine (put/sampling/engine.py) draw the same numbers for the same (seed, step) on the same kind of device
-(CPU and CUDA generators differ).
+Every random draw is a pure function of a run seed and a position in the run, never of how the run was split,
+resumed or replayed. Sampler noise comes from a torch generator seeded per step, so the eager sampler and the
+captured engine agree on the same kind of device (CPU and CUDA generators differ).
 """
 
 from __future__ import annotations

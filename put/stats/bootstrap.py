@@ -1,10 +1,6 @@
-"""Confidence intervals: a seeded bootstrap over independent units (a cluster bootstrap over the test images'
-sources): means (`mean_interval`), paired differences with their p-values (`difference_interval`) and intervals
-over seed replicates (`seed_interval`). The interval is the expanded percentile interval; with seed replicates
-resampled as well, Student's t on the corrected bootstrap standard error with Satterthwaite's degrees of freedom
-(`Spread`); below `Bootstrap.min_units` units there is none, only the reason. FID's interval is in
-put/stats/fid_interval.py. Why the source, why the expansion, how the p-value is corrected, what replicates change
-(docs/statistics.md, "Intervals", "With seed replicates")."""
+"""Confidence intervals from a seeded cluster bootstrap over the test images' sources: means, paired differences
+with p-values, intervals over seed replicates. Expanded percentile intervals; with replicates, Student's t with
+Satterthwaite's degrees of freedom (docs/statistics.md, "Intervals", "With seed replicates")."""
 
 from __future__ import annotations
 
@@ -23,23 +19,21 @@ HALF_WIDTH_DIGITS = 2  # a half width is printed to two significant digits (or f
 
 
 def finite_mean(values: np.ndarray | Sequence[float]) -> float:
-    """The mean of the finite values (a perfect result's PSNR is +inf: zero error); NaN when there is none.
-    The one definition every point estimate and every bootstrap statistic of a mean follows."""
+    """The mean of the finite values (a perfect result's PSNR is +inf); NaN when there is none. Every estimate
+    and bootstrap statistic of a mean uses it."""
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     return float(finite.mean()) if len(finite) else float("nan")
 
 
 def workers() -> int:
-    """The CPU cores this process may use (a Slurm job's, a container's), for statistics that spread a batch of
-    resamples over threads."""
+    """The CPU cores this process may use (a Slurm job's, a container's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """How an interval is drawn: its level, the number of resamples, the seed, and the fewest independent units
-    an interval is drawn from."""
+    """How an interval is drawn: level, resamples, seed, and the fewest independent units it needs."""
 
     level: float = 0.95
     resamples: int = 20000
@@ -58,9 +52,8 @@ class Bootstrap:
 
 @dataclass(frozen=True)
 class Interval:
-    """A bootstrap interval (lo, hi), or why there is none (`reason`). `p`: the two-sided p-value of zero, for
-    differences; `units`: the independent units resampled; `mc_error`: the Monte-Carlo standard error of the
-    bounds (the larger of the two), which says how far another bootstrap seed would move them."""
+    """A bootstrap interval (lo, hi), or why there is none (`reason`). `p`: two-sided p-value of zero (differences);
+    `units`: units resampled; `mc_error`: the bounds' larger Monte-Carlo standard error (seed-to-seed movement)."""
 
     lo: float | None = None
     hi: float | None = None
@@ -113,12 +106,9 @@ def expanded_level(level: float, units: int) -> float:
 
 @dataclass(frozen=True)
 class Spread:
-    """Where a statistic's variance comes from: one unbiased variance component per independently resampled
-    sample (the sources; each variant's seed replicates) and that sample's size k. Resampling k values with
-    replacement gives (k - 1) / k of their variance, so the bootstrap's variance is the sum of the components so
-    shrunk: `inflation` undoes it, and `df` is Satterthwaite's (1946) effective degrees of freedom of the sum
-    (k - 1 each). Sources alone: inflation n / (n - 1) and n - 1 degrees of freedom, the expansion's own.
-    Two seed replicates carrying most of the variance give about 1 to 2 degrees of freedom, not n - 1."""
+    """One unbiased variance component per independently resampled sample (sources; each variant's replicates)
+    and its size k. Resampling k values keeps (k - 1) / k of their variance: `inflation` undoes that, and `df` is
+    Satterthwaite's effective degrees of freedom of the sum. Sources alone: n / (n - 1) and n - 1."""
 
     variances: tuple[float, ...]
     sizes: tuple[int, ...]
@@ -141,10 +131,8 @@ class Spread:
 
 
 def p_value(distribution: np.ndarray, units: int, null: float = 0.0, spread: Spread | None = None) -> float:
-    """Two-sided p-value of `null` from a bootstrap distribution over `units` units: Student's t (units - 1
-    degrees of freedom; with `spread`, its effective ones) of its centre's distance from the null over its
-    standard deviation times sqrt(units / (units - 1)) (with `spread`, sqrt of its inflation). A distribution
-    without spread gives 1 at the null, 0 elsewhere."""
+    """Two-sided p-value of `null`: Student's t (units - 1 df, or `spread`'s) of the centre's distance over the
+    standard deviation times sqrt(units / (units - 1)) (or `spread`'s inflation). No spread: 1 at the null, else 0."""
     replicated = spread is not None and spread.replicated
     inflation, df = (spread.inflation, spread.df) if replicated else (units / (units - 1), units - 1)
     centre, sd = float(distribution.mean()), float(distribution.std(ddof=1)) * np.sqrt(inflation)
@@ -172,17 +160,12 @@ def check_expanded(boot: Bootstrap, level: float, units: int) -> None:
 
 def interval(statistic: Statistic, sizes: Sequence[int], boot: Bootstrap, batch: int | None = None,
              estimate: float | None = None, null: float | None = None, spread: Spread | None = None) -> Interval:
-    """Interval of `statistic` over independent samples of `sizes` units each (the first sample's units are the
-    test images' sources; further ones, seed replicates), resampled independently: the expanded percentile
-    interval, or with `spread` over several samples (replicates), Student's t with its effective degrees of
-    freedom on the bootstrap standard error times sqrt(inflation) (a percentile interval of 2 or 3 replicates
-    cannot reach beyond their range, however it is expanded).
+    """Interval of `statistic` over independent samples of `sizes` units (first: the sources; further: seed
+    replicates): the expanded percentile interval, or with `spread` over replicates, Student's t on the inflated
+    bootstrap standard error (a percentile interval of 2 or 3 replicates cannot reach beyond their range).
 
-    With `estimate` (the statistic on the data), the interval is shifted by the bootstrap's bias,
-    mean(resampled) - estimate: for a statistic that resampling with replacement biases (FID: a resample holds
-    duplicates, fewer distinct images), so that it measures the spread around the estimate. With `null`, the
-    interval carries the p-value of that value. A statistic that is not finite on some resample gives no
-    interval."""
+    `estimate`: shift by the bootstrap's bias (FID: a resample holds duplicates). `null`: carry its p-value.
+    A statistic not finite on some resample gives no interval."""
     units = sizes[0]
     replicated = spread is not None and spread.replicated
     level = boot.level if replicated else expanded_level(boot.level, units)
@@ -262,13 +245,10 @@ def mean_interval(values: np.ndarray, units: np.ndarray | None, boot: Bootstrap,
 
 def difference_interval(a: Sequence[np.ndarray], a_units: Sequence[np.ndarray], b: Sequence[np.ndarray],
                         b_units: Sequence[np.ndarray], boot: Bootstrap, images: int | None = None) -> Interval:
-    """Paired interval of mean(a) - mean(b) and its p-value. `a` and `b` are lists of seed replicates, each the
-    values of one replicate's rows, with the unit (source) of each row; the replicates of both variants are
-    measured on the same units, so both means are taken over the same resampled units. A variant with more
-    than one replicate has its replicates resampled too, independently of the units and of the other variant's
-    (a crossed bootstrap): the interval then covers training and sampling randomness as well as the choice of
-    test images, and the point estimate is the difference of the means over replicates. `images`: the test
-    images behind the units (for the reason when they are too few)."""
+    """Paired interval of mean(a) - mean(b) and its p-value. `a`, `b`: per seed replicate, the rows' values, with
+    each row's unit (source); both means are over the same resampled units. Several replicates are resampled too,
+    crossed with the units, so the interval covers training and sampling randomness; the estimate is the
+    difference of the means over replicates. `images`: the test images behind the units (for the reason)."""
     labels = np.unique(np.concatenate([*map(np.asarray, a_units), *map(np.asarray, b_units)]))
     if reason := too_few(len(labels), images if images is not None else len(labels), boot):
         return Interval.missing(reason, len(labels))
@@ -339,9 +319,8 @@ def seed_interval(values: np.ndarray, level: float = 0.95) -> SeedSummary:
 
 
 def printed_decimals(half: float, mc_error: float | None = None, max_decimals: int = 6) -> int:
-    """Decimals a half width is printed with: HALF_WIDTH_DIGITS significant digits (three and more for widths
-    of 100 and above), but no digit finer than the Monte-Carlo error of the bounds: a printed digit never
-    changes with the bootstrap seed alone."""
+    """Decimals for a half width: HALF_WIDTH_DIGITS significant digits, none finer than the bounds' Monte-Carlo
+    error, so that no printed digit changes with the bootstrap seed alone."""
     if not half > 0:
         return 0
     decimals = max(0, HALF_WIDTH_DIGITS - 1 - int(np.floor(np.log10(abs(half)))))
