@@ -1,9 +1,8 @@
 """`put import-official`: the authors' released checkpoints -> our self-describing checkpoints.
 
-The model config comes from a preset plus optional overrides of ModelConfig fields (their files hold
-weights, not sizes); the ablation variant is read from the P-VQVAE's tensors (conv encoder, one book,
-no reference branch) and may be given, which `tok` and `qua0` need since their weights look like
-`put`'s. A transformer file carries its P-VQVAE as `content_codec.*`, so it alone yields both files.
+The model config comes from a preset plus overrides (their files hold weights, not sizes); the variant is read
+from the P-VQVAE's tensors, or given (`tok` and `qua0` look like `put`). A transformer file carries its P-VQVAE
+(`content_codec.*`), so it alone yields both files.
 """
 
 from __future__ import annotations

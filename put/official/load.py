@@ -1,11 +1,8 @@
 """Reading the authors' checkpoint files without running any of the code they pickle.
 
-Their trainer saves `{'model': state_dict, 'last_epoch', 'last_iter', 'spend_time',
-'optimizer_and_scheduler', ...}` with torch.save. Files of plain tensors and containers load with
-`weights_only=True`; when a file also pickles other objects (optimizer or scheduler classes of their
-package, numpy scalars...), each such global is replaced by an inert placeholder class registered
-with torch's own restricted unpickler: nothing is imported or called, the objects are simply not
-reconstructed. Modules torch blocks outright (os, sys, ...) make the file an error naming them.
+Files load with `weights_only=True`; other pickled globals (their optimizer classes, numpy scalars...) are
+replaced by inert placeholders registered with torch's restricted unpickler, so nothing is imported or called.
+Modules torch blocks outright (os, sys, ...) make the file an error naming them.
 """
 
 from __future__ import annotations

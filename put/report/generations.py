@@ -1,11 +1,8 @@
 """The two releases side by side: PUT as in the CVPR 2022 paper (variant `put`) and as in its TPAMI 2024
 extension (variant `tpami`), trained on the same data and measured on the same masks under one protocol.
 
-- `generations_table`: quality per mask group in both sampling modes, with intervals; a dagger where TPAMI's
-  paired difference from CVPR's (same images, masks and sample draws) survives its family's correction.
-- `diversity_table`: LPIPS diversity per hole-ratio bin, with intervals.
-- `plot_generations_frontier`: both models' speed/quality frontiers (quality against forward passes) in one
-  figure, one colour per release.
+`generations_table` (a dagger where TPAMI's paired difference survives its family's correction),
+`diversity_table` and `plot_generations_frontier` (both speed/quality frontiers in one figure).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Figures: metrics against the fine hole-ratio bins, and grids of inpainted samples.
 
-Figures are built on `matplotlib.figure.Figure` directly (rendered by Agg on save), never through pyplot:
-no global backend switch, no figure registry to leak from a long-running stage.
+Built on `matplotlib.figure.Figure`, never pyplot: no global backend switch, no figure registry to leak.
 """
 
 from __future__ import annotations

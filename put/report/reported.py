@@ -1,11 +1,8 @@
 """The paper's reported numbers, as data, in one place (Table 1, Table 3, supplementary speed table).
 
-Each table is transcribed row by row exactly as printed (values in the order FFHQ, Places2, ImageNet,
-each 20-40 / 40-60 / 10-60 %) and exposed as a tidy DataFrame with a `dataset` column. The functions
-return fresh copies, so a caller that edits a frame cannot change what the next caller sees.
-
-Known quirk of the paper, kept as printed: Table 3's PUT row for FFHQ has SSIM 0.945 / 0.857 / 0.914,
-while Table 1's PUT_50 row (the same model, K=50) has 0.936 / 0.845 / 0.906.
+Transcribed exactly as printed (FFHQ, Places2, ImageNet; 20-40 / 40-60 / 10-60 %), returned as fresh tidy
+DataFrames so that no caller's edit leaks to the next. Kept as printed: Table 3's FFHQ PUT SSIM (0.945 / 0.857 /
+0.914) differs from Table 1's PUT_50, the same model (0.936 / 0.845 / 0.906).
 """
 
 from __future__ import annotations

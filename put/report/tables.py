@@ -1,10 +1,8 @@
 """LaTeX result tables in the paper's layouts: measured rows beside the paper's reported rows.
 
-Each builder (Table 1's: table1.py) returns a `Table` (put/report/latex.py: formats, bold best values, "n/a" for
-unavailable values and a default caption that lists why), which `write_latex` renders under a provenance header.
-A measured value carries its interval as a small "+-" half-width (`<metric>_lo`, `<metric>_hi` of the
-metrics frame), or a footnote saying why it has none; Table 3 marks the ablations whose paired difference from
-PUT survives the family-wise correction (put/stats/differences.py).
+Each builder returns a `Table` (put/report/latex.py), which `write_latex` renders under a provenance header. A
+measured value carries its interval as a "+-" half-width, or a footnote saying why it has none; Table 3 marks the
+ablations whose paired difference from PUT survives the family-wise correction.
 """
 
 from __future__ import annotations

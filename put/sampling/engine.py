@@ -1,8 +1,6 @@
-"""The sampling engine: the exact iterative step on fixed buffers, captured as one CUDA graph on GPUs (kinds
-"graph", "compile", "eager", "auto"); and `sample_tokens` / `inpaint_batch`, the one entry every caller uses (the
-engine on CUDA, the eager sampler of put/sampling/eager.py elsewhere). A `Sampler` belongs to one caller and keeps
-the engines it built; it draws the same tokens as the eager sampler for the same seed, and falls back to it in one
-line if a capture fails (docs/serving.md, "Sampling on GPUs")."""
+"""The sampling engine: the exact iterative step on fixed buffers, captured as one CUDA graph on GPUs; and
+`sample_tokens` / `inpaint_batch`, every caller's entry (eager sampler off CUDA). A `Sampler` draws the same tokens
+as the eager sampler and falls back to it if a capture fails (docs/serving.md, "Sampling on GPUs")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Inference precision: fp32, bf16 autocast, or auto (bf16 on CUDA, fp32 on the CPU: a CPU's bf16 changes the
-results, so the same command would give other images on machines with and without bf16 units; ask for bf16 on a
-CPU with them by name). Under bf16
-the networks' matmuls run in bf16 while the nearest-code search, the logits, the scores and top-K stay fp32 (the
-quantizer, the transformer's head and the samplers leave autocast for them); docs/speed-and-cost.md, "bf16 on
-the CPU"."""
+"""Inference precision: fp32, bf16 autocast, or auto (bf16 on CUDA, fp32 on CPUs, where bf16 units would change
+the images). Under bf16 the nearest-code search, logits, scores and top-K stay fp32 (docs/speed-and-cost.md, "bf16
+on the CPU")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A model by its registered name: `models:/NAME@ALIAS` or `models:/NAME/VERSION` in the MLflow store
-(MLFLOW_TRACKING_URI, else ./mlflow.db), fetched as the transformer checkpoint and the P-VQVAE it was trained on
-(docs/serving.md, "A model by name"). The pipeline registers each checkpoint as put-<preset>-<variant>-<kind>
-with the alias `current` (put/tracking/models.py); the P-VQVAE is found among the logged models by the checksum
-the transformer checkpoint records."""
+"""A model by its registered name (`models:/NAME@ALIAS` or `models:/NAME/VERSION`), fetched as the transformer and
+the P-VQVAE it was trained on, found by the checksum it records (docs/serving.md, "A model by name")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """How a sampling run proceeds: its options and how many masked positions each step fixes.
 
-One token per step is the paper's setting (supplementary Algorithm 1); N per step trades quality for speed, as
-the paper's conclusion proposes; a confidence schedule (`steps`) instead fixes every masked position in exactly
-S steps, with per-step counts following a cosine (MaskGIT); the TPAMI release's schedules (`schedule`: cosine_S,
-linear_S, average_S) fix them in S steps by its own arithmetic. `step_counts` is the one function of them all.
+One token per step (the paper's Algorithm 1), N per step (speed for quality), a cosine schedule over S steps
+(MaskGIT, `steps`) or the TPAMI release's (`schedule`); `step_counts` is the one function of them all.
 """
 
 from __future__ import annotations

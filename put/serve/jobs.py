@@ -1,8 +1,6 @@
-"""Sampling requests: a shared pool of `limits.max_running` workers samples them, one request at a time per model,
-the others queued in order (a bounded queue per model); a request to several models is queued whole or refused
-whole. Progress, results and errors are kept for the page to poll, the finished requests within a byte budget
-(the oldest forgotten first). A request may be cancelled, and one that runs past `limits.job_seconds` is stopped
-at its next forward pass. A request that fails records its message; the server goes on."""
+"""Sampling requests: a shared pool of workers, one request at a time per model, others in a bounded queue (a
+multi-model request is queued or refused whole). Progress and results are kept for polling within a byte budget;
+a request may be cancelled, and stops at its next forward pass past `limits.job_seconds`."""
 
 from __future__ import annotations
 

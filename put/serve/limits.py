@@ -1,9 +1,6 @@
 """What `put serve` accepts and keeps: the limits its API enforces and its page shows, set by `put serve` options.
-Memory is bounded by them: the uploads kept (`store_bytes`), the finished results kept (`results_bytes`), the
-work done at once (`parallel_work` uploads, PNGs or zips, each within `max_upload_bytes` and `max_pixels`), the
-requests waiting (`max_queued` per model), the models kept loaded (`max_loaded`) and the requests sampled at once
-(`max_running`, each within `max_job_pixels` and `max_job_attention`). Time is bounded too: an upload's body
-(`upload_seconds`) and a request's sampling (`job_seconds`)."""
+They bound memory (uploads, results, work at once, queued requests, loaded models, running requests) and time
+(`upload_seconds`, `job_seconds`)."""
 
 from __future__ import annotations
 

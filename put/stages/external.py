@@ -1,9 +1,7 @@
 """Stage `external`: one entry of params.yaml's `external` turned into a samples folder like `put sample`'s, which
-the evaluate stage then scores with the variants' code: a folder of another codebase's completed images, checked
-(every file present, readable, of the image size and a pixel format the ground truth allows) and converted, or a
-built-in classical method run on the frozen masks (docs/external.md). A folder whose results hold the ground truth
-in the hole, on more than a few percent of a mask group's images, is refused; fewer copies, groups likely filled
-for other masks and results converted losslessly are named in one line each."""
+the evaluate stage scores: another codebase's images, checked and converted, or a built-in classical method run on
+the frozen masks (docs/external.md). Results that hold the ground truth in the hole on more than a few percent of a
+group's images are refused."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """How often the intervals hold the truth: simulations where the truth is known (docs/coverage.md, `put coverage`).
-Each check draws many synthetic test sets and runs the very functions the evaluation runs: coverage of the mean
-and paired-difference intervals (`mean_coverage`, `difference_coverage`), the family-wise error rate of each
-multiplicity method (`fwer`), the coverage of FID's interval (`fid_coverage`) and of a difference over seed
-replicates that carry most of its variance (`replicate_coverage`). Each interval draws at least the resamples its
-expanded level needs (`enough`). What each check draws (docs/statistics.md, "How often the intervals hold the
-truth")."""
+Each check draws many synthetic test sets and runs the evaluation's own functions (docs/statistics.md, "How
+often the intervals hold the truth")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The frontier study: what faster sampling costs the full model in quality. Each sampling setting (N tokens per
-step, a cosine schedule over S steps, each at every top-K, and argmax all at once) inpaints the evaluation masks,
-is timed, counted in forward passes and measured with the evaluate stage's metrics; every value gets the paired
-interval of its difference from the exact schedule. Files (docs/pipeline.md, "The frontier's files"); intervals
-(docs/statistics.md, "The frontier with its noise")."""
+"""The frontier study: what faster sampling costs the full model in quality. Each setting is timed, counted in
+forward passes and measured, with the paired interval of its difference from the exact schedule (docs/pipeline.md,
+"The frontier's files"; docs/statistics.md, "The frontier with its noise")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Launching a training over several processes: `torchrun` on this node (one process per GPU), or on several
-nodes of a Slurm job, one `torchrun` per node under `srun` with a c10d rendezvous on this node, the job's batch
-step (docs/cluster.md, "Several GPUs and nodes per training job"). Ranks are torch's: its c10d rendezvous numbers
-the nodes by their fully qualified host names sorted as text (gpu10 before gpu9), so rank 0, the process that
-writes, is the first process of the node whose name sorts first, not necessarily this one."""
+"""Launching a training: `torchrun` on this node, or one per node of a Slurm job under `srun` (docs/cluster.md,
+"Several GPUs and nodes per training job"). c10d ranks nodes by host name sorted as text (gpu10 before gpu9), so
+rank 0, the writer, need not be on this node."""
 
 from __future__ import annotations
 

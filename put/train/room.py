@@ -1,8 +1,6 @@
 """Room on disk for a training's saves: estimated when it starts (a warning if short), checked before each save.
 
-A save writes the new state beside the old one and renames it over it (put/models/checkpoint.py), so at its peak the
-folder holds two states: the resumable one and the one being written (at the end, the final checkpoint beside
-the last resumable state)."""
+A save writes the new state beside the old one, so at its peak the folder holds two states."""
 
 from __future__ import annotations
 
