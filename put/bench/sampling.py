@@ -54,10 +54,9 @@ def bench_sampling(preset: str, steps: int, batch: int = 1, tokens_per_step: int
                    bf16: bool = False, engine: str = "eager", seed: int = 0) -> dict:
     """Time `steps` consecutive steps of one sampling run (one full forward each, top-50) by `engine`.
 
-    A first run of one step warms up (allocations, the graph capture or compilation); then each step of the
-    timed run is timed on its own and the median reported, so that a noisy neighbour on a shared machine does
-    not decide the figure. The first step also carries the run's fixed cost (input embedding, the plan,
-    the noise)."""
+    A one-step run warms up (allocations, capture or compilation); then each step is timed on its own and the
+    median reported, so that a noisy neighbour does not decide the figure. The first step carries the run's
+    fixed cost."""
     started = time.perf_counter()
     dev = torch.device(device)
     config = model_config(preset)

@@ -158,13 +158,10 @@ def cells_left_out(results: Sequence[Result], bins: bool = False) -> list[str]:
 
 
 def compare(results: Sequence[Result], bins: bool = False, method: str | None = None) -> pd.DataFrame:
-    """Each result against the first (`variant` its name, `reference` the baseline's) per mode, group and metric:
-    the paired difference (result - baseline) over the pairs where both values are finite, with its interval,
-    p-value and the mark of the correction over all of them (`method`: default the protocol's), `mean_reference`
-    and `mean` the two means over those pairs, `n` their images, `dropped` the pairs left out as not finite, `modes`
-    the two modes' own labels. Rows only one of the two has (samples beyond the other's count) are left out, as in
-    the report: `unpaired` counts them; cells only one has are named by `cells_left_out`. Results that share no
-    cell, or no difference, are refused."""
+    """Each result against the first per mode, group and metric: the paired difference (result - baseline) over
+    the pairs with both values finite, its interval, p-value and correction mark (`method`: default the
+    protocol's), both means, `n`, `dropped` (not finite), `unpaired` (rows only one has) and `modes`. Cells only
+    one has are named by `cells_left_out`; results sharing no cell or difference are refused."""
     check_pairable(results)
     check_overlap(results, bins)
     boot, protocol_method = bootstrap_of(results[0])

@@ -93,11 +93,9 @@ def load_site(path: Path | None = None) -> dict[str, str]:
 
 
 def rule_resources(table: dict, site: dict[str, str], preset: str, rule: str) -> dict[str, object]:
-    """The `resources:` of one rule, as the Slurm executor plugin reads them. `nodes` and `gpus_per_node` are the
-    layout the job's command is given (`--nodes`, `--gpus`: put/train/launch.py). One node: `gpu` (sbatch --gpus,
-    the GPUs of the job). Several: the job's command starts its own job step (`srun`, one torchrun per node), which
-    the plugin's `mpi` resource means (it then runs the command in the batch step, not inside a one-task step),
-    with one task per node and the GPUs per node (--ntasks-per-node=1 --gpus-per-node)."""
+    """The `resources:` of one rule for the Slurm executor plugin. One node: `gpu` (sbatch --gpus). Several: `mpi`,
+    so that the plugin runs the command in the batch step, which starts its own `srun` step (one torchrun per
+    node), with --ntasks-per-node=1 --gpus-per-node."""
     wanted = table[preset][rule]
     nodes, gpus = wanted["nodes"], wanted["gpu"]
     resources: dict[str, object] = {key: wanted[key] for key in ("nodes", "cpus_per_task", "mem_mb", "runtime")}

@@ -20,12 +20,9 @@ from put.errors import InputError
 
 
 def resize_shorter(image: Image.Image, size: int, resize_filter: ResizeFilter = "bilinear") -> np.ndarray:
-    """(H, W, 3) float32 in [0, 255], scaled so the shorter side is exactly `size` (the longer side rounded
-    half to even, as albumentations' SmallestMaxSize).
-
-    "bilinear": OpenCV's INTER_LINEAR (half-pixel centres, no antialiasing) in float, as the released
-    pipeline resizes its float images (torch's bilinear interpolation computes the same, within 0.005).
-    "bicubic-antialias": PIL bicubic, whose kernel widens when shrinking (no aliasing), rounded to uint8.
+    """(H, W, 3) float32 in [0, 255], the shorter side exactly `size` (the longer rounded half to even, as
+    albumentations' SmallestMaxSize). "bilinear": OpenCV's INTER_LINEAR in float, as the released pipeline
+    (torch's bilinear agrees within 0.005). "bicubic-antialias": PIL bicubic, rounded to uint8.
     """
     width, height = image.size
     scale = size / min(width, height)
@@ -61,9 +58,8 @@ def stored_pixels(image: Image.Image, image_size: int, train: bool, train_resize
 class AugmentedImages(Dataset):
     """Images as (3, S, S) float32 tensors in [-1, 1], from `pixels(index)` (what `stored_pixels` gives).
 
-    Test (or an int index): centre crop, no flip. Train with a key (index, seed): a random crop and horizontal
-    flip drawn from numpy.random.default_rng((seed, index)), so a resumed run sees the same pixels whatever the
-    worker count or order.
+    Test (an int index): centre crop. Train (key (index, seed)): random crop and flip from default_rng((seed,
+    index)), so a resumed run sees the same pixels whatever the worker count or order.
     """
 
     image_size: int

@@ -219,10 +219,8 @@ LISTERS: dict[str, Callable[..., dict[str, list[Path]]]] = {
 
 def list_dataset(dataset: str, root: Path, seed: int = 0, eval_count: int | None = None, *,
                  places_train: str = "challenge", places_images: str = "large") -> dict[str, list[Path]]:
-    """{'train': [...], 'test': [...]} for a dataset in its published layout under root.
-
-    eval_count (ImageNet default 1000, others all) keeps that many test images, drawn with seed.
-    places_train / places_images choose the Places365 training set and image folders (see `places2`).
+    """{'train': [...], 'test': [...]} for a dataset in its published layout under root. eval_count (ImageNet:
+    1000, others all): test images drawn with seed. places_train / places_images: see `places2`.
     """
     if dataset not in LISTERS:
         raise InputError(f"unknown dataset {dataset!r}; expected one of {', '.join(LISTERS)}")

@@ -42,13 +42,10 @@ def _stored_path(path: Path, base: Path | None) -> str:
 def write_split(files: dict[str, list[Path]], out_dir: Path, base: Path | None = None,
                 workers: int | None = None, info: dict | None = None, sources: dict[Path, str] | None = None,
                 checked: dict[Path, dict] | None = None, excluded: list[dict] | None = None) -> dict:
-    """Write out_dir/<split>.csv (path, sha256, width, height, source) and out_dir/split_report.json, which
-    starts with `info` (what the split is of, e.g. the dataset's name). `sources`: the source of each image
-    that shares one with others (keyed by the path as given); any other image is its own source (its path).
-`checked`: the rows of images already verified (not decoded again); `excluded`: images left out before the
-split (each {path, kind, reason}), listed first in the report's exclusions.
-
-    Returns the report. Raises SplitError when some split has no usable image left.
+    """Write out_dir/<split>.csv (path, sha256, width, height, source) and split_report.json (starting with
+    `info`). `sources`: shared sources by path (others are their own); `checked`: rows already verified;
+    `excluded`: images left out before ({path, kind, reason}), listed first. Returns the report; raises
+    SplitError when a split has no usable image left.
     """
     out_dir = Path(out_dir)
     base = Path(base) if base is not None else None

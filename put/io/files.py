@@ -180,12 +180,9 @@ def _remove(path: Path) -> None:
 
 
 def recover_leftovers(path: str | os.PathLike, alive: Callable[[int], bool] = pid_alive) -> list[str]:
-    """What killed runs left of the output `path`: this host's temporary files and folders beside it (and, in a
-    folder written in place, inside it) whose process is not `alive` are removed; when `path` itself is missing
-    but the folder it was being swapped with survives (`.NAME.old-HOST-PID`: a kill between the two renames), that
-    folder is put back first. Another host's are never touched, only named: from here, nothing says whether their
-    run still lives (a node whose locks this one does not see, docs/reliability.md). Returns one line per action
-    or leftover kept, for the caller to print."""
+    """Clean up what killed runs left of the output `path`: this host's temporary files whose process is not
+    `alive` are removed, and a swapped-out `.NAME.old-HOST-PID` is put back when `path` is missing. Other hosts'
+    are only named: their run may still live (docs/reliability.md). Returns one line per action or kept leftover."""
     path = Path(path)
     if not path.parent.is_dir():
         return []

@@ -72,9 +72,8 @@ def write_eval_masks(test_images: list[str], out_dir: Path, size: tuple[int, int
     """Write one mask per test image and per group of EVAL_GROUPS; returns the manifest's path. `sources`: the
     source of each test image (the split's; default: each image its own).
 
-    With `pconv`, each group's candidates (PConv masks whose ratio at `size` lies in the group) are put in a
-    seeded order and dealt to the images in turn, so images get distinct masks while there are enough.
-    Without it, each mask is generated from a generator keyed by (seed, group, image stem).
+    With `pconv`, each group's candidates are dealt in a seeded order, distinct while there are enough; without
+    it, each mask comes from a generator keyed by (seed, group, image stem).
     """
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"write_eval_masks: seed must be a non-negative integer, got {seed!r}")

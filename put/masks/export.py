@@ -94,10 +94,8 @@ def result_files(masks_dir: Path, fmt: str) -> dict[str, str]:
 def export_masks(masks_dir: Path, out: Path, fmt: str, preset: str, hole_value: int = 255,
                  blank: bool = False) -> Path:
     """Export every (test image, mask) pair of the `put masks` folder `masks_dir` to `out` in layout `fmt`;
-    returns the export manifest's path. The images are the ground truth itself (LaMa and MAT blank the hole
-    themselves), or with `blank` their hole pixels zeroed, for a method that does not: nothing of the ground truth
-    under the hole then reaches it (docs/external.md). `out` is replaced as a whole (a temporary folder beside it,
-    renamed when complete), so a killed export leaves `out` as it was."""
+    returns the export manifest's path. Images are the ground truth (LaMa and MAT blank the hole), or with `blank`
+    hole-zeroed (docs/external.md). `out` is replaced as a whole, so a killed export leaves it as it was."""
     _check_options(fmt, hole_value)
     masks_dir, out = Path(masks_dir), Path(out)
     _check_out(out, preset, masks_dir)

@@ -166,10 +166,9 @@ def mask_with_ratio(size: Size, lo: float, hi: float, rng: np.random.Generator, 
                     max_tries: int = 20, max_elements: int = 2000) -> np.ndarray:
     """Keep-mask (H, W) whose hole ratio lies in [lo, hi).
 
-    Grows a mask element by element (blobs for "irregular", brush strokes for "stroke") towards a target
-    drawn uniformly in [lo, hi), so ratios spread over the range instead of piling up at lo. An element
-    that would push the ratio to hi or beyond is dropped and later elements are drawn smaller; if the mask
-    is already inside the range at that point it is returned. A try that stalls starts again from empty.
+    Grows elements towards a target drawn uniformly in [lo, hi), so ratios do not pile up at lo. An element
+    reaching hi is dropped and later ones drawn smaller (or the mask returned if already in range); a stalled
+    try starts again.
     """
     size = _check_size(size)
     if kind not in _ELEMENTS:

@@ -111,9 +111,8 @@ def write_mask(path: str | os.PathLike, keep: torch.Tensor | np.ndarray) -> None
 class MaskFolder:
     """The PNG masks under a folder (recursively, in sorted order), read as keep-masks of one size.
 
-    NVIDIA's PConv irregular mask set (white = hole) is read with polarity "hole-white". Masks of another
-    size are resized by nearest neighbour; each loaded mask is validated (binary, has a hole, has a known
-    pixel) with errors naming the file.
+    NVIDIA's PConv set is polarity "hole-white". Other sizes are resized by nearest neighbour; each mask is
+    validated (binary, has a hole and a known pixel), errors naming the file.
     """
 
     def __init__(self, root: str | os.PathLike, polarity: str, size: tuple[int, int], *,

@@ -33,12 +33,9 @@ def exported_name(index: int, stem: str) -> str:
 
 
 def layout(fmt: str, group: str, name: str) -> tuple[str, str, str]:
-    """(image file, mask file, result file) of one pair, relative to the export folder, in the layout `fmt`. The
-    result file is the name its completed image bears under a folder of results (its first sample's, for a
-    method with several): LaMa's bin/predict.py names a result after its mask (the mask's path under `indir`,
-    extension `.png`); ICT, run per group on <group>/images and <group>/masks with `--save_place
-    <results>/<group>`, writes `<name>_0.png` (Guided_Upsampler.py:208, `--output` = `--save_place`, run.py:86);
-    other tools, run the same way with their output in <results>/<group>/, name it after the image."""
+    """(image file, mask file, result file) of one pair, relative to the export folder, in layout `fmt`. Results
+    (the first sample's) are named as each tool names them: LaMa after the mask (bin/predict.py), ICT
+    `<name>_0.png` (Guided_Upsampler.py:208, run.py:86), others after the image."""
     if fmt == "lama":
         mask = f"{group}/{name}{LAMA_MASK_SUFFIX}.png"
         return f"{group}/{name}.png", mask, mask

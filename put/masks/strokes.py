@@ -28,11 +28,9 @@ def _mark_disk(known: np.ndarray, x: int, y: int, radius: int) -> None:
 
 
 def _segment(known: np.ndarray, x0: int, y0: int, x1: int, y1: int, thickness: int) -> None:
-    """Mark OpenCV's thick line (cv2.line) from (x0, y0) to (x1, y1) as known: OpenCV's filled circles of
-    radius (thickness + 1) // 2 at both ends, and the pixel centres within thickness / 2 + 0.5 of the segment
-    (OpenCV fills its polygon's scanlines inclusively; on 1,000 random segments of the released sizes this
-    differs from cv2.line in 0.7 % of the pixels, +0.1 % in area). The released 2-px ring of radius
-    thickness // 2 at the start lies inside the circle."""
+    """Mark cv2.line's thick line from (x0, y0) to (x1, y1) as known: circles of radius (thickness + 1) // 2 at
+    both ends and pixel centres within thickness / 2 + 0.5 (OpenCV fills scanlines inclusively; differs from
+    cv2.line in 0.7 % of pixels). The released start ring lies inside the circle."""
     radius = (thickness + 1) // 2
     _mark_disk(known, x0, y0, radius)
     _mark_disk(known, x1, y1, radius)
@@ -94,11 +92,9 @@ def _clear_rectangles(known: np.ndarray, rng: np.random.Generator, count: tuple[
 def fill_small_holes(known: np.ndarray, min_area: float) -> np.ndarray:
     """Known (bool, H x W) with every enclosed hole whose contour area is below min_area made known.
 
-    The released code fills the OpenCV contours (RETR_TREE) whose `contourArea` is below min_area. A hole
-    (4-connected hole component not touching the border) has a contour through the centres of the known
-    pixels 4-adjacent to it, so by Pick's theorem its area is holes + boundary / 2 - 1 (>= holes + 1). (The
-    released code also fills small outer contours of known components with fillConvexPoly, which only closes
-    concavities of specks below min_area; not reproduced.)
+    As the released code's RETR_TREE contours below min_area: an enclosed hole's contour runs through its
+    4-adjacent known pixels, so by Pick's theorem its area is holes + boundary / 2 - 1. (Its fillConvexPoly of
+    small outer contours only closes concavities of specks; not reproduced.)
     """
     labels, count = ndimage.label(~known)
     if count == 0:

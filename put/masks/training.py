@@ -27,10 +27,8 @@ def pconv_candidates(pconv: MaskFolder, window: tuple[float, float], select: PCo
                      progress: bool = False) -> np.ndarray:
     """Indices of the folder's masks that a stage may use.
 
-    "ratio": masks whose hole ratio at the folder's size lies in [lo, hi] (any mask set, any order).
-    "list": the released slicing of the sorted file list, files int(n * lo / 0.6) to int(n * hi / 0.6); on
-    NVIDIA's set the same files as the released code. A bound inside a group cuts it by file order, not by
-    ratio (lo = 1/3 starts two thirds of the way through the files of the 30-40% group).
+    "ratio": masks whose hole ratio at the folder's size lies in [lo, hi]. "list": the released slicing of the
+    sorted list, files int(n * lo / 0.6) to int(n * hi / 0.6); a bound inside a group cuts it by file order.
     """
     lo, hi = window
     if select == "ratio":

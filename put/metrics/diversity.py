@@ -22,10 +22,8 @@ Distance = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def pairwise_sums(groups: Iterable[torch.Tensor], distance: Distance, pairs: int, seed: int) -> list[float]:
     """Per group, the sum of the distances of `pairs` random distinct sample pairs.
 
-    Each group is an (N, C, H, W) stack of samples for one input. Pairs are unordered, without
-    repetition and never a sample with itself, drawn with one numpy Generator seeded once, so the
-    choice depends only on the seed and the group sizes. `distance(a, b)` takes two (P, C, H, W)
-    batches and returns P distances.
+    Each group is an (N, C, H, W) stack for one input. Pairs are unordered, distinct, never a sample with itself,
+    from one seeded Generator (depending only on seed and sizes). `distance(a, b)`: two (P, C, H, W) -> P values.
     """
     rng = np.random.default_rng(seed)
     sums = []
@@ -53,8 +51,7 @@ def _load_group(paths: list[Path]) -> torch.Tensor:
 def lpips_model(net: str, spatial: bool, random_backbone: bool = False) -> torch.nn.Module:
     """lpips.LPIPS with its packaged linear layers and torchvision's ImageNet backbone (random, for timing it).
 
-    Callers must have checked LPIPS_BACKBONES[net] is present: torchvision then loads it from
-    $TORCH_HOME/hub/checkpoints (load_state_dict_from_url reads a cached file without network).
+    Callers check LPIPS_BACKBONES[net] is cached in $TORCH_HOME/hub/checkpoints, so no network is used.
     """
     import lpips  # heavy; only needed here
 

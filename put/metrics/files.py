@@ -45,12 +45,9 @@ def read_images(metrics: Path) -> pd.DataFrame:
 
 
 def read_metrics(files: list[Path], preset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The evaluate stage's files (all of `preset`, when given) -> (table rows, curve rows) for the report: one
-    row per variant x seed x group x mode (resp. fine bin) with the compositing rule it was scored under (`rule`),
-    each metric, its interval (`<metric>_lo`,
-    `<metric>_hi`), the Monte-Carlo error of its bounds (`<metric>_mc`) and the units it resampled
-    (`<metric>_units`), the number of test images `n`, NaN where absent, `<metric>_unavailable` saying why a value
-    is absent and `<metric>_no_interval` why a value has no interval."""
+    """The evaluate stage's files (of `preset`, when given) -> (table rows, curve rows): per variant x seed x group x
+    mode (resp. fine bin), `rule`, each metric with `_lo`, `_hi`, `_mc`, `_units`, `n`, NaN where absent, and
+    `_unavailable` / `_no_interval` saying why."""
     table, curves = [], []
     for path in map(Path, files):
         values = read_json(path, "a metrics file written by `put evaluate`")

@@ -56,12 +56,8 @@ def relative_mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def image_metrics(result: np.ndarray, target: np.ndarray, protocol: MetricProtocol) -> dict[str, float]:
-    """PSNR, SSIM and MAE of one result against its target (HxWx3 uint8 each), computed as the released
-    scripts/metrics/cal_psnr.py does: PSNR by scikit-image on float32 images divided by the data range
-    (data range 1), SSIM by scikit-image on the uint8 images, target first.
-
-    PSNR of identical images is +inf (zero error); it is kept as inf rather than clipped, so callers
-    averaging PSNR must decide how to treat it.
+    """PSNR, SSIM and MAE of a result against its target (HxWx3 uint8), as the released cal_psnr.py: PSNR on
+    float32 images in [0, 1], SSIM on uint8, target first. Identical images give PSNR +inf, kept unclipped.
     """
     _check_rgb_uint8("result", result)
     _check_rgb_uint8("target", target)
