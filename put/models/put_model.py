@@ -23,10 +23,9 @@ class PUTModel(nn.Module):
                            draws: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Encode the masked image. Returns (features (B, C, h, w), known (B, h, w) bool, tokens (B, h, w)).
 
-        `features` are un-quantized (PUT), or quantized everywhere (ablation `tok`); with
-        random_quant_prob > 0 each fully known patch is replaced by its code with that probability
-        (`draws`: uniform [0, 1) numbers of shape (B, h, w) deciding which; fresh ones when None).
-        `tokens` are valid indices into book `e` wherever `known` is True.
+        `features` are un-quantized (PUT) or quantized everywhere (`tok`); with random_quant_prob > 0 each fully
+        known patch is replaced by its code with that probability (`draws`: uniform (B, h, w); None: fresh).
+        `tokens` index book `e` wherever `known`.
         """
         features = self.pvqvae.encode(images, keep_mask)
         quantized = self.pvqvae.quantize(features, keep_mask)

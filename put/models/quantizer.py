@@ -69,8 +69,8 @@ class DualCodebook(nn.Module):
         """Index (into the whole table) of the nearest code of the given book. features (N, C), book (N,).
         With `gumbel`, the code maximising -log(distance) + scale * Gumbel noise instead (TPAMI's training).
 
-        Always fp32, also inside a caller's bf16 autocast (whose matmul would flip near-tied codes), and
-        with the released code's arithmetic: |f|^2 + |e|^2 - 2 f.e over the whole table, then per book."""
+        Always fp32 (a bf16 matmul would flip near-tied codes), with the released arithmetic: |f|^2 + |e|^2 - 2 f.e
+        over the whole table, then per book."""
         with torch.autocast(features.device.type, enabled=False):
             f, embed = features.float(), self.embed.float()
             dist_all = f.pow(2).sum(1, keepdim=True) + embed.pow(2).sum(1) - 2 * torch.matmul(f, embed.t())
@@ -133,10 +133,9 @@ class DualCodebook(nn.Module):
     @torch.no_grad()
     def _ema_update(self, flat: torch.Tensor, indices: torch.Tensor) -> None:
         """EMA of counts and sums (decay 0.99) with Laplace smoothing (`ema_update`):
-        - per_book (default): smoothed within each book, and a book that received no vector in this (global)
-          batch is left as it is: with small batches `e'` may see no masked patch in a step, and decaying
-          it then would blow all of its codes up;
-        - released: one smoothing over the whole table and every code decayed in every step."""
+        - per_book (default): smoothed per book, and a book that got no vector this batch is left alone (with
+          small batches `e'` may see no masked patch, and decaying it would blow its codes up);
+        - released: one smoothing over the whole table, every code decayed every step."""
         counts = torch.bincount(indices, minlength=len(self.embed)).to(flat.dtype)
         sums = torch.zeros_like(self.embed_avg).index_add_(0, indices, flat)
         if dist.is_available() and dist.is_initialized():

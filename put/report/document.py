@@ -94,11 +94,9 @@ def write_document(out_dir: str | os.PathLike, table_files: Sequence[str | os.Pa
                    command: str, commit: str, notes: Sequence[str] = (),
                    software: Mapping[str, str] | None = None, appendix_tables: Sequence[str | os.PathLike] = (),
                    appendix_figures: Sequence[str | os.PathLike] | Mapping[str | os.PathLike, str] = ()) -> Path:
-    """Write `out_dir/report.tex`: the main part (each table file \\input, each figure included, by paths
-    relative to `out_dir`, so the folder compiles wherever it is), then an appendix on a new page (the
-    appendix's tables and figures, then `software`, name -> version). A figure mapping gives each path its LaTeX
-    caption; otherwise the file name is the caption. `title` is plain text; `notes` are LaTeX sentences (e.g.
-    which figure is not drawn and why), listed before the appendix's figures."""
+    """Write `out_dir/report.tex`: tables and figures by paths relative to `out_dir` (so the folder compiles
+    anywhere), then an appendix (its tables, figures and `software`). A figure mapping gives captions (else the
+    file name); `title` is plain text; `notes` are LaTeX sentences, listed before the appendix's figures."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = _figure_blocks(appendix_figures, out_dir, APPENDIX_FIGURE_HEIGHT)

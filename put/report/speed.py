@@ -54,11 +54,9 @@ def _source_text(source: str, rows: Sequence[dict]) -> str:
 
 
 def speed_table(rows: Sequence[dict]) -> Table:
-    """Measured throughput (sampling and P-VQVAE benchmark rows: ours by engine, the authors' released loop)
-    beside the paper's RTX 3090 figures, dataset by dataset. Every measured row names its device, its precision (a
-    column of its own: bf16 and fp32 rows side by side are labelled so), its code and, as a short label explained in
-    the caption, its source (this run, or the committed file under reports/benchmarks/); a smaller preset's network
-    (the demo's) gets its own rows, last. Nothing is bolded: devices differ, so no column has a best."""
+    """Measured throughput (ours by engine, the authors' loop) beside the paper's RTX 3090 figures, per dataset.
+    Each row names its device, precision, code and source; a smaller preset's network comes last. Nothing is
+    bolded: devices differ."""
     labels = source_legend(rows)
     table = []
     for b in rows:

@@ -81,15 +81,11 @@ def ranked_rule(metrics: pd.DataFrame, ranked: Sequence[str]) -> str:
 def table1(metrics: pd.DataFrame, preset: str, context: bool = False, level: float = 0.95,
            differences: pd.DataFrame | None = None, methods: Sequence[MeasuredMethod] = (),
            data_name: str | None = None) -> Table:
-    """The paper's Table 1 for one preset, per metric: the ranked block (PUT deterministic and K=50, the released
-    weights, each of `methods` in every sampling mode it was evaluated in, all under one compositing rule: the
-    frame's `rule` column, put.config.evaluation), then PUT's and the released weights' rows under the other rule
-    (the paper's raw output, when the ranked block pastes; not ranked), then the reported block (the paper's PUT rows;
-    `context=True` adds its other methods, DFv2, EC, MED, ICT, PIC), below a rule, in italics and never ranked.
-    `differences`: a ranked row is marked where its paired difference from PUT, under the block's rule, survives its
-    family's correction. Rows of different rules in the ranked block, or differences of another rule: an error.
-    `data_name`: the name of the user's own dataset the preset was run on (a folder dataset): the paper reports
-    nothing on it, so the table has no reported block."""
+    """The paper's Table 1 for one preset, per metric: the ranked block (PUT, the released weights, `methods`, all
+    under one compositing rule), PUT's and the released weights' rows under the other rule (not ranked), then the
+    paper's reported rows in italics (`context=True`: also DFv2, EC, MED, ICT, PIC). `differences`: mark ranked
+    rows whose paired difference from PUT survives the family's correction. Mixed rules raise. `data_name`: a
+    user's own dataset, with no reported block."""
     metrics = with_rules(check_metrics(metrics))
     dataset, own = reference_dataset(preset)
     official = sorted(v for v in metrics["variant"].unique() if str(v).startswith(OFFICIAL_PREFIX))

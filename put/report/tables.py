@@ -260,11 +260,9 @@ def bold_rule(reported: bool) -> str:
 
 def table3(metrics: pd.DataFrame, preset: str, differences: pd.DataFrame | None = None,
            level: float = 0.95, data_name: str | None = None) -> Table:
-    """The paper's Table 3 (ablations, K=50): per metric, every variant measured, then the paper's
-    reported rows for the matching dataset (FFHQ's, labelled, for the demo preset; none for ImageNet,
-    which the paper did not ablate). `differences` (put.stats.differences.paired_differences): an ablation's
-    value is marked where its difference from PUT survives the family's correction. `data_name`: the user's own
-    dataset the preset ran on (no reported rows)."""
+    """The paper's Table 3 (ablations, K=50): every variant measured, then the paper's rows for the dataset (FFHQ's
+    for the demo; none for ImageNet). `differences`: mark ablations whose difference from PUT survives the
+    family's correction. `data_name`: a user's own dataset (no reported rows)."""
     metrics = check_metrics(metrics)
     dataset, own = reference_dataset(preset)
     reported = table3_reported()

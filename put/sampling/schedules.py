@@ -91,13 +91,10 @@ def step_counts(masked: torch.Tensor, tokens_per_step: int = 1, steps: int | Non
                 schedule: str | None = None, scope: str = "image", length: int | None = None) -> torch.Tensor:
     """(B,) masked-position counts -> (S, B): how many positions step s fixes in row b; columns sum to `masked`.
 
-    Without `steps`: `tokens_per_step` per step until none is left (the released code's N per step).
-    With `steps` = S: exactly S steps (S_b = min(S, masked_b) for rows with fewer positions than steps),
-    each fixing at least one; beyond that one, the other masked_b - S positions are spread so that the
-    share still masked after step s follows cos(pi/2 * s/S), MaskGIT's cosine schedule.
-    With `schedule` NAME_S: the TPAMI release's counts for each row's masked count (scope image), or those of
-    the batch's largest, each row fixing what it has left (scope batch, as released); `length`, the positions
-    of a row, sizes the table of counts (default: the largest masked count).
+    Without `steps`: `tokens_per_step` per step (the released N per step). `steps` = S: min(S, masked_b) steps,
+    each fixing at least one, the share still masked after step s following cos(pi/2 * s/S) (MaskGIT).
+    `schedule` NAME_S: the TPAMI release's counts per row (scope image) or of the batch's largest (scope batch,
+    as released); `length` sizes the count table (default: the largest masked count).
     """
     masked = masked.long()
     if schedule is not None:

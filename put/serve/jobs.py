@@ -94,11 +94,9 @@ def describe_error(err: Exception) -> str:
 
 
 class Runner:
-    """`limits.max_running` worker threads shared by all models (not one per model: eight models would sample
-    eight requests at once); each takes the oldest queued request whose model is not already sampling, so each
-    model serves one request at a time, in the order received. At most `limits.max_queued` requests wait per
-    model; the models are kept loaded within `limits.max_loaded`; the finished requests within
-    `limits.results_bytes` (the newest always)."""
+    """`limits.max_running` worker threads shared by all models (one per model would let eight run at once); each
+    takes the oldest request whose model is idle, so a model serves one request at a time, in order. Bounded by
+    `max_queued`, `max_loaded` and `results_bytes` (the newest result always kept)."""
 
     def __init__(self, device: str, limits: Limits = Limits(), engine: str = "auto", precision: str = "auto") -> None:
         self.device, self.limits, self.precision = device, limits, precision

@@ -78,15 +78,11 @@ def _paired_row(cells: list[list[pd.DataFrame]], metric: str, boot: Bootstrap) -
 
 def paired_differences(images: dict[tuple[str, int], pd.DataFrame], metrics: tuple[str, ...], boot: Bootstrap,
                        method: str = "holm", reference: str = "put", name: str = "") -> pd.DataFrame:
-    """One row per variant (other than `reference`) x mode x group x metric: the difference of the means
-    (variant - reference; over seed replicates where both have several), its paired interval, raw and adjusted
-    p-value, whether it survives the family's correction, which sources of variation the interval covers, and the
-    compositing rule of both sides.
-    `images`: the per-image values of each (variant, seed); every mode of them is one family (`name` labels it).
-    Rows the two variants do not share, and metrics neither measured, are left out; a difference is over the pairs
-    where both values are finite (`finite_pairs`; `n` their images, `dropped` the pairs left out). Frames with a
-    `rule` column (the compositing rule of their evaluation, put.stages.evaluate.read_images) are paired only with
-    frames of the same rule: MixedRulesError otherwise."""
+    """One row per variant (not `reference`) x mode x group x metric: the difference of the means (over seed
+    replicates where both have several), its paired interval, raw and adjusted p-value, survival of the family's
+    correction, the variation covered, and the rule. `images`: per-image values per (variant, seed); each mode is
+    a family (`name`). Unshared rows are left out; pairs must be finite (`n`, `dropped`). Frames of different
+    `rule`s raise MixedRulesError."""
     labels = sorted({variant for variant, _ in images})
     if reference not in labels:
         return pd.DataFrame(columns=COLUMNS)

@@ -31,11 +31,10 @@ class RaceResolution:
                       key=lambda r: (r.info.start_time, r.info.run_id))
 
     def _run(self, tags: dict[str, str], name: str | None, parent: str | None) -> str:
-        """The run with `tags`, found or created (named `name`; None: its name is left alone). Runs created twice
-        resolve to the smallest run id: stored with the run, so every client computes the same one, where start_time
-        is each creator's own clock. Whoever sees more than one marks the others as duplicates of it; every
-        duplicate's children and records are moved into it, those of one marked before too (a move may have put a
-        child there after a racer's search). No racer deletes a run: any run it can see, another may be using."""
+        """The run with `tags`, found or created (named `name`; None: name left alone). Runs created twice resolve
+        to the smallest run id (every client computes the same; start_time is each creator's clock). Duplicates
+        are marked and their children and records moved into it, also earlier-marked ones (a move may have
+        landed after a racer's search). No racer deletes a run: another may be using it."""
         found = self._search(tags)
         if not found:
             extra = {PARENT_TAG: parent} if parent else {}

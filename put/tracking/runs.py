@@ -122,17 +122,13 @@ class MlflowTracker(ModelLogging, RaceResolution):
                  tags: dict[str, str] | None = None, *, labels: Sequence[str] | None = None,
                  seed: int = 0, from_outputs: bool = False, code: str | None = None, run_id: str | None = None,
                  attempt: int | None = None, uri: str | None = None):
-        """variant None: a stage that spans every variant (the report). `labels`: every evaluated label of the
-        DAG (names the parent run). A seed replicate
-        (`seed` > 0) has runs of its own (`<stage> <variant> seed S`, tag put.seed), grouped with the base run
-        of its variant by the tag put.replicates (the configuration: DAG and variant). `from_outputs`: the stage
-        did not run (DVC found it up to date) and its run is logged from its outputs (`put track`), tagged
-        put.logged_from = outputs; a stage that runs clears that mark.
+        """variant None: a stage spanning every variant (the report). `labels`: the DAG's evaluated labels (name the
+        parent). A seed replicate (`seed` > 0) has runs of its own, grouped with its base run by put.replicates.
+        `from_outputs`: the stage did not run and `put track` logs it from its outputs (put.logged_from).
 
-        A replay of a spool (tracking/spool.py) passes what the attempt recorded: `code` and `run_id`, the run's
-        identity (its records land in that run whatever the code is today), `attempt`, when the attempt started
-        (ms; default now: an attempt that a later one followed leaves the run's status to the later one), and
-        `uri`, the store (default MLFLOW_TRACKING_URI). Nothing is sent before start()."""
+        A spool's replay passes what the attempt recorded: `code` and `run_id` (the run's identity), `attempt`
+        (start in ms; a later attempt owns the status) and `uri` (default MLFLOW_TRACKING_URI). Nothing is sent
+        before start()."""
         self.preset, self.variant, self.stage, self.dag_id, self.seed = preset, variant, stage, dag_id, seed
         self.tags, self.labels, self.from_outputs, self.recorded_run = tags, labels, from_outputs, run_id
         self.uri = uri or tracking_uri()

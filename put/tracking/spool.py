@@ -133,11 +133,9 @@ def new_spool(stem: Path, header: str) -> tuple[Path, int]:
 
 
 def still_written(spool: Path, header: dict[str, Any], records: list[dict]) -> str | None:
-    """Why `spool`, which the replay could lock (`lock_spool`), may still be appended to by a running stage, or
-    None. Its writer holds flock(2) on it until it ends (the lock goes with its process, killed or not), which a
-    replay on any node sees where the file system's locks are shared; where they are this node's only, a spool
-    without its end record written on another node is taken as written still: replay it there, or once its stage
-    has ended."""
+    """Why the locked `spool` may still be appended to by a running stage, or None. Its writer holds flock(2)
+    until its process ends; where locks are node-local, a spool from another node without its end record is
+    taken as still written."""
     if records and records[-1].get("call") == "finish":
         return None
     writer = header.get("writer") or {}
@@ -225,11 +223,9 @@ def read_records(spool: Path) -> list[dict]:
 
 
 def replay(spool: Path, make: Callable[..., Tracker], to: str | None = None) -> int:
-    """Builds the spooled run's tracker (the same run: its recorded id or code version, in the recorded store or
-    `to`) and replays the calls a previous replay did not log; returns how many it logged. Each call keeps its
-    original time (a metric point sent twice is the same point) and the cursor file moves past it once logged
-    into this store, so an interrupted replay resumes and a finished one logs nothing again. A spooled end does
-    not overwrite the status of a run that a later attempt has started on (MlflowTracker.finish)."""
+    """Replay into the spooled run (in its recorded store or `to`) the calls not yet logged; returns how many.
+    Calls keep their original time (a point sent twice is the same point) and the cursor advances per call, so
+    an interrupted replay resumes. A spooled end does not overwrite a later attempt's status."""
     header = spool_header(spool)
     uri = replay_target(store_address(header["uri"]), to)
     calls = read_records(spool)
