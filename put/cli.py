@@ -95,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             with OutputLock(outputs, handed_over) if outputs and worker_rank() == 0 else nullcontext():
                 args.func(args)
         except Exception as err:
-            # the package's own errors (put/errors.py), a tracking server's refused login, and a full disk met by a
-            # write that did not translate it: one line, exit 2 (under torchrun: one for all workers). Anything else
-            # is a bug: its traceback, a line saying so, exit 1.
+            # User errors (PutError, a refused login, an untranslated full disk): one line, exit 2. Anything else is
+            # a bug: its traceback, a line saying so, exit 1.
             known = err if isinstance(err, PutError) else login_refused(err) or as_disk_full(
                 err, getattr(err, "filename", None) or (outputs or [Path.cwd()])[0])
             if known is not None:

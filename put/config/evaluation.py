@@ -74,10 +74,8 @@ class SampleConfig(StrictModel):
         return v
 
 
-# The compositing rule of an evaluation (MetricProtocol.known_pixels): "raw" scores each result as its method
-# returned it (PUT's samples: the decoder's output, known region included, the paper's protocol); "pasted" pastes the
-# input's known pixels over every result before scoring it (put/metrics/image.py's paste_known, one function for
-# every method). Rows ranked against each other, and paired, share one rule (docs/external.md, "One rule per block").
+# The compositing rule: "raw" scores results as returned (the paper's protocol); "pasted" pastes the input's known
+# pixels over every result first. Ranked or paired rows share one rule (docs/external.md, "One rule per block").
 KnownPixels = Literal["raw", "pasted"]
 RANKED_RULE: KnownPixels = "pasted"  # Table 1's ranked comparison of methods
 RULE_CLAUSES: dict[str, str] = {
@@ -110,10 +108,8 @@ class MetricProtocol(StrictModel):
     Store `model_dump()` next to every result so numbers from different protocols are never mixed.
     """
 
-    # The released scripts (scripts/metrics/cal_psnr.py) read both images with PIL as RGB and convert them
-    # with OpenCV's cv2.cvtColor(RGB2GRAY) before PSNR/SSIM/MAE: uint8 fixed point
-    # (9798 R + 19235 G + 3735 B + 2^14) >> 15. "pil": PIL's convert('L') (16-bit fixed point, differs by 1
-    # on about 0.13% of colours); "none": metrics on the RGB channels.
+    # The released cal_psnr.py converts with cv2.cvtColor(RGB2GRAY) (uint8 fixed point) before the metrics. "pil":
+    # PIL's convert('L') (differs by 1 on about 0.13% of colours); "none": the RGB channels.
     grayscale: Literal["opencv", "pil", "none"] = "opencv"
     # Uniform 51x51 window as in the released scripts. With ssim_gaussian=True scikit-image uses an
     # 11-tap sigma=1.5 Gaussian and win_size only sets the border it crops.
@@ -129,19 +125,15 @@ class MetricProtocol(StrictModel):
     # groups under RANKED_RULE beside them (put/stages/evaluate.py), the files Table 1 ranks methods on.
     known_pixels: KnownPixels = Field("raw", description="raw: results scored as returned (the paper's protocol); "
                                       "pasted: the input's known pixels pasted back before scoring")
-    # Confidence intervals (put/stats/bootstrap.py): a seeded percentile bootstrap over the test images'
-    # sources (a cluster bootstrap; docs/coverage.md measures how often they hold the truth). 20000 resamples keep
-    # the printed half width (two significant digits) stable across bootstrap seeds; FID recomputes an
-    # eigendecomposition per resample, so it draws fewer and its half width is printed to no finer a digit than
-    # the Monte-Carlo error of its bounds: 1200, since at min_units = 50 sources the expanded 95% interval takes
-    # its 95.8% percentiles, which need 1181 (MIN_TAIL beyond each; put/stats/bootstrap.py checks it per interval).
+    # Cluster bootstrap over sources (docs/coverage.md). 20000 resamples keep two printed digits stable across
+    # seeds; FID (an eigendecomposition per resample) draws 1200, enough for the expanded 95% interval at 50
+    # sources (1181), and prints no digit finer than its Monte-Carlo error.
     interval_level: float = Field(0.95, gt=0, lt=1)
     bootstrap_resamples: int = Field(20000, ge=1)
     fid_bootstrap_resamples: int = Field(1200, ge=1)
     bootstrap_seed: int = 0
-    # No interval, no mark, below this many independent units (sources) per cell: the smallest n at which the
-    # measured coverage of the 95% intervals of a mean and of a paired difference stays within 2 points of 95% on
-    # normal, skewed and heavy-tailed per-image values (docs/coverage.md; `put coverage`).
+    # No interval below this many sources per cell: the smallest n whose measured coverage stays within 2 points
+    # of 95% (docs/coverage.md).
     min_units: int = Field(50, ge=2, description="fewest independent test units (sources) an interval is "
                            "drawn from; below it the cell says why")
     multiplicity: Literal["holm", "bonferroni", "bh", "none"] = Field(

@@ -27,9 +27,8 @@ PVQVAE_OF_VARIANT: dict[str, str] = {v: "put" if v in TRANSFORMER_SWITCHES else 
 TPAMI_VARIANT = "tpami"
 ABLATIONS: tuple[str, ...] = tuple(v for v in get_args(Variant) if v not in ("put", TPAMI_VARIANT))
 PVQVAE_VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(PVQVAE_OF_VARIANT.values()))
-# One colour per variant wherever variants are drawn side by side (dvc plots, the report's figures, the serve
-# page): Vega's and matplotlib's category10, in the variants' order; series that are not variants (official
-# weights, seed replicates) take the colours after them.
+# One colour per variant everywhere (dvc plots, report, serve page): category10 in the variants' order; other
+# series take the colours after them.
 PALETTE: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                             "#bcbd22", "#17becf")
 VARIANT_COLOURS: dict[str, str] = dict(zip(VARIANTS, PALETTE))

@@ -29,9 +29,8 @@ class ParamsError(InputError):
 # The preset sections whose `seed` a seed replicate shifts: training and sampling randomness. The data split and
 # the evaluation masks keep theirs, so that every replicate is measured on the same test images and masks.
 REPLICATED_SEEDS = ("pvqvae_train", "transformer_train", "sample")
-# What the `tpami` variant takes from its TPAMI preset (the model, and how both stages train); data, masks,
-# sampling and evaluation stay the preset's, so both generations are measured alike. The resolved parameter
-# file holds them under `tpami.` (`settings_prefix`), where the DAG's tpami stages read them.
+# What `tpami` takes from its TPAMI preset (model and training); data, masks, sampling and evaluation stay the
+# preset's, so both generations are measured alike. Resolved under `tpami.` (`settings_prefix`).
 TPAMI_SECTIONS = ("pvqvae_train", "transformer_train")
 
 

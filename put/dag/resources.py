@@ -19,10 +19,8 @@ RESUMABLE_RULES = tuple(stage.name for stage in STAGES if stage.training)  # the
 RESOURCE_KEYS = {"nodes": int, "gpu": int, "cpus_per_task": int, "mem_mb": int, "runtime": int, "retries": int}
 SITE_KEYS = ("account", "partition", "gpu_partition", "gpu_model", "qos")
 SITE_ENV = "PUT_SLURM_SITE"
-# Slurm sends SIGTERM this long before a long training job's time limit, so that a large checkpoint is
-# written well before the SIGKILL that follows the limit (after the site's KillWait, often 30 s). Jobs
-# shorter than ten times this rely on the SIGTERM the limit itself brings (Slurm may send the early signal
-# up to a minute before it is due, which in a short job could come before the training starts).
+# SIGTERM this long before a long job's limit, so a large checkpoint is written before the SIGKILL (KillWait is
+# often 30 s). Shorter jobs rely on the limit's own SIGTERM (the early one may come up to a minute early).
 STOP_WARNING_S = 300
 
 

@@ -31,9 +31,8 @@ PLACES2_NATURE_CATEGORIES = (
     "/v/valley",
 )
 
-# Training lists of the two Places365 training sets (filelist_places365-<set>.tar) and the image folders
-# the archives extract to: train_large_places365<set>.tar -> data_large (shortest side 512, what the released
-# code trained on), train_256_places365<set>.tar -> data_256; val_large.tar / val_256.tar likewise.
+# The two Places365 training lists and the folders their archives extract to: data_large (shorter side 512,
+# what the released code trained on) or data_256.
 PLACES2_TRAIN_LISTS = {"challenge": "places365_train_challenge.txt", "standard": "places365_train_standard.txt"}
 PLACES2_FOLDERS = {"large": ("data_large", "val_large"), "256": ("data_256", "val_256")}
 PLACES2_STANDARD_PER_CATEGORY = 5000  # Places365-standard has at most 5,000 training images per category

@@ -12,20 +12,16 @@ import numpy as np
 
 from put.external.folder import ResultsLeakError, shown
 
-# A result holds the ground truth in its hole when LEAK_PIXELS of its hole pixels lie within LEAK_TOLERANCE grey
-# levels of it on every channel (the tolerance absorbs 8-bit rounding, e.g. of a round trip through [-1, 1]
-# floats). A hole whose ground truth spans at most FLAT_SPAN levels on every channel is flat: any fill from its
-# surroundings matches it, so it is no evidence and is not counted.
+# A result holds the ground truth when LEAK_PIXELS of its hole lie within LEAK_TOLERANCE levels (8-bit rounding)
+# on every channel. A hole spanning at most FLAT_SPAN levels is flat: any fill matches it, so it is not counted.
 LEAK_TOLERANCE = 2
 LEAK_PIXELS = 0.99
 FLAT_SPAN = 2 * LEAK_TOLERANCE
-# Every hole is at least 10% of the image (put/config/bins.py), so a method that never saw it matches it that
-# closely only where it is nearly flat; a mask group with more than this share of copies is refused (a copy
-# scores at least 42 dB of PSNR, a real fill 16 to 25 on the demo: 2% of copies move a mean by at most 0.5 dB).
+# A hole of 10% or more is matched that closely only when nearly flat; a group with more than this share of
+# copies is refused (2% of copies move a mean PSNR by at most 0.5 dB).
 LEAK_SHARE = 0.02
-# A group whose median result holds more than this share of its hole's pixels was likely filled for other masks of
-# the same images (their known pixels lie in our hole): on the demo, Telea's and biharmonic's group medians were
-# 10-14% on their own masks and 48-90% on another mask set's.
+# A group whose median result holds more than this share of its hole was likely filled for other masks of the
+# same images (their known pixels lie in our hole).
 OTHER_MASKS_MEDIAN = 0.3
 
 Agreements = dict[str, dict[str, float]]  # mask group -> result file -> hole_agreement

@@ -75,20 +75,16 @@ VGG19 = PretrainedFile(
     "VGG19", "vgg19-dcbb9e9d.pth", "https://download.pytorch.org/models/vgg19-dcbb9e9d.pth",
     "P-VQVAE perceptual and style losses")
 
-# torch-fidelity's FID Inception (TF 2015-12-05 graph converted to PyTorch). Its own code fetches
-# URL_INCEPTION_V3 with torch.hub.load_state_dict_from_url, i.e. into this same folder under this name
-# (torch_fidelity/feature_extractor_inceptionv3.py); put.metrics.fid passes the path explicitly. It loads
-# it without check_hash, but the name follows torch.hub's convention (6726825d = the first digits of the
-# file's SHA-256), which `download` checks.
+# torch-fidelity's FID Inception, at the path its own hub download would use; put.metrics.fid passes it
+# explicitly. The name carries the SHA-256 prefix (torch.hub's convention), which `download` checks.
 INCEPTION_FID = PretrainedFile(
     "Inception-v3 (FID)", "weights-inception-2015-12-05-6726825d.pth",
     "https://github.com/toshas/torch-fidelity/releases/download/v0.2.0/"
     "weights-inception-2015-12-05-6726825d.pth",
     "FID (torch-fidelity)")
 
-# LPIPS backbones: lpips builds torchvision's vgg16/alexnet with pretrained=True, which loads these
-# ImageNet files from the hub cache. LPIPS's own linear layers (lpips/weights/v0.1/{vgg,alex}.pth)
-# ship inside the lpips package, so only the backbones can be missing.
+# LPIPS backbones (torchvision's, from the hub cache); LPIPS's linear layers ship with the package, so only these
+# can be missing.
 LPIPS_VGG16 = PretrainedFile(
     "VGG16 (LPIPS backbone)", "vgg16-397923af.pth",
     "https://download.pytorch.org/models/vgg16-397923af.pth",

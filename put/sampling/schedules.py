@@ -29,9 +29,8 @@ class SamplingOptions:
     tokens_per_step: int = 1
     position_rule: Literal["logit", "prob"] = "logit"
     steps: int | None = None  # cosine schedule over exactly this many steps; replaces tokens_per_step
-    # A TPAMI release schedule string (cosine_S, linear_S, average_S, an integer): replaces tokens_per_step;
-    # an integer is stored as tokens_per_step. Its counts come from each image's masked count (`image`) or, as
-    # released, from the batch's largest (`batch`: an image's schedule then depends on its batch-mates).
+    # A TPAMI release schedule (cosine_S, linear_S, average_S; an integer is stored as tokens_per_step), counted per
+    # image (`image`) or, as released, from the batch's largest (`batch`: it then depends on batch-mates).
     schedule: str | None = None
     schedule_scope: Literal["image", "batch"] = "image"
 

@@ -124,10 +124,8 @@ def create_app(models: dict[str, ModelEntry], test_images: dict, runner: Runner,
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max(limits.max_upload_bytes, DRAIN_BYTES):
             raise too_large
-        # An upload over the limit is read on and dropped (up to DRAIN_BYTES) before the 413: a client that sends
-        # its whole body before it reads the answer (urllib, curl without Expect) gets the answer, not a broken
-        # pipe. Nothing beyond the limit is kept.
-        # The whole body within `upload_seconds`: a client that stalls (or trickles) does not hold its work slot.
+        # Past the limit the body is drained (up to DRAIN_BYTES), not kept, so that a client that sends it all
+        # before reading (urllib, curl) gets the 413, not a broken pipe. `upload_seconds` bounds a stalled client.
         data, received = bytearray(), 0
         chunks = request.stream().__aiter__()
         deadline = asyncio.get_running_loop().time() + limits.upload_seconds

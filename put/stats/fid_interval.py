@@ -17,9 +17,8 @@ from put.stats.bootstrap import Bootstrap, Interval, interval, too_few, unit_cou
 
 BATCH_PER_WORKER = 8  # resamples per thread per statistic call
 THREADED = 128  # from this many images on, resamples are spread over threads (below, the overhead dominates)
-# From this many images per feature dimension on, a resample's FID comes from its d x d covariances (Moments:
-# O(n d^2 + d^3), linear in n) instead of the n x n Gram matrices (O(n^3) per resample, O(n^2) memory); measured
-# crossing on 2048-d features: docs/statistics.md, "FID's interval".
+# From this many images per feature dimension, a resample's FID uses d x d covariances (linear in n) instead of
+# n x n Gram matrices (O(n^3)); docs/statistics.md, "FID's interval".
 MOMENTS_FROM = 2
 CHUNK_ROWS = 4096  # feature rows per block of a weighted covariance: its temporary memory, whatever n
 

@@ -58,9 +58,8 @@ def read_results(params: Params, metrics_files: list[Path]) -> EvaluatedResults:
     replicates = seed_summary(metrics, protocol.interval_level)  # the main files' rule: every seed has them
     if protocol.known_pixels != RANKED_RULE:
         metrics = pd.concat([metrics, pasted], ignore_index=True)
-    # Three questions, three families, each of one rule: which ablations differ from PUT (Table 3, raw as the
-    # paper's), which other methods differ from PUT (Table 1's ranked block, pasted), and whether the TPAMI model
-    # differs from the CVPR one (the generations table).
+    # Three families, one rule each: ablations vs PUT (Table 3, raw), other methods vs PUT (Table 1, pasted),
+    # TPAMI vs CVPR (the generations table).
     ablations = {key: frame for key, frame in images.items() if key[0] in VARIANTS and key[0] != TPAMI_VARIANT}
     releases = {key: frame for key, frame in images.items() if key[0] in RELEASES}
     families = [("ablations", ablations), ("releases", releases)]

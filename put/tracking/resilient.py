@@ -94,9 +94,7 @@ class ResilientTracker:
             os.fsync(f.fileno())
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        # The call's time, fixed before any of it is sent: its points carry it, and so does its record if the
-        # server goes away part-way (inside log_model, after its log_metrics went through), so that the replay's
-        # points are those already logged, which the store keeps once, not a second point at another time.
+        # Fixed before anything is sent, so that a call spooled part-way replays the same points, not new ones.
         time_ms = int(time.time() * 1000)
         inner = self.inner
         if inner is not None:
