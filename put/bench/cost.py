@@ -153,10 +153,8 @@ def sample_cost(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nd
 
 
 def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.ndarray]) -> list[dict]:
-    """Top-K sampling of the evaluation set's Table 1 groups (one result per image and group, one token per
-    step), per variant: our stage's figure beside the authors' released loop on the same kind of device, for each
-    precision measured (the authors' loop runs in fp32; ours in bf16 autocast on GPUs: an fp32 row of ours, where
-    measured, compares at equal precision), each at its largest measured batch not above the stage's."""
+    """Top-K sampling of the Table 1 groups per variant: our stage beside the authors' loop (fp32) on the same kind
+    of device, per measured precision, each at its largest measured batch not above the stage's."""
     P = load_preset(preset)
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     found = []
@@ -176,10 +174,9 @@ def table_topk(rows: list[dict], preset: str, gpus: int, masks: dict[str, np.nda
 
 
 def evaluation_cost(rows: list[dict], preset: str, gpus: int) -> dict:
-    """One variant's evaluate stage: per-image PSNR/SSIM/MAE of every result and the bootstrap intervals (CPU:
-    numpy and scikit-image), and Inception features and LPIPS (on the stage's device), counted from the preset
-    (`put evaluate`'s cells) and timed by `put bench evaluate`. The intervals are timed at the largest cell (the
-    fine bins' samples) and counted for every cell, so their figure is an upper bound."""
+    """One variant's evaluate stage: per-image metrics and intervals (CPU), Inception features and LPIPS (device),
+    counted from the preset and timed by `put bench evaluate`. Intervals are timed at the largest cell and counted
+    for every cell: an upper bound."""
     P = load_preset(preset)
     images = P.data.eval_count or TEST_IMAGES[P.data.dataset]
     diversity = min(P.sample.diversity_images or images, images)

@@ -85,10 +85,8 @@ def inception(device: torch.device) -> torch.nn.Module:
 
 
 def bench_evaluate(preset: str, device: torch.device, images: int = 16, seed: int = 0) -> dict:
-    """The parts of one variant's evaluation of `preset`, per unit: PSNR/SSIM/MAE per result (the preset's image
-    size and protocol; CPU), Inception features per image and LPIPS per pair on `device`, a mean interval over
-    the preset's test images (all samples of the fine bins' images: the largest) and one FID interval at that
-    n (CPU). The counts of each come from put/bench/cost.py."""
+    """The parts of one variant's evaluation of `preset`, per unit: PSNR/SSIM/MAE per result (CPU), Inception
+    features per image and LPIPS per pair on `device`, a mean interval and an FID interval at the largest n (CPU)."""
     from put.metrics.diversity import lpips_model
     from put.metrics.image import image_metrics
     from put.stats.bootstrap import mean_interval

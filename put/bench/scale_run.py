@@ -27,10 +27,8 @@ def folder_bytes(path: Path) -> int:
 
 
 def measured_run(argv: list[str], cwd: Path, log: Path, env: dict | None = None) -> dict:
-    """Run `argv` under nice; its wall time, CPU time (user + system, its children's included) and peak resident
-    memory (the largest of it and its children), as GNU time reports them: from a small parent, since a child
-    forked by this (large) process would start its peak at this process's size. A failure raises with the log's
-    tail."""
+    """Run `argv` under nice; its wall time, CPU time (children included) and peak resident memory, as GNU time
+    reports them from a small parent (a fork of this large process would start at its size). Failure raises."""
     if not Path(TIME).is_file():
         raise InputError(f"{TIME}: not found; the scale benchmark measures each stage with GNU time (Debian: time)")
     figures = Path(log).with_suffix(".time")

@@ -32,10 +32,8 @@ PARAMS = "params.yaml"
 
 @dataclass(frozen=True)
 class Result:
-    """One evaluated result: what the user called it, where it was read (the place, label, preset and rule, each
-    with where it came from), its label, its evaluation record and per-image values (a `rule` column: the
-    compositing rule they were scored under), what identifies its masks (by kind: the record's digest, dvc.lock's
-    hash), its preset and rule, and what identifies the file its values were read from (a commit's path, a file)."""
+    """One evaluated result: its name, where it was read (place, label, preset, rule, each with its origin), its
+    record and per-image values (with `rule`), what identifies its masks and the file its values came from."""
 
     name: str
     where: str
@@ -73,10 +71,8 @@ def _masks_from_lock(lock: bytes | None, metrics: str, masks: str) -> str | None
 
 @dataclass(frozen=True)
 class Place:
-    """Where a result's files are read: how to read one (its bytes, None when absent), name it and identify it
-    (the same file read under two names: a commit's path, a file's resolved path), what the place is, its parameter
-    file and whether it is a folder of metrics files (the files by name, not by their paths in a workspace; no
-    dvc.lock, no params.yaml)."""
+    """Where a result's files are read: how to read (bytes, None when absent), name and identify one, the place,
+    its parameter file and whether it is a metrics folder (files by name; no dvc.lock or params.yaml)."""
 
     read: Callable[[str], bytes | None]
     shown: Callable[[str], str]

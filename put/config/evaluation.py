@@ -103,10 +103,8 @@ def one_rule(rules: Mapping[str, str], what: str) -> str:
 
 
 class MetricProtocol(StrictModel):
-    """Every evaluation choice, defaulting to what the released PUT scripts did.
-
-    Store `model_dump()` next to every result so numbers from different protocols are never mixed.
-    """
+    """Every evaluation choice, defaulting to the released scripts'. Stored beside every result, so that numbers of
+    different protocols are never mixed."""
 
     # The released cal_psnr.py converts with cv2.cvtColor(RGB2GRAY) (uint8 fixed point) before the metrics. "pil":
     # PIL's convert('L') (differs by 1 on about 0.13% of colours); "none": the RGB channels.
@@ -155,10 +153,8 @@ class MetricProtocol(StrictModel):
 
 
 class FrontierConfig(StrictModel):
-    """The speed/quality frontier of the full model (`put frontier`): sampling settings and the inputs they
-    are measured on. Every setting runs at every top-K. Cost: the sum over settings of their forward passes
-    at batch `batch_size`, `timing_repeats` times over: on the demo preset (all 16 test images x 4 samples
-    in one batch of 64) about 310 forwards per repeat."""
+    """The speed/quality frontier of the full model (`put frontier`): sampling settings, each at every top-K, and
+    their inputs. Cost: the settings' forward passes at `batch_size`, `timing_repeats` times."""
 
     tokens_per_step: list[int] = Field([1, 2, 4, 8, 16, 32], description="N tokens per forward (1: Algorithm 1)")
     schedule_steps: list[int] = Field([4, 8, 16], description="cosine confidence schedule over exactly S steps")

@@ -85,10 +85,8 @@ def _content(path: Path) -> str:
 
 
 def read_result(path: Path, size: tuple[int, int], grey_truth: bool) -> tuple[np.ndarray, str | None] | str:
-    """(H, W, 3) uint8 and the lossless conversion it took (None: read as it is), or why the file cannot be used:
-    a result that is not a PNG, whatever its name (a JPEG's losses would be scored as the method's), one of
-    another size, a truncated or corrupt one, or one in a pixel format its ground truth (`grey_truth`: grey) does
-    not allow."""
+    """(H, W, 3) uint8 and the lossless conversion it took (None: none), or why the file cannot be used: not a PNG
+    (a JPEG's losses would count as the method's), another size, corrupt, or a pixel format `grey_truth` rules out."""
     with open(path, "rb") as file:
         header = png_header(file.read(IHDR.stop))
     if header is None:

@@ -112,10 +112,9 @@ def exchange(a: Path, b: Path) -> bool:
 
 
 def replace_folder(new: Path, path: Path) -> None:
-    """Puts the folder `new` at `path`. Readers see the old folder or the new one, never a mix: one atomic
-    exchange where the platform has it (the old content is then at `new`, for the caller to delete), else two
-    renames, path -> .NAME.old-HOST-PID and new -> path; a kill between them leaves no `path` for an instant, which
-    `recover_leftovers` (run at the start of the next run on this output) repairs by putting the old one back."""
+    """Puts the folder `new` at `path`; readers see the old or the new, never a mix. An atomic exchange where the
+    platform has it (old content then at `new`), else two renames via .NAME.old-HOST-PID, whose kill in between
+    `recover_leftovers` repairs."""
     if not path.exists():
         os.replace(new, path)
     elif not exchange(new, path):
@@ -131,10 +130,8 @@ def folder_bytes(folder: Path) -> int:
 
 @contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`; it replaces the folder `path` (and whatever it held)
-    when the block succeeds and is removed when it fails. A stage writing its output folder this way leaves
-    either the old folder or the complete new one, never half of one, whatever input it fails on; a full disk
-    is a DiskFullError naming `path`."""
+    """Yields an empty temporary folder beside `path` that replaces it when the block succeeds and is removed when
+    it fails: the old folder or the complete new one, never half. A full disk is a DiskFullError naming `path`."""
     path = Path(path)
     check_output(path, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)

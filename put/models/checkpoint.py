@@ -81,9 +81,8 @@ def torch_write_failed(err: RuntimeError) -> bool:
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike, kept: str | None = None) -> None:
     """torch.save through a temporary file: `path` is the old file or the complete new one. A full disk is a
-    DiskFullError naming `path`, the bytes it needs and `kept` (what is intact), whichever way torch reports it:
-    its zip writer turns the ENOSPC of a write into RuntimeError("unexpected pos"), whose context holds the
-    OSError when it writes through a Python file (as here); failing that, free space below the size decides."""
+    DiskFullError naming `path`, the bytes and `kept`, also when torch's zip writer reports ENOSPC as
+    RuntimeError("unexpected pos") (the OSError is its context; failing that, free space decides)."""
     path = Path(path)
     needed = tensor_bytes(obj)
     try:

@@ -27,10 +27,8 @@ def marks_sentence(family: pd.DataFrame | None, level: float, what: str, per: st
 
 
 def family_sentence(differences: pd.DataFrame, method: str, level: float, what: str, per: str = "") -> str:
-    """The caption's account of a family of differences (rows with `p`, `significant`, `no_interval`), or of
-    several of one size, one `per` mode: how many were tested and marked, under which method, and why some were
-    not, and which left out pairs whose value is not finite, with the n they used (plain text; the caller escapes
-    it)."""
+    """The caption's account of a family of differences (or of several, one `per` mode): how many were tested and
+    marked, under which method, why some were not, and which dropped non-finite pairs (plain text, unescaped)."""
     counts = (f"{int(differences['p'].notna().sum())} tested; {int(differences['significant'].sum())} marked; it "
               f"controls the {CONTROLS[method]}")
     families = differences["mode"].nunique() if per else 1

@@ -52,10 +52,8 @@ def _check(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def frontier_table(frame: pd.DataFrame, preset: str, variant: str = "put", level: float = 0.95) -> Table:
-    """One row per setting (and mask group): cost, then quality, each quality value with the half width of the
-    paired interval of its difference from the exact schedule and a dagger where that difference survives the
-    family's correction; the best quality per column and group in bold only where it survives too. One footnote
-    per reason a value is n/a or has no interval."""
+    """One row per setting and group: cost, then quality with its paired half width from the exact schedule and a
+    dagger where it survives the correction; the best bold only if it survives too. One footnote per reason."""
     frame = _check(frame).assign(ms_per_image=1000 * frame["seconds_per_image"])
     order = {g: i for i, g in enumerate(dict.fromkeys(frame["group"]))}
     frame = frame.sort_values("group", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
@@ -147,10 +145,8 @@ def label_panel(ax, metric: str, group: str) -> None:
 
 
 def plot_frontier(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Each measurable quality metric against forward passes per image (log x), one panel per metric and one
-    row per mask group; a line per sampling family and K, argmax as a single point, Algorithm 1 ringed; every
-    point with the error bar of its paired difference from Algorithm 1, filled where that difference survives the
-    family's correction."""
+    """Each quality metric against forward passes per image (log x), a panel per metric and group: a line per family
+    and K, argmax a point, Algorithm 1 ringed; error bars of the paired difference, filled where it survives."""
     frame = _check(frame)
     metrics = [m for m in QUALITY if frame[m].notna().any()]
     if not metrics:

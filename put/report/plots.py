@@ -44,10 +44,9 @@ def measurable(curves: pd.DataFrame, metric: str) -> bool:
 
 
 def plot_curves(curves: pd.DataFrame, metrics: Sequence[str], path: str | os.PathLike) -> Path:
-    """One panel per metric against the hole ratio (the fine bins' centres), one line per variant, with its
-    interval as a band where the frame has `<metric>_lo` and `<metric>_hi`; a variant without any value of a
-    metric is left out of that panel. Every metric must be measurable: the report says in words why a curve is
-    missing instead of drawing an empty one. One row per variant and bin (one seed replicate)."""
+    """One panel per metric against the hole ratio, a line per variant with its interval as a band (variants with
+    no value left out). Every metric must be measurable: the report says why a curve is missing. One row per
+    variant and bin."""
     for column in ("variant", "bin"):
         if column not in curves.columns:
             raise ValueError(f"curves frame lacks column {column!r}")

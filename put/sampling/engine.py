@@ -158,10 +158,8 @@ def sample_tokens(model: PUTModel, features: torch.Tensor, known: torch.Tensor, 
                   options: SamplingOptions = SamplingOptions(), seed: int | None = None,
                   engine: str | Sampler = "auto", progress: Progress | None = None,
                   known_fraction: torch.Tensor | None = None) -> torch.Tensor:
-    """Iterative sampling (see put/sampling/eager.py) by `engine`: a caller's Sampler (its engines reused), or an
-    engine's
-    name (a sampler for this call only); the same tokens whichever runs it. `known_fraction` (B,): each image's
-    known pixel fraction, which the TPAMI model's mask embedding reads (None for the CVPR model)."""
+    """Iterative sampling by `engine`: a caller's Sampler, or an engine's name (for this call only); the same tokens
+    either way. `known_fraction` (B,): known pixel fractions for TPAMI's mask embedding (None for CVPR)."""
     sampler = engine if isinstance(engine, Sampler) else Sampler(model, engine)
     return sampler(features, known, tokens, options, seed, progress, known_fraction)
 

@@ -37,10 +37,8 @@ def entry_of(params: Params, label: str) -> tuple[str, ExternalMethod]:
 
 
 def external_jobs(params: Params, entry: ExternalMethod, masks: Path) -> pd.DataFrame:
-    """The rows `put sample` would write for this method (same images, masks, groups and output names), each with
-    the file of the entry's folder it comes from (`result`). A deterministic method fills the deterministic
-    column (mode all), a stochastic one the K column (mode topk) with its first sample; the fine bins take every
-    sample, on the images the variants' diversity samples cover."""
+    """The rows `put sample` would write for this method, each with its source file (`result`). A deterministic
+    method fills mode all, a stochastic one mode topk (first sample); the fine bins take every sample."""
     jobs = sampling_jobs(read_manifest(masks), entry.samples, params.resolved().sample.diversity_images)
     jobs = jobs[jobs["mode"] != ("all" if entry.stochastic else "topk")].reset_index(drop=True)
     if entry.folder is not None:

@@ -51,10 +51,8 @@ MAIN_TABLES = ("table1", "table3", "generations", "generations_diversity", "spee
 
 def grid_rows(samples: Path, masks: Path, images: int = 4, columns: int = 3,
               composited: bool = False) -> tuple[list[list[np.ndarray]], list[str]]:
-    """Masked input, `columns` top-K samples (fewer if fewer were drawn) and the ground truth for a few images
-    of the 40-50% bin. Samples of the raw decoder (`composited` False: the evaluation's input, whose known region
-    is the decoder's too) are each shown beside the same with the known pixels pasted back (what `put inpaint`
-    returns)."""
+    """Masked input, up to `columns` top-K samples and the ground truth for a few 40-50% images. Raw decoder samples
+    (`composited` False) are each shown beside the same with the known pixels pasted back."""
     jobs = read_samples(samples)
     diversity = jobs[(jobs["mode"] == "diversity") & (jobs["group"] == "40-50")]
     chosen = list(diversity.groupby("image", sort=True))[:images]
