@@ -1,7 +1,6 @@
-"""The package's own errors: failures whose cause is known and lies outside the code (the user's input, their
-files, the machine, a service). The CLI turns a `PutError` into one line and exit status 2, and the server into a
-4xx answer; any other exception is a bug and keeps its traceback. This module imports nothing of the package.
-Which class to raise (docs/reliability.md, "Error kinds")."""
+"""The package's own errors: known causes outside the code (input, files, machine, a service). The CLI prints a
+`PutError` as one line (exit 2), the server as a 4xx; anything else is a bug with its traceback. Imports nothing
+of the package (docs/reliability.md, "Error kinds")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What every benchmark row carries: the network timed (layers, width, image size, parameters), the device, torch,
-the precision, the code's commit, the achieved TFLOP/s and its fraction of this device's dense matmul rate
-(bf16 on GPUs, fp32 on CPUs), measured in the same process right after, since a shared machine's load drifts.
+"""What every benchmark row carries: the network, device, torch, precision, commit, and the achieved TFLOP/s as a
+fraction of the device's matmul rate, measured right after in the same process (a shared machine's load drifts).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The bookkeeping around the stages at a size, measured by `put bench scale` (put/bench/scale.py): DVC hashing
-and caching each stage's output folder (`dvc add`, what `dvc commit` and `dvc repro` do to an output) and checking
-it again (`dvc status`), Snakemake planning the DAG (`snakemake -n`) over those outputs, and MLflow logging one
-evaluation (its metrics and the masks' manifest as dataset: the evaluate stage's `log_outputs`)."""
+"""The bookkeeping around the stages at a size (`put bench scale`): DVC caching and checking each output
+(`dvc add`, `dvc status`), Snakemake planning the DAG (`snakemake -n`), and MLflow logging one evaluation."""
 
 from __future__ import annotations
 

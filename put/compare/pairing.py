@@ -1,7 +1,6 @@
-"""Results paired for `put compare`: refused, in one line naming what differs, unless they share the preset, the
-metric protocol, the mask groups, the masks and the test images; then each against the first (the baseline), row
-by row (mode, group, test image, sample), with the report's paired differences (put/stats/differences.py) and one
-family over everything compared (docs/statistics.md, "Did a change help?")."""
+"""Results paired for `put compare`: refused unless they share preset, protocol, masks and test images; then each
+against the first, row by row, with the report's paired differences as one family (docs/statistics.md, "Did a
+change help?")."""
 
 from __future__ import annotations
 

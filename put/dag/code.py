@@ -1,7 +1,5 @@
-"""The code version of each stage command, which DVC tracks as a parameter (results/<preset>/code_versions.yaml,
-written by the `config` stage) instead of every source file as a dependency of every stage: the same stages
-re-run after an edit, and dvc.lock keeps one line per stage for its code instead of four per source file, which
-DVC reads and rewrites after every stage (docs/dvc-snakemake.md, "What re-runs")."""
+"""The code version of each stage command, tracked by DVC as a parameter instead of every source file as a
+dependency: the same stages re-run, with one dvc.lock line per stage (docs/dvc-snakemake.md, "What re-runs")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The prepared image cache: every training and test image decoded and resized once, at the size a training
-stage reads it, stored as raw pixels in a few large numpy shard files with an index and checksums, resumable
-from its finished shards. The folder's layout (docs/pipeline.md, "The prepared images"); the format comparison
-(docs/fidelity.md, "Prepared images")."""
+"""The prepared image cache: every image decoded and resized once, as raw pixels in numpy shards with an index and
+checksums, resumable (docs/pipeline.md, "The prepared images"; docs/fidelity.md, "Prepared images")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""A folder of completed images from another codebase, checked against the files the frozen masks call for: every
-one present (when some are not, the files of other names the folder holds are named too), a PNG of the image size
-in a pixel format the ground truth allows (put/external/modes.py) and readable, or an error naming the first wrong
-ones and how many (docs/external.md, "Checks on a folder of results")."""
+"""A folder of another codebase's completed images, checked against the frozen masks: every file present, a
+readable PNG of the image size in an allowed pixel format, or an error naming the first wrong ones
+(docs/external.md, "Checks on a folder of results")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""How much of the ground truth under the hole another method's results hold: a copy of it (the method saw the
-pixels it should fill) counted and named, and a folder refused where a mask group holds more than a few percent of
-copies; a group whose typical result holds most of it, named as likely made on another mask set (docs/external.md,
-"Copies of the ground truth")."""
+"""How much of the ground truth under the hole another method's results hold: copies counted, a folder refused
+past a few percent per group, a group likely made on other masks named (docs/external.md, "Copies of the ground
+truth")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Files in and out: writes that a crash, a full disk or a bad input never leaves half done (`.NAME.tmp-HOST-PID`
-beside the target, renamed onto it; a folder swapped in one step where Linux can), the recovery of what a killed
-run left behind, checks that an output can be written before the work starts, JSON and CSV reads whose errors
-name the file, content hashes (docs/reliability.md, "Atomic writes")."""
+"""Files in and out: writes never left half done (temporary name, renamed), recovery of what a killed run left,
+writability checks, JSON and CSV reads whose errors name the file, hashes (docs/reliability.md, "Atomic writes")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Files as a git revision or a DVC experiment holds them, read from git's objects without checking anything out
-(`git show REV:PATH`). An experiment is named as `dvc exp show` prints it: DVC keeps each one as a commit under
-refs/exps/<baseline>/<name>. Files DVC caches are not in those commits; the evaluation's files are kept in git
-(`cache: false`), so git alone reads them (docs/statistics.md, "Did a change help?")."""
+"""Files of a git revision or DVC experiment (a commit under refs/exps/), read with `git show REV:PATH`. The
+evaluation's files are kept in git (`cache: false`), so git alone reads them (docs/statistics.md, "Did a change
+help?")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The one reader of every YAML file a user writes (params.yaml, slurm/site.yaml, workflow/resources.yaml, model
-overrides of the authors' checkpoints, the presets): UTF-8 only, safe loading, and errors that name the file and
-the line. A key given twice in one mapping is an error (PyYAML keeps the last silently, so `preset:` written twice
-would run the second preset without a word)."""
+"""The one reader of every user-written YAML file: UTF-8, safe loading, errors naming file and line. A key given
+twice is an error (PyYAML silently keeps the last)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""UQ-Transformer: un-quantized P-VQVAE features in, distributions over the codebook `e` out: input projection +
-position embedding, n' pre-LN blocks, LayerNorm + linear head. TPAMI's ViT-base is the same network with four
-switches (TransformerConfig). The input projection and the head always run in fp32, also inside a caller's bf16
-autocast (docs/model.md, "The networks")."""
+"""UQ-Transformer: un-quantized P-VQVAE features in, distributions over codebook `e` out (TPAMI's ViT-base: four
+switches of TransformerConfig). Input projection and head run in fp32 even under bf16 (docs/model.md, "The
+networks")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The token a server beyond the loopback address requires (docs/serving.md, "Token"): generated at start unless
-`--token` sets one, printed as a link as Jupyter does; every page, file and API call must carry it, as
-`Authorization: Bearer <token>`, `?token=<token>`, or the cookie the link sets so the page's own requests (and
-its images) carry it."""
+"""The token a server beyond the loopback requires (docs/serving.md, "Token"): generated unless `--token`, printed
+as a link; every request carries it as a Bearer header, `?token=` or the cookie the link sets."""
 
 from __future__ import annotations
 

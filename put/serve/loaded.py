@@ -1,7 +1,6 @@
-"""The models `put serve` keeps in memory: at most `limit`, the least recently used unloaded first (never one in
-use), each with the sampler its requests share (one request per model at a time: put/serve/jobs.py), and which
-sampler each model uses and why. A sampler whose graph capture failed is dropped after its request, so the next
-request tries the capture again instead of sampling eagerly for the server's lifetime (docs/serving.md)."""
+"""The models `put serve` keeps in memory: at most `limit`, least recently used unloaded first, each with its
+sampler. A sampler whose capture failed is dropped after its request, so that the next one retries the capture
+instead of staying eager (docs/serving.md)."""
 
 from __future__ import annotations
 

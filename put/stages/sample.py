@@ -1,8 +1,7 @@
 """Stage `sample`: one variant's inpainting results on the frozen evaluation masks.
 
-For each table group (20-40, 40-60, 10-60): one deterministic all-at-once result (PUT_all) and one
-top-K result (PUT_K) per test image. For each fine bin: `diversity_samples` top-K results per image
-(the FID/LPIPS curves). Files: <out>/<mode>/<group>/<stem>[_<i>].png and <out>/samples.csv.
+Per table group and test image: PUT_all and PUT_K; per fine bin, `diversity_samples` top-K results.
+Files: <out>/<mode>/<group>/<stem>[_<i>].png and <out>/samples.csv.
 """
 
 from __future__ import annotations
