@@ -1,7 +1,6 @@
-"""Tracking that outlives a tracking server's outage: once MLflow's client has run out of retries, this call and
-every later one of the run go to a spool file (put/tracking/spool.py), the stage finishes its work and names the
-run it could not log, for `put track-replay` to log once the server is back (docs/mlflow.md, "When the tracking
-server is down")."""
+"""Tracking that outlives a server's outage: once MLflow's retries run out, this and every later call go to a spool
+file, and the stage finishes and names it for `put track-replay` (docs/mlflow.md, "When the tracking server is
+down")."""
 
 from __future__ import annotations
 

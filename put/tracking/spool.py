@@ -1,7 +1,5 @@
-"""The spool file of a run whose tracking server stopped answering (written by put/tracking/resilient.py): its
-header, records, arrays, lock and cursor, and the replay that `put track-replay FILE` runs once the server is
-back, into the same run of the same store, resuming where an interrupted replay stopped (docs/mlflow.md, "When
-the tracking server is down")."""
+"""The spool file of a run whose tracking server stopped answering, and `put track-replay FILE`'s resumable replay
+into the same run (docs/mlflow.md, "When the tracking server is down")."""
 
 from __future__ import annotations
 

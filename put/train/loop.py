@@ -1,7 +1,6 @@
-"""The training loop both stages share: resume, periodic atomic checkpoints, SIGTERM handling,
-non-finite-loss stop, progress and metric logging. The finished model goes to `out` only when training
-completes; the resumable state lives in `<out>.resume.pt` beside it, records the training's identity and is
-never resumed under other settings. Files, identity and curves (docs/cluster.md, "Training resumes")."""
+"""The training loop both stages share: resume, atomic checkpoints, SIGTERM, non-finite-loss stop, logging. `out`
+appears only when training completes; `<out>.resume.pt` records the training's identity and is never resumed under
+other settings (docs/cluster.md, "Training resumes")."""
 
 from __future__ import annotations
 
@@ -386,10 +385,8 @@ def evaluate(task: Task, step: int, history: dict[str, list[dict]], tracker: Tra
 
 
 def keep_final_state(out: Path, final: Path, partial: Path) -> None:
-    """`final`, a hard link to the finished `out` (a copy where the file system has none), for a retry of the
-    stage after a kill that comes once it has ended. The training is complete in `out` whatever happens here: a
-    copy that fails (a full disk) is a warning, not a failed stage (which Snakemake would answer by deleting `out`
-    and training again), and the resume state stays for such a retry."""
+    """`final`, a hard link to the finished `out` (else a copy), for a retry after a late kill. A failed copy is a
+    warning, not a failed stage (Snakemake would delete `out` and train again); the resume state then stays."""
     try:
         link_or_copy(out, final)
     except OSError as err:
