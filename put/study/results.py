@@ -30,11 +30,17 @@ class EvaluatedResults:
 
     metrics: pd.DataFrame
     curves: pd.DataFrame
-    base: pd.DataFrame
-    base_curves: pd.DataFrame
     replicates: pd.DataFrame
     differences: pd.DataFrame
     external: dict[str, ExternalMethod]
+
+    @property
+    def base(self) -> pd.DataFrame:
+        return self.metrics[self.metrics["seed"] == 0]
+
+    @property
+    def base_curves(self) -> pd.DataFrame:
+        return self.curves[self.curves["seed"] == 0]
 
 
 def read_results(params: Params, metrics_files: list[Path]) -> EvaluatedResults:
@@ -67,5 +73,4 @@ def read_results(params: Params, metrics_files: list[Path]) -> EvaluatedResults:
         families.insert(1, ("external methods", pasted_images))
     differences = pd.concat([paired_differences(part, PIXEL_METRICS, Bootstrap.of(protocol), protocol.multiplicity,
                                                 name=name) for name, part in families], ignore_index=True)
-    return EvaluatedResults(metrics, curves, metrics[metrics["seed"] == 0], curves[curves["seed"] == 0], replicates,
-                            differences, external)
+    return EvaluatedResults(metrics, curves, replicates, differences, external)
